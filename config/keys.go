@@ -1,0 +1,169 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is the value type of a key.
+type Kind int
+
+// The kinds of values.
+const (
+	KindInt Kind = iota
+	KindDuration
+	KindString
+	KindEnum
+	KindBool
+)
+
+// Scope says where a key may be set.
+type Scope int
+
+const (
+	// ScopeJob keys may be set in a job spec's config, in flinkctl run -D, or in a cluster
+	// config file (as the default for every job).
+	ScopeJob Scope = iota
+	// ScopeProcess keys configure a JobManager or TaskManager process; a job cannot set them.
+	ScopeProcess
+)
+
+// Option describes one configuration key.
+type Option struct {
+	Key         string
+	Kind        Kind
+	Default     string // "" means unset (no default)
+	Scope       Scope
+	Enum        []string // allowed values for KindEnum
+	Min         int64    // minimum for KindInt and (in milliseconds) for KindDuration
+	Description string
+}
+
+// Configuration keys. Names are Flink's.
+const (
+	TaskSlots               = "taskmanager.numberOfTaskSlots"
+	HeartbeatInterval       = "heartbeat.interval"
+	HeartbeatTimeout        = "heartbeat.timeout"
+	SlotRequestTimeout      = "slot.request.timeout"
+	ParallelismDefault      = "parallelism.default"
+	MaxParallelism          = "pipeline.max-parallelism"
+	BufferTimeout           = "execution.buffer-timeout.interval"
+	BuffersPerChannel       = "taskmanager.network.memory.buffers-per-channel"
+	MaxBuffersPerChannel    = "taskmanager.network.memory.max-buffers-per-channel"
+	PartitionRequestTimeout = "taskmanager.network.partition-request-timeout"
+	CheckpointInterval      = "execution.checkpointing.interval"
+	CheckpointMode          = "execution.checkpointing.mode"
+	CheckpointTimeout       = "execution.checkpointing.timeout"
+	CheckpointMinPause      = "execution.checkpointing.min-pause"
+	CheckpointMaxConcurrent = "execution.checkpointing.max-concurrent-checkpoints"
+	CheckpointTolerable     = "execution.checkpointing.tolerable-failed-checkpoints"
+	CheckpointNumRetained   = "execution.checkpointing.num-retained"
+	CheckpointDir           = "execution.checkpointing.dir"
+)
+
+const notYet = " Accepted and validated; checkpointing is not implemented yet, so it has no effect."
+
+// options is the registry of every key goflink understands.
+var options = []Option{
+	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1,
+		Description: "Slots a TaskManager offers; one slot holds one subtask of each operator of a job."},
+	{Key: HeartbeatInterval, Kind: KindDuration, Default: "1 s", Scope: ScopeProcess, Min: 1,
+		Description: "How often a TaskManager heartbeats the JobManager (Flink: 10 s)."},
+	{Key: HeartbeatTimeout, Kind: KindDuration, Default: "5 s", Scope: ScopeProcess, Min: 1,
+		Description: "Silence after which the JobManager declares a TaskManager lost (Flink: 50 s)."},
+	{Key: SlotRequestTimeout, Kind: KindDuration, Default: "5 min", Scope: ScopeJob, Min: 1,
+		Description: "How long a job waits for enough free slots before it fails."},
+	{Key: ParallelismDefault, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
+		Description: "Parallelism of operators when neither the spec nor flinkctl run -p sets one."},
+	{Key: MaxParallelism, Kind: KindInt, Default: "-1", Scope: ScopeJob, Min: -1,
+		Description: "Number of key groups of keyed operators; -1 derives it from the parallelism as Flink does."},
+	{Key: BufferTimeout, Kind: KindDuration, Default: "100 ms", Scope: ScopeJob, Min: 0,
+		Description: "Longest time a partly filled network buffer waits before it is sent; 0 flushes after every record batch."},
+	{Key: BuffersPerChannel, Kind: KindInt, Default: "4", Scope: ScopeProcess, Min: 1,
+		Description: "Credits (32 KiB network buffers) a consumer grants each input channel."},
+	{Key: MaxBuffersPerChannel, Kind: KindInt, Default: "10", Scope: ScopeProcess, Min: 1,
+		Description: "Buffers a producer may queue per output channel before the task blocks (backpressure)."},
+	{Key: PartitionRequestTimeout, Kind: KindDuration, Default: "10 s", Scope: ScopeProcess, Min: 1,
+		Description: "How long a consumer keeps trying to reach a producer's result partition."},
+	{Key: CheckpointInterval, Kind: KindDuration, Scope: ScopeJob, Min: 10,
+		Description: "Interval of periodic checkpoints; unset disables checkpointing." + notYet},
+	{Key: CheckpointMode, Kind: KindEnum, Default: "EXACTLY_ONCE", Scope: ScopeJob, Enum: []string{"EXACTLY_ONCE", "AT_LEAST_ONCE"},
+		Description: "Checkpointing mode." + notYet},
+	{Key: CheckpointTimeout, Kind: KindDuration, Default: "10 min", Scope: ScopeJob, Min: 10,
+		Description: "A checkpoint that takes longer is aborted." + notYet},
+	{Key: CheckpointMinPause, Kind: KindDuration, Default: "0 ms", Scope: ScopeJob, Min: 0,
+		Description: "Minimal pause between the end of one checkpoint and the start of the next." + notYet},
+	{Key: CheckpointMaxConcurrent, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
+		Description: "Checkpoints that may be in progress at once." + notYet},
+	{Key: CheckpointTolerable, Kind: KindInt, Default: "0", Scope: ScopeJob, Min: 0,
+		Description: "Consecutive checkpoint failures tolerated before the job fails over." + notYet},
+	{Key: CheckpointNumRetained, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
+		Description: "Completed checkpoints retained." + notYet},
+	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
+		Description: "Directory for checkpoint data and metadata." + notYet},
+}
+
+var byKey = func() map[string]*Option {
+	m := make(map[string]*Option, len(options))
+	for i := range options {
+		m[options[i].Key] = &options[i]
+	}
+	return m
+}()
+
+// Options returns every known key, in documentation order.
+func Options() []Option { return append([]Option(nil), options...) }
+
+// Lookup returns the option for key.
+func Lookup(key string) (Option, bool) {
+	o, ok := byKey[key]
+	if !ok {
+		return Option{}, false
+	}
+	return *o, true
+}
+
+// normalize validates value for o and returns its canonical form.
+func (o *Option) normalize(value string) (string, error) {
+	v := strings.TrimSpace(value)
+	switch o.Kind {
+	case KindInt:
+		var n int64
+		if _, err := fmt.Sscan(v, &n); err != nil || fmt.Sprint(n) != strings.TrimPrefix(v, "+") {
+			return "", fmt.Errorf("%q is not an integer", value)
+		}
+		if n < o.Min {
+			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
+		}
+		return fmt.Sprint(n), nil
+	case KindDuration:
+		d, err := ParseDuration(v)
+		if err != nil {
+			return "", err
+		}
+		if d < time.Duration(o.Min)*time.Millisecond {
+			return "", fmt.Errorf("%v is below the minimum %v", d, time.Duration(o.Min)*time.Millisecond)
+		}
+		return FormatDuration(d), nil
+	case KindEnum:
+		for _, e := range o.Enum {
+			if strings.EqualFold(v, e) {
+				return e, nil
+			}
+		}
+		return "", fmt.Errorf("%q is not one of %s", value, strings.Join(o.Enum, ", "))
+	case KindBool:
+		switch strings.ToLower(v) {
+		case "true":
+			return "true", nil
+		case "false":
+			return "false", nil
+		}
+		return "", fmt.Errorf("%q is not true or false", value)
+	}
+	if v == "" {
+		return "", fmt.Errorf("value is empty")
+	}
+	return v, nil
+}

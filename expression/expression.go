@@ -1,0 +1,311 @@
+package expression
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/goflink/goflink/internal/suggest"
+	"github.com/goflink/goflink/record"
+)
+
+// AccName is the name under which reduce expressions see the previous result for the key.
+const AccName = "acc"
+
+// Options tune Compile.
+type Options struct {
+	// Acc exposes `acc`, a record of the same schema (the previous reduce result).
+	Acc bool
+	// Want, when not Invalid, is the required result type.
+	Want record.Type
+}
+
+// Program is a compiled, type-checked expression. It is immutable and safe to share; use
+// NewEvaluator to run it.
+type Program struct {
+	src    string
+	typ    record.Type
+	schema *record.Schema
+	layout *envLayout
+	prog   *vm.Program
+	fast   fastFn // nil when the expression needs the VM
+}
+
+// envLayout is the Go struct type that mirrors a schema for expr, and each field's offset.
+type envLayout struct {
+	typ     reflect.Type // struct with one field per schema field, plus Acc when asked
+	offsets []uintptr
+	accOff  uintptr
+	hasAcc  bool
+}
+
+var (
+	goInt    = reflect.TypeFor[int]()
+	goFloat  = reflect.TypeFor[float64]()
+	goString = reflect.TypeFor[string]()
+	goBool   = reflect.TypeFor[bool]()
+	goBytes  = reflect.TypeFor[[]byte]()
+	goTime   = reflect.TypeFor[time.Time]()
+)
+
+func goType(t record.Type) reflect.Type {
+	switch t {
+	case record.Int64:
+		return goInt
+	case record.Float64:
+		return goFloat
+	case record.String:
+		return goString
+	case record.Bool:
+		return goBool
+	case record.Bytes:
+		return goBytes
+	case record.Timestamp:
+		return goTime
+	}
+	panic(fmt.Sprintf("expression: no Go type for %v", t))
+}
+
+func recordType(t reflect.Type) record.Type {
+	if t == nil {
+		return record.Invalid
+	}
+	switch t {
+	case goTime:
+		return record.Timestamp
+	case goBytes:
+		return record.Bytes
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return record.Int64
+	case reflect.Float32, reflect.Float64:
+		return record.Float64
+	case reflect.String:
+		return record.String
+	case reflect.Bool:
+		return record.Bool
+	}
+	return record.Invalid
+}
+
+func structFields(s *record.Schema) []reflect.StructField {
+	fields := make([]reflect.StructField, s.Len())
+	for i := range fields {
+		f := s.Field(i)
+		fields[i] = reflect.StructField{
+			Name: fmt.Sprintf("F%d", i),
+			Type: goType(f.Type),
+			Tag:  reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name)),
+		}
+	}
+	return fields
+}
+
+func newLayout(s *record.Schema, withAcc bool) *envLayout {
+	fields := structFields(s)
+	l := &envLayout{hasAcc: withAcc}
+	if withAcc {
+		base := reflect.StructOf(structFields(s))
+		fields = append(fields, reflect.StructField{Name: "Acc", Type: base, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
+	}
+	l.typ = reflect.StructOf(fields)
+	l.offsets = make([]uintptr, s.Len())
+	for i := range l.offsets {
+		l.offsets[i] = l.typ.Field(i).Offset
+	}
+	if withAcc {
+		l.accOff = l.typ.Field(s.Len()).Offset
+	}
+	return l
+}
+
+// Compile parses and type-checks src against schema. Errors name the problem and the column.
+func Compile(src string, schema *record.Schema, opts Options) (*Program, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, errors.New("expression is empty")
+	}
+	layout := newLayout(schema, opts.Acc)
+	env := reflect.New(layout.typ).Interface()
+	prog, err := expr.Compile(src, expr.Env(env))
+	if err != nil {
+		return nil, describe(err, schema, opts.Acc)
+	}
+	node := prog.Node()
+	typ := recordType(node.Type())
+	if typ == record.Invalid {
+		return nil, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes or timestamp)", typeName(node.Type()))
+	}
+	if opts.Want != record.Invalid && typ != opts.Want {
+		return nil, fmt.Errorf("result is %v, want %v", typ, opts.Want)
+	}
+	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
+	p.fast = compileFast(node, schema, opts.Acc)
+	return p, nil
+}
+
+func typeName(t reflect.Type) string {
+	if t == nil || t.Kind() == reflect.Interface {
+		return "unknown (dynamic)"
+	}
+	return t.String()
+}
+
+// describe turns an expr compile error into one line naming the column, with a did-you-mean
+// for unknown names.
+func describe(err error, schema *record.Schema, acc bool) error {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	msg := fe.Message
+	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
+		names := make([]string, 0, schema.Len()+1)
+		for i := range schema.Len() {
+			names = append(names, schema.Field(i).Name)
+		}
+		if acc {
+			names = append(names, AccName)
+		}
+		msg += " (fields: " + strings.Join(names, ", ") + ")"
+		if s := suggest.Closest(name, names); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+	}
+	return fmt.Errorf("%s (column %d)", msg, fe.Column+1)
+}
+
+// Type returns the result type.
+func (p *Program) Type() record.Type { return p.typ }
+
+// Source returns the expression text.
+func (p *Program) Source() string { return p.src }
+
+// Native reports whether the expression runs as native closures rather than on the VM.
+func (p *Program) Native() bool { return p.fast != nil }
+
+// Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
+type Evaluator struct {
+	p     *Program
+	frame frame
+	vm    vm.VM
+	env   reflect.Value // *struct of layout.typ (VM path only)
+	base  unsafe.Pointer
+}
+
+// NewEvaluator returns an evaluator with its own VM and environment.
+func (p *Program) NewEvaluator() *Evaluator {
+	e := &Evaluator{p: p}
+	if p.fast == nil {
+		e.env = reflect.New(p.layout.typ)
+		e.base = e.env.UnsafePointer()
+	}
+	return e
+}
+
+// Eval evaluates the expression for row (and acc, the previous reduce result, when compiled
+// with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
+// an integer division by zero are returned, never panicked.
+func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
+	if e.p.fast != nil {
+		e.frame.row, e.frame.acc = row, acc
+		defer func() {
+			if r := recover(); r != nil {
+				re, ok := r.(runtimeError)
+				if !ok {
+					panic(r)
+				}
+				v, err = record.Value{}, fmt.Errorf("evaluate %q: %s", e.p.src, string(re))
+			}
+		}()
+		return e.p.fast(&e.frame), nil
+	}
+	return e.evalVM(row, acc)
+}
+
+func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
+	l := e.p.layout
+	storeRow(e.base, l.offsets, e.p.schema, row)
+	if l.hasAcc {
+		accBase := unsafe.Add(e.base, l.accOff)
+		if acc == nil {
+			clear(unsafe.Slice((*byte)(accBase), l.typ.Field(len(l.offsets)).Type.Size()))
+		} else {
+			storeRow(accBase, l.offsets, e.p.schema, acc)
+		}
+	}
+	out, err := e.vm.Run(e.p.prog, e.env.Interface())
+	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return record.Value{}, fmt.Errorf("evaluate %q: %s (column %d)", e.p.src, fe.Message, fe.Column+1)
+		}
+		return record.Value{}, fmt.Errorf("evaluate %q: %w", e.p.src, err)
+	}
+	return toValue(out, e.p.typ)
+}
+
+// storeRow writes row into the env struct at base. The acc struct has the same field offsets
+// as the leading fields of the top-level struct, because both start with the same fields.
+func storeRow(base unsafe.Pointer, offsets []uintptr, s *record.Schema, row record.Row) {
+	for i, off := range offsets {
+		p := unsafe.Add(base, off)
+		v := row[i]
+		switch s.Field(i).Type {
+		case record.Int64:
+			*(*int)(p) = int(v.Int())
+		case record.Float64:
+			*(*float64)(p) = v.Float()
+		case record.String:
+			*(*string)(p) = v.Str()
+		case record.Bool:
+			*(*bool)(p) = v.Bool()
+		case record.Bytes:
+			*(*[]byte)(p) = v.BytesView()
+		case record.Timestamp:
+			*(*time.Time)(p) = v.Time()
+		}
+	}
+}
+
+func toValue(out any, t record.Type) (record.Value, error) {
+	switch x := out.(type) {
+	case int:
+		if t == record.Float64 {
+			return record.FloatValue(float64(x)), nil
+		}
+		return record.IntValue(int64(x)), nil
+	case int64:
+		return record.IntValue(x), nil
+	case float64:
+		return record.FloatValue(x), nil
+	case string:
+		return record.StringValue(x), nil
+	case bool:
+		return record.BoolValue(x), nil
+	case []byte:
+		return record.BytesValue(x), nil
+	case time.Time:
+		return record.TimeValue(x), nil
+	case nil:
+		return record.Value{}, fmt.Errorf("expression returned nil, want %v", t)
+	}
+	rv := reflect.ValueOf(out)
+	switch {
+	case rv.CanInt():
+		return record.IntValue(rv.Int()), nil
+	case rv.CanUint():
+		return record.IntValue(int64(rv.Uint())), nil
+	case rv.CanFloat():
+		return record.FloatValue(rv.Float()), nil
+	}
+	return record.Value{}, fmt.Errorf("expression returned %T, want %v", out, t)
+}

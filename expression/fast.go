@@ -1,0 +1,434 @@
+package expression
+
+import (
+	"math"
+	"reflect"
+
+	"github.com/expr-lang/expr/ast"
+
+	"github.com/goflink/goflink/record"
+)
+
+// frame is what native closures read: the current row and the previous reduce result.
+type frame struct {
+	row, acc record.Row
+}
+
+// runtimeError is panicked by native closures and recovered by Evaluator.Eval.
+type runtimeError string
+
+type (
+	fastFn  func(*frame) record.Value
+	intFn   func(*frame) int64
+	floatFn func(*frame) float64
+	strFn   func(*frame) string
+	boolFn  func(*frame) bool
+)
+
+// compileFast translates a checked expr AST into native closures with expr's semantics
+// (wrapping int arithmetic, `/` always in float, an integer `%` by zero is an error, numeric
+// comparisons across int and float in float). It returns nil if any node is outside the
+// supported subset; the caller then uses the VM for the whole expression.
+func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
+	c := &fastCompiler{schema: s, acc: acc}
+	switch recordType(node.Type()) {
+	case record.Int64:
+		if f := c.int(node); f != nil {
+			return func(fr *frame) record.Value { return record.IntValue(f(fr)) }
+		}
+	case record.Float64:
+		if f := c.float(node); f != nil {
+			return func(fr *frame) record.Value { return record.FloatValue(f(fr)) }
+		}
+	case record.String:
+		if f := c.str(node); f != nil {
+			return func(fr *frame) record.Value { return record.StringValue(f(fr)) }
+		}
+	case record.Bool:
+		if f := c.bool(node); f != nil {
+			return func(fr *frame) record.Value { return record.BoolValue(f(fr)) }
+		}
+	}
+	return nil
+}
+
+type fastCompiler struct {
+	schema *record.Schema
+	acc    bool
+}
+
+func kindOf(n ast.Node) reflect.Kind {
+	t := n.Type()
+	if t == nil {
+		return reflect.Invalid
+	}
+	return t.Kind()
+}
+
+// field resolves an identifier or `acc.name` to (index, fromAcc) if it names a field of type t.
+func (c *fastCompiler) field(n ast.Node, t record.Type) (idx int, fromAcc, ok bool) {
+	switch n := n.(type) {
+	case *ast.IdentifierNode:
+		i := c.schema.Index(n.Value)
+		if i < 0 || c.schema.Field(i).Type != t {
+			return 0, false, false
+		}
+		return i, false, true
+	case *ast.MemberNode:
+		id, ok1 := n.Node.(*ast.IdentifierNode)
+		prop, ok2 := n.Property.(*ast.StringNode)
+		if !c.acc || !ok1 || !ok2 || id.Value != AccName || n.Optional || n.Method {
+			return 0, false, false
+		}
+		i := c.schema.Index(prop.Value)
+		if i < 0 || c.schema.Field(i).Type != t {
+			return 0, false, false
+		}
+		return i, true, true
+	}
+	return 0, false, false
+}
+
+func (c *fastCompiler) int(n ast.Node) intFn {
+	if kindOf(n) != reflect.Int {
+		return nil
+	}
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		v := int64(n.Value)
+		return func(*frame) int64 { return v }
+	case *ast.ConstantNode:
+		if v, ok := n.Value.(int); ok {
+			x := int64(v)
+			return func(*frame) int64 { return x }
+		}
+		return nil
+	case *ast.IdentifierNode, *ast.MemberNode:
+		i, fromAcc, ok := c.field(n, record.Int64)
+		if !ok {
+			return nil
+		}
+		if fromAcc {
+			return func(f *frame) int64 {
+				if f.acc == nil {
+					return 0
+				}
+				return f.acc[i].Int()
+			}
+		}
+		return func(f *frame) int64 { return f.row[i].Int() }
+	case *ast.UnaryNode:
+		x := c.int(n.Node)
+		if x == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "-":
+			return func(f *frame) int64 { return -x(f) }
+		case "+":
+			return x
+		}
+	case *ast.BinaryNode:
+		l, r := c.int(n.Left), c.int(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "+":
+			return func(f *frame) int64 { return l(f) + r(f) }
+		case "-":
+			return func(f *frame) int64 { return l(f) - r(f) }
+		case "*":
+			return func(f *frame) int64 { return l(f) * r(f) }
+		case "%":
+			return func(f *frame) int64 {
+				a, b := l(f), r(f)
+				if b == 0 {
+					panic(runtimeError("integer divide by zero"))
+				}
+				return a % b
+			}
+		}
+	case *ast.ConditionalNode:
+		cond, a, b := c.bool(n.Cond), c.int(n.Exp1), c.int(n.Exp2)
+		if cond == nil || a == nil || b == nil {
+			return nil
+		}
+		return func(f *frame) int64 {
+			if cond(f) {
+				return a(f)
+			}
+			return b(f)
+		}
+	}
+	return nil
+}
+
+// num compiles an int or float node as float.
+func (c *fastCompiler) num(n ast.Node) floatFn {
+	switch kindOf(n) {
+	case reflect.Int:
+		if x := c.int(n); x != nil {
+			return func(f *frame) float64 { return float64(x(f)) }
+		}
+	case reflect.Float64:
+		return c.float(n)
+	}
+	return nil
+}
+
+func (c *fastCompiler) float(n ast.Node) floatFn {
+	if kindOf(n) != reflect.Float64 {
+		return nil
+	}
+	switch n := n.(type) {
+	case *ast.FloatNode:
+		v := n.Value
+		return func(*frame) float64 { return v }
+	case *ast.ConstantNode:
+		if v, ok := n.Value.(float64); ok {
+			return func(*frame) float64 { return v }
+		}
+		return nil
+	case *ast.IdentifierNode, *ast.MemberNode:
+		i, fromAcc, ok := c.field(n, record.Float64)
+		if !ok {
+			return nil
+		}
+		if fromAcc {
+			return func(f *frame) float64 {
+				if f.acc == nil {
+					return 0
+				}
+				return f.acc[i].Float()
+			}
+		}
+		return func(f *frame) float64 { return f.row[i].Float() }
+	case *ast.UnaryNode:
+		x := c.float(n.Node)
+		if x == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "-":
+			return func(f *frame) float64 { return -x(f) }
+		case "+":
+			return x
+		}
+	case *ast.BinaryNode:
+		l, r := c.num(n.Left), c.num(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "+":
+			return func(f *frame) float64 { return l(f) + r(f) }
+		case "-":
+			return func(f *frame) float64 { return l(f) - r(f) }
+		case "*":
+			return func(f *frame) float64 { return l(f) * r(f) }
+		case "/":
+			return func(f *frame) float64 { return l(f) / r(f) }
+		case "**", "^":
+			return func(f *frame) float64 { return math.Pow(l(f), r(f)) }
+		}
+	case *ast.ConditionalNode:
+		cond, a, b := c.bool(n.Cond), c.float(n.Exp1), c.float(n.Exp2)
+		if cond == nil || a == nil || b == nil {
+			return nil
+		}
+		return func(f *frame) float64 {
+			if cond(f) {
+				return a(f)
+			}
+			return b(f)
+		}
+	}
+	return nil
+}
+
+func (c *fastCompiler) str(n ast.Node) strFn {
+	if kindOf(n) != reflect.String {
+		return nil
+	}
+	switch n := n.(type) {
+	case *ast.StringNode:
+		v := n.Value
+		return func(*frame) string { return v }
+	case *ast.ConstantNode:
+		if v, ok := n.Value.(string); ok {
+			return func(*frame) string { return v }
+		}
+		return nil
+	case *ast.IdentifierNode, *ast.MemberNode:
+		i, fromAcc, ok := c.field(n, record.String)
+		if !ok {
+			return nil
+		}
+		if fromAcc {
+			return func(f *frame) string {
+				if f.acc == nil {
+					return ""
+				}
+				return f.acc[i].Str()
+			}
+		}
+		return func(f *frame) string { return f.row[i].Str() }
+	case *ast.BinaryNode:
+		l, r := c.str(n.Left), c.str(n.Right)
+		if l == nil || r == nil || n.Operator != "+" {
+			return nil
+		}
+		return func(f *frame) string { return l(f) + r(f) }
+	case *ast.ConditionalNode:
+		cond, a, b := c.bool(n.Cond), c.str(n.Exp1), c.str(n.Exp2)
+		if cond == nil || a == nil || b == nil {
+			return nil
+		}
+		return func(f *frame) string {
+			if cond(f) {
+				return a(f)
+			}
+			return b(f)
+		}
+	}
+	return nil
+}
+
+func (c *fastCompiler) bool(n ast.Node) boolFn {
+	if kindOf(n) != reflect.Bool {
+		return nil
+	}
+	switch n := n.(type) {
+	case *ast.BoolNode:
+		v := n.Value
+		return func(*frame) bool { return v }
+	case *ast.ConstantNode:
+		if v, ok := n.Value.(bool); ok {
+			return func(*frame) bool { return v }
+		}
+		return nil
+	case *ast.IdentifierNode, *ast.MemberNode:
+		i, fromAcc, ok := c.field(n, record.Bool)
+		if !ok {
+			return nil
+		}
+		if fromAcc {
+			return func(f *frame) bool { return f.acc != nil && f.acc[i].Bool() }
+		}
+		return func(f *frame) bool { return f.row[i].Bool() }
+	case *ast.UnaryNode:
+		x := c.bool(n.Node)
+		if x == nil || (n.Operator != "!" && n.Operator != "not") {
+			return nil
+		}
+		return func(f *frame) bool { return !x(f) }
+	case *ast.ConditionalNode:
+		cond, a, b := c.bool(n.Cond), c.bool(n.Exp1), c.bool(n.Exp2)
+		if cond == nil || a == nil || b == nil {
+			return nil
+		}
+		return func(f *frame) bool {
+			if cond(f) {
+				return a(f)
+			}
+			return b(f)
+		}
+	case *ast.BinaryNode:
+		return c.binaryBool(n)
+	}
+	return nil
+}
+
+func (c *fastCompiler) binaryBool(n *ast.BinaryNode) boolFn {
+	switch n.Operator {
+	case "&&", "and", "||", "or":
+		l, r := c.bool(n.Left), c.bool(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		if n.Operator == "&&" || n.Operator == "and" {
+			return func(f *frame) bool { return l(f) && r(f) }
+		}
+		return func(f *frame) bool { return l(f) || r(f) }
+	case "==", "!=", "<", "<=", ">", ">=":
+	default:
+		return nil
+	}
+	lk, rk := kindOf(n.Left), kindOf(n.Right)
+	var eq boolFn
+	switch {
+	case lk == reflect.Int && rk == reflect.Int:
+		l, r := c.int(n.Left), c.int(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "==":
+			eq = func(f *frame) bool { return l(f) == r(f) }
+		case "<":
+			return func(f *frame) bool { return l(f) < r(f) }
+		case "<=":
+			return func(f *frame) bool { return l(f) <= r(f) }
+		case ">":
+			return func(f *frame) bool { return l(f) > r(f) }
+		case ">=":
+			return func(f *frame) bool { return l(f) >= r(f) }
+		}
+		if n.Operator == "!=" {
+			return func(f *frame) bool { return l(f) != r(f) }
+		}
+	case isNumeric(lk) && isNumeric(rk):
+		l, r := c.num(n.Left), c.num(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "==":
+			eq = func(f *frame) bool { return l(f) == r(f) }
+		case "!=":
+			return func(f *frame) bool { return l(f) != r(f) }
+		case "<":
+			return func(f *frame) bool { return l(f) < r(f) }
+		case "<=":
+			return func(f *frame) bool { return l(f) <= r(f) }
+		case ">":
+			return func(f *frame) bool { return l(f) > r(f) }
+		case ">=":
+			return func(f *frame) bool { return l(f) >= r(f) }
+		}
+	case lk == reflect.String && rk == reflect.String:
+		l, r := c.str(n.Left), c.str(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "==":
+			eq = func(f *frame) bool { return l(f) == r(f) }
+		case "!=":
+			return func(f *frame) bool { return l(f) != r(f) }
+		case "<":
+			return func(f *frame) bool { return l(f) < r(f) }
+		case "<=":
+			return func(f *frame) bool { return l(f) <= r(f) }
+		case ">":
+			return func(f *frame) bool { return l(f) > r(f) }
+		case ">=":
+			return func(f *frame) bool { return l(f) >= r(f) }
+		}
+	case lk == reflect.Bool && rk == reflect.Bool:
+		l, r := c.bool(n.Left), c.bool(n.Right)
+		if l == nil || r == nil {
+			return nil
+		}
+		switch n.Operator {
+		case "==":
+			eq = func(f *frame) bool { return l(f) == r(f) }
+		case "!=":
+			return func(f *frame) bool { return l(f) != r(f) }
+		}
+	}
+	return eq
+}
+
+func isNumeric(k reflect.Kind) bool { return k == reflect.Int || k == reflect.Float64 }

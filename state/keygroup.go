@@ -1,0 +1,160 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/goflink/goflink/record"
+)
+
+// UpperBoundMaxParallelism is the largest allowed max parallelism (Flink's 1 << 15).
+const UpperBoundMaxParallelism = 1 << 15
+
+// DefaultLowerBoundMaxParallelism is the smallest derived max parallelism (Flink's 128).
+const DefaultLowerBoundMaxParallelism = 128
+
+// KeyHash returns the key's 32-bit hash. It reproduces Java's hashCode for the corresponding
+// Java type (Long, Double, Boolean, String over UTF-16 code units, Arrays.hashCode(byte[])),
+// so it is stable across processes, versions and runs, and never seeded. Changing it would
+// move keys to other key groups and break restoring state; it must never change.
+func KeyHash(v record.Value, t record.Type) int32 {
+	switch t {
+	case record.Int64, record.Timestamp:
+		x := uint64(v.Int())
+		return int32(uint32(x ^ x>>32))
+	case record.Float64:
+		f := v.Float()
+		var x uint64
+		if math.IsNaN(f) {
+			x = 0x7ff8000000000000 // Double.doubleToLongBits canonical NaN
+		} else {
+			x = math.Float64bits(f)
+		}
+		return int32(uint32(x ^ x>>32))
+	case record.Bool:
+		if v.Bool() {
+			return 1231
+		}
+		return 1237
+	case record.String:
+		return javaStringHash(v.Str())
+	case record.Bytes:
+		h := int32(1)
+		for _, b := range v.BytesView() {
+			h = 31*h + int32(int8(b))
+		}
+		return h
+	}
+	return 0
+}
+
+func javaStringHash(s string) int32 {
+	var h int32
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			h = 31*h + int32(c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			h = 31*h + r1
+			h = 31*h + r2
+			continue
+		}
+		h = 31*h + r
+	}
+	return h
+}
+
+// MurmurHash is Flink's MathUtils.murmurHash: one round of murmur3 over a 4-byte int, made
+// non-negative.
+func MurmurHash(code int32) int32 {
+	c := uint32(code)
+	c *= 0xcc9e2d51
+	c = bits.RotateLeft32(c, 15)
+	c *= 0x1b873593
+	c = bits.RotateLeft32(c, 13)
+	c = c*5 + 0xe6546b64
+	c ^= 4
+	c ^= c >> 16
+	c *= 0x85ebca6b
+	c ^= c >> 13
+	c *= 0xc2b2ae35
+	c ^= c >> 16
+	r := int32(c)
+	switch {
+	case r >= 0:
+		return r
+	case r == math.MinInt32:
+		return 0
+	default:
+		return -r
+	}
+}
+
+// KeyGroupForHash returns the key group of a key hash for maxParallelism key groups.
+func KeyGroupForHash(hash int32, maxParallelism int) int {
+	return int(MurmurHash(hash)) % maxParallelism
+}
+
+// KeyGroup returns the key group of a key.
+func KeyGroup(v record.Value, t record.Type, maxParallelism int) int {
+	return KeyGroupForHash(KeyHash(v, t), maxParallelism)
+}
+
+// OperatorIndexForKeyGroup returns the subtask that owns a key group.
+func OperatorIndexForKeyGroup(keyGroup, maxParallelism, parallelism int) int {
+	return keyGroup * parallelism / maxParallelism
+}
+
+// KeyGroupRange is an inclusive range of key groups; it is empty when Start > End.
+type KeyGroupRange struct {
+	Start, End int
+}
+
+// Contains reports whether kg lies in the range.
+func (r KeyGroupRange) Contains(kg int) bool { return kg >= r.Start && kg <= r.End }
+
+// Len returns the number of key groups in the range.
+func (r KeyGroupRange) Len() int {
+	if r.End < r.Start {
+		return 0
+	}
+	return r.End - r.Start + 1
+}
+
+// RangeForOperator returns the key groups owned by subtask i of parallelism p.
+func RangeForOperator(i, maxParallelism, parallelism int) KeyGroupRange {
+	return KeyGroupRange{
+		Start: (i*maxParallelism + parallelism - 1) / parallelism,
+		End:   ((i+1)*maxParallelism - 1) / parallelism,
+	}
+}
+
+// DefaultMaxParallelism derives the max parallelism of an operator from its parallelism, as
+// Flink does: roundUpToPowerOfTwo(p + p/2) bounded to [128, 32768].
+func DefaultMaxParallelism(parallelism int) int {
+	n := parallelism + parallelism/2
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return min(max(p, DefaultLowerBoundMaxParallelism), UpperBoundMaxParallelism)
+}
+
+// ValidateMaxParallelism checks 0 < parallelism <= maxParallelism <= 32768.
+func ValidateMaxParallelism(maxParallelism, parallelism int) error {
+	switch {
+	case maxParallelism <= 0 || maxParallelism > UpperBoundMaxParallelism:
+		return fmt.Errorf("max parallelism %d out of range (1..%d)", maxParallelism, UpperBoundMaxParallelism)
+	case parallelism > maxParallelism:
+		return fmt.Errorf("parallelism %d exceeds max parallelism %d", parallelism, maxParallelism)
+	}
+	return nil
+}

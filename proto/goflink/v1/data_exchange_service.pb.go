@@ -105,11 +105,13 @@ func (*SubscribeRequest_Open) isSubscribeRequest_Kind() {}
 func (*SubscribeRequest_Credit) isSubscribeRequest_Kind() {}
 
 type OpenSubpartition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Producer      *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
-	Subpartition  int32                  `protobuf:"varint,2,opt,name=subpartition,proto3" json:"subpartition,omitempty"`
-	Consumer      *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	InitialCredit int32                  `protobuf:"varint,4,opt,name=initial_credit,json=initialCredit,proto3" json:"initial_credit,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	// edge is the index in JobGraph.edges of the producer's output (one result partition each).
+	Edge          int32               `protobuf:"varint,2,opt,name=edge,proto3" json:"edge,omitempty"`
+	Subpartition  int32               `protobuf:"varint,3,opt,name=subpartition,proto3" json:"subpartition,omitempty"`
+	Consumer      *ExecutionAttemptID `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	InitialCredit int32               `protobuf:"varint,5,opt,name=initial_credit,json=initialCredit,proto3" json:"initial_credit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +151,13 @@ func (x *OpenSubpartition) GetProducer() *ExecutionAttemptID {
 		return x.Producer
 	}
 	return nil
+}
+
+func (x *OpenSubpartition) GetEdge() int32 {
+	if x != nil {
+		return x.Edge
+	}
+	return 0
 }
 
 func (x *OpenSubpartition) GetSubpartition() int32 {
@@ -347,12 +356,13 @@ const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x122\n" +
 	"\x04open\x18\x01 \x01(\v2\x1c.goflink.v1.OpenSubpartitionH\x00R\x04open\x12\x18\n" +
 	"\x06credit\x18\x02 \x01(\x05H\x00R\x06creditB\x06\n" +
-	"\x04kind\"\xd5\x01\n" +
+	"\x04kind\"\xe9\x01\n" +
 	"\x10OpenSubpartition\x12:\n" +
-	"\bproducer\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\bproducer\x12\"\n" +
-	"\fsubpartition\x18\x02 \x01(\x05R\fsubpartition\x12:\n" +
-	"\bconsumer\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\bconsumer\x12%\n" +
-	"\x0einitial_credit\x18\x04 \x01(\x05R\rinitialCredit\"y\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\bproducer\x12\x12\n" +
+	"\x04edge\x18\x02 \x01(\x05R\x04edge\x12\"\n" +
+	"\fsubpartition\x18\x03 \x01(\x05R\fsubpartition\x12:\n" +
+	"\bconsumer\x18\x04 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\bconsumer\x12%\n" +
+	"\x0einitial_credit\x18\x05 \x01(\x05R\rinitialCredit\"y\n" +
 	"\x11SubscribeResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12'\n" +

@@ -1,0 +1,232 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// applyTimeout bounds one Raft proposal.
+const applyTimeout = 10 * time.Second
+
+// dispatcher runs one job master per non-terminal job while this JobManager leads. It submits
+// jobs through Raft, routes task reports and TaskManager losses to the job masters, and serves
+// job views. Safe for concurrent use.
+type dispatcher struct {
+	node      *raftNode
+	fsm       *fsm
+	rm        *resourceManager
+	log       *slog.Logger
+	defaults  *config.Config
+	operators *operator.Registry
+
+	mu      sync.Mutex
+	ctx     context.Context // the current leadership; nil while not leading
+	masters map[string]*jobMaster
+	wg      sync.WaitGroup
+
+	notifyMu sync.Mutex    // guards changed only; never held with mu
+	changed  chan struct{} // closed and replaced when any job view changes
+}
+
+func newDispatcher(node *raftNode, f *fsm, rm *resourceManager, log *slog.Logger, defaults *config.Config, ops *operator.Registry) *dispatcher {
+	return &dispatcher{node: node, fsm: f, rm: rm, log: log, defaults: defaults, operators: ops,
+		masters: map[string]*jobMaster{}, changed: make(chan struct{})}
+}
+
+// start begins leading: every job that has not ended is run again from its start (checkpoints
+// will let it resume instead).
+func (d *dispatcher) start(ctx context.Context) {
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
+	for _, rec := range d.fsm.list() {
+		if isTerminalJob(rec.GetStatus()) {
+			continue
+		}
+		d.log.Info("recovering job", "job_id", rec.GetId(), "status", rec.GetStatus())
+		if err := d.launch(rec); err != nil {
+			d.log.Error("cannot recover job", "job_id", rec.GetId(), "err", err)
+		}
+	}
+}
+
+// stop ends leading: every job master stops without changing its job's status.
+func (d *dispatcher) stop() {
+	d.mu.Lock()
+	d.ctx = nil
+	masters := d.masters
+	d.masters = map[string]*jobMaster{}
+	d.mu.Unlock()
+	for _, m := range masters {
+		m.stop()
+	}
+	d.wg.Wait()
+}
+
+func (d *dispatcher) launch(rec *pb.JobRecord) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx == nil {
+		return ErrNotLeader
+	}
+	if _, running := d.masters[rec.GetId()]; running {
+		return nil
+	}
+	m, err := newJobMaster(d.ctx, rec, d, d.rm, d.log)
+	if err != nil {
+		return err
+	}
+	d.masters[rec.GetId()] = m
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		m.run()
+	}()
+	return nil
+}
+
+func newJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// submit validates a spec, records the job through Raft and starts it.
+func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
+	graph, err := job.Build(job.Request{
+		Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism()),
+	}, job.Env{Defaults: d.defaults, Operators: d.operators})
+	if err != nil {
+		return "", err
+	}
+	id := newJobID()
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
+	if err := d.node.apply(cmd, applyTimeout); err != nil {
+		return "", fmt.Errorf("record job: %w", err)
+	}
+	rec, ok := d.fsm.job(id)
+	if !ok {
+		return "", fmt.Errorf("job %s vanished after it was recorded", id)
+	}
+	d.log.Info("job submitted", "job_id", id, "name", graph.GetName())
+	if err := d.launch(rec); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// setJobStatus commits a job status change (jobHost).
+func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) error {
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_UpdateJobStatus{UpdateJobStatus: &pb.UpdateJobStatusCommand{JobId: jobID, Status: s, FailureCause: cause}}}
+	return d.node.apply(cmd, applyTimeout)
+}
+
+// notify wakes watchers (jobHost).
+func (d *dispatcher) notify() {
+	d.notifyMu.Lock()
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.notifyMu.Unlock()
+}
+
+func (d *dispatcher) watch() <-chan struct{} {
+	d.notifyMu.Lock()
+	defer d.notifyMu.Unlock()
+	return d.changed
+}
+
+func (d *dispatcher) master(id string) *jobMaster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.masters[id]
+}
+
+// cancel cancels a job.
+func (d *dispatcher) cancel(ctx context.Context, id string) error {
+	rec, ok := d.fsm.job(id)
+	if !ok {
+		return fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	if isTerminalJob(rec.GetStatus()) {
+		return fmt.Errorf("cancel job %s: %w (it is %s)", id, ErrJobTerminal, statusName(rec.GetStatus()))
+	}
+	m := d.master(id)
+	if m == nil {
+		return fmt.Errorf("cancel job %s: %w", id, ErrNoLeader)
+	}
+	return m.requestCancel(ctx)
+}
+
+// details returns a job's current view.
+func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
+	if m := d.master(id); m != nil {
+		v := m.view()
+		det := v.details
+		for i, t := range det.GetTasks() {
+			if in, out, ok := d.rm.counters(v.regs[i], v.keys[i]); ok {
+				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)
+			}
+		}
+		return det, nil
+	}
+	rec, ok := d.fsm.job(id)
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	det := &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
+		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0)}
+	for _, v := range rec.GetGraph().GetVertices() {
+		det.Parallelism = max(det.Parallelism, v.GetParallelism())
+	}
+	return det, nil
+}
+
+// list summarizes every job, newest first.
+func (d *dispatcher) list() []*pb.JobSummary {
+	recs := d.fsm.list()
+	out := make([]*pb.JobSummary, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		out = append(out, &pb.JobSummary{Id: r.GetId(), Name: r.GetGraph().GetName(), Status: r.GetStatus(), StartTime: r.GetStartTime(), EndTime: r.GetEndTime()})
+	}
+	return out
+}
+
+// taskState routes a task report to its job master.
+func (d *dispatcher) taskState(req *pb.UpdateTaskExecutionStateRequest) {
+	if m := d.master(req.GetExecution().GetJobId()); m != nil {
+		m.send(evTaskState{req: req})
+	}
+}
+
+// tmLost tells every job master that a TaskManager is gone.
+func (d *dispatcher) tmLost(tm *taskManager, reason string) {
+	d.mu.Lock()
+	masters := make([]*jobMaster, 0, len(d.masters))
+	for _, m := range d.masters {
+		masters = append(masters, m)
+	}
+	d.mu.Unlock()
+	for _, m := range masters {
+		m.send(evTMLost{tm: tm, reason: reason})
+	}
+}
+
+func statusName(s pb.JobStatus) string {
+	n := s.String()
+	const prefix = "JOB_STATUS_"
+	if len(n) > len(prefix) {
+		return n[len(prefix):]
+	}
+	return n
+}

@@ -1,0 +1,60 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/goflink/goflink/job"
+)
+
+var (
+	// ErrNotLeader is returned by a JobManager that is not the Raft leader.
+	ErrNotLeader = errors.New("this jobmanager is not the leader")
+	// ErrNoLeader is returned while no leader is known (an election is under way).
+	ErrNoLeader = errors.New("no jobmanager leader is known")
+	// ErrJobNotFound is returned for an unknown job ID.
+	ErrJobNotFound = errors.New("job not found")
+	// ErrJobTerminal is returned when an operation needs a job that has not ended yet.
+	ErrJobTerminal = errors.New("job has already ended")
+	// ErrUnknownTaskManager is returned for a registration the JobManager does not know (it
+	// was declared lost, or belongs to an earlier leader); the TaskManager registers again.
+	ErrUnknownTaskManager = errors.New("unknown taskmanager registration")
+	// ErrShuttingDown is returned while the JobManager stops.
+	ErrShuttingDown = errors.New("jobmanager is shutting down")
+)
+
+// grpcCodes maps domain errors to gRPC status codes at the service boundary.
+var grpcCodes = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrNotLeader, codes.FailedPrecondition},
+	{ErrNoLeader, codes.Unavailable},
+	{ErrJobNotFound, codes.NotFound},
+	{ErrJobTerminal, codes.FailedPrecondition},
+	{ErrUnknownTaskManager, codes.NotFound},
+	{ErrShuttingDown, codes.Unavailable},
+	{job.ErrInvalidSpec, codes.InvalidArgument},
+}
+
+// toStatus converts an error for a gRPC response. Context errors pass through unchanged.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	for _, m := range grpcCodes {
+		if errors.Is(err, m.err) {
+			return status.Error(m.code, err.Error())
+		}
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// fsmVersion is the version of the snapshot format.
+const fsmVersion = 1
+
+// fsm is the replicated state machine of the JobManagers: every job and its status. Apply is
+// deterministic (times and IDs come inside the commands) and idempotent; it has no side
+// effects. Readers get copies. Safe for concurrent use.
+type fsm struct {
+	mu   sync.RWMutex
+	jobs map[string]*pb.JobRecord
+	// order lists job IDs in submission order.
+	order []string
+
+	// changed is closed and replaced after every applied change.
+	changed chan struct{}
+}
+
+func newFSM() *fsm {
+	return &fsm{jobs: map[string]*pb.JobRecord{}, changed: make(chan struct{})}
+}
+
+// Apply applies one committed log entry. It panics on an entry it cannot decode: a corrupt
+// committed log is a broken invariant, not an input error. Domain rejections are returned as
+// error values for the proposer.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var cmd pb.RaftCommand
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		panic(fmt.Sprintf("fsm: undecodable committed entry at index %d: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var res error
+	switch op := cmd.GetOp().(type) {
+	case *pb.RaftCommand_SubmitJob:
+		res = f.applySubmitJob(&cmd, op.SubmitJob)
+	case *pb.RaftCommand_UpdateJobStatus:
+		res = f.applyUpdateJobStatus(&cmd, op.UpdateJobStatus)
+	default:
+		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return res
+}
+
+func (f *fsm) applySubmitJob(cmd *pb.RaftCommand, c *pb.SubmitJobCommand) error {
+	if _, ok := f.jobs[c.GetJobId()]; ok {
+		return nil // applied before
+	}
+	f.jobs[c.GetJobId()] = &pb.JobRecord{
+		Id: c.GetJobId(), Graph: c.GetGraph(), Status: pb.JobStatus_JOB_STATUS_CREATED, SubmitTime: cmd.GetTime(),
+	}
+	f.order = append(f.order, c.GetJobId())
+	return nil
+}
+
+func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCommand) error {
+	j, ok := f.jobs[c.GetJobId()]
+	if !ok {
+		return fmt.Errorf("update job %s: %w", c.GetJobId(), ErrJobNotFound)
+	}
+	if j.Status == c.GetStatus() {
+		return nil
+	}
+	if isTerminalJob(j.Status) {
+		return fmt.Errorf("update job %s to %v: %w (it is %v)", c.GetJobId(), c.GetStatus(), ErrJobTerminal, j.Status)
+	}
+	j.Status = c.GetStatus()
+	switch {
+	case j.Status == pb.JobStatus_JOB_STATUS_RUNNING:
+		if j.StartTime == nil {
+			j.StartTime = cmd.GetTime()
+		}
+		j.Runs++
+	case isTerminalJob(j.Status):
+		j.EndTime = cmd.GetTime()
+		j.FailureCause = c.GetFailureCause()
+	}
+	return nil
+}
+
+// isTerminalJob reports whether a job status is globally terminal.
+func isTerminalJob(s pb.JobStatus) bool {
+	switch s {
+	case pb.JobStatus_JOB_STATUS_FINISHED, pb.JobStatus_JOB_STATUS_FAILED, pb.JobStatus_JOB_STATUS_CANCELED:
+		return true
+	}
+	return false
+}
+
+// job returns a copy of one job record.
+func (f *fsm) job(id string) (*pb.JobRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return nil, false
+	}
+	return proto.Clone(j).(*pb.JobRecord), true
+}
+
+// list returns copies of all job records in submission order.
+func (f *fsm) list() []*pb.JobRecord {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]*pb.JobRecord, 0, len(f.order))
+	for _, id := range f.order {
+		out = append(out, proto.Clone(f.jobs[id]).(*pb.JobRecord))
+	}
+	return out
+}
+
+// watch returns a channel closed at the next change.
+func (f *fsm) watch() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.changed
+}
+
+// state returns the whole state as a snapshot message.
+func (f *fsm) state() *pb.FSMSnapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &pb.FSMSnapshot{Version: fsmVersion}
+	for _, id := range f.order {
+		s.Jobs = append(s.Jobs, f.jobs[id])
+	}
+	return proto.Clone(s).(*pb.FSMSnapshot)
+}
+
+// Snapshot captures the state. Records are cloned under the read lock so Persist can run while
+// Apply continues.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{state: f.state()}, nil
+}
+
+// Restore replaces the whole state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	var s pb.FSMSnapshot
+	if err := proto.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	if s.GetVersion() != fsmVersion {
+		return fmt.Errorf("fsm restore: snapshot version %d, want %d", s.GetVersion(), fsmVersion)
+	}
+	jobs := make(map[string]*pb.JobRecord, len(s.GetJobs()))
+	order := make([]string, 0, len(s.GetJobs()))
+	for _, j := range s.GetJobs() {
+		jobs[j.GetId()] = j
+		order = append(order, j.GetId())
+	}
+	f.mu.Lock()
+	f.jobs, f.order = jobs, slices.Clip(order)
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct {
+	state *pb.FSMSnapshot
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	data, err := proto.Marshal(s.state)
+	if err == nil {
+		_, err = sink.Write(data)
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

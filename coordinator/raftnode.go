@@ -1,0 +1,150 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// raftNode wraps hashicorp/raft with goflink's FSM, a bbolt log and stable store, file
+// snapshots and the TCP transport on its own port.
+type raftNode struct {
+	r     *raft.Raft
+	fsm   *fsm
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+	addr  string
+}
+
+// raftTimings tune elections; a single node elects itself after about one heartbeat timeout.
+type raftTimings struct {
+	heartbeat, election, lease, commit time.Duration
+}
+
+var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, lease: 250 * time.Millisecond, commit: 10 * time.Millisecond}
+
+func openRaft(nodeID, bind, dataDir string, f *fsm, logOut io.Writer, t raftTimings) (*raftNode, error) {
+	dir := filepath.Join(dataDir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raft data dir: %w", err)
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, JSONFormat: true, Output: logOut})
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = raft.ServerID(nodeID)
+	cfg.Logger = logger
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout, cfg.CommitTimeout = t.heartbeat, t.election, t.lease, t.commit
+	if err := raft.ValidateConfig(cfg); err != nil {
+		return nil, fmt.Errorf("raft config: %w", err)
+	}
+	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("raft log store: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logger)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft snapshot store: %w", err)
+	}
+	advertise, err := resolveAdvertise(bind)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	trans, err := raft.NewTCPTransportWithLogger(bind, advertise, 3, 10*time.Second, logger)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+	}
+	r, err := raft.NewRaft(cfg, f, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	n := &raftNode{r: r, fsm: f, store: store, trans: trans, addr: string(trans.LocalAddr())}
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		_ = n.close()
+		return nil, fmt.Errorf("raft state: %w", err)
+	}
+	if !has {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: cfg.LocalID, Address: trans.LocalAddr()}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = n.close()
+			return nil, fmt.Errorf("bootstrap raft: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// resolveAdvertise turns a bind address into a concrete address for the Raft configuration.
+func resolveAdvertise(bind string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, fmt.Errorf("raft address %q: %w", bind, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, err
+		}
+		host = h
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("raft address %q: bad port", bind)
+	}
+	if p == 0 {
+		return nil, nil // the transport advertises what it bound
+	}
+	addr, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("raft address %q: %w", bind, err)
+	}
+	return addr, nil
+}
+
+// apply proposes a command stamped with the leader's time and waits for it to commit. A
+// domain rejection by the FSM is returned as the error.
+func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
+	cmd.Time = timestamppb.Now()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return fmt.Errorf("encode raft command: %w", err)
+	}
+	f := n.r.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return ErrShuttingDown
+		}
+		return fmt.Errorf("raft apply: %w", err)
+	}
+	if resErr, ok := f.Response().(error); ok && resErr != nil {
+		return resErr
+	}
+	return nil
+}
+
+func (n *raftNode) close() error {
+	err := n.r.Shutdown().Error()
+	if cerr := n.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

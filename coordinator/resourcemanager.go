@@ -1,0 +1,296 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// taskManager is one registration of a TaskManager process. A TaskManager that registers
+// again (after it lost us, or restarted) is a new registration; the old one is lost.
+type taskManager struct {
+	regID  string
+	id     string
+	addr   string
+	slots  int
+	seq    int
+	client pb.TaskExecutorServiceClient
+	conn   *grpc.ClientConn
+	// lost is closed when the registration is declared lost.
+	lost chan struct{}
+
+	// guarded by resourceManager.mu
+	used          []string // job ID per slot, "" when free
+	lastHeartbeat time.Time
+	reports       map[string]*pb.TaskReport
+}
+
+// describe names the TaskManager in failure causes.
+func (t *taskManager) describe() string { return fmt.Sprintf("TaskManager %s (%s)", t.id, t.addr) }
+
+// resourceManager tracks registered TaskManagers, their slots and heartbeats. It declares a
+// TaskManager lost when its heartbeat stream breaks or stays silent for the heartbeat timeout,
+// and tells onLost (outside its lock). Safe for concurrent use.
+type resourceManager struct {
+	log      *slog.Logger
+	interval time.Duration
+	timeout  time.Duration
+	now      func() time.Time
+	onLost   func(tm *taskManager, reason string)
+
+	mu      sync.Mutex
+	tms     map[string]*taskManager
+	seq     int
+	changed chan struct{} // closed and replaced when slots may have become free
+}
+
+func newResourceManager(log *slog.Logger, interval, timeout time.Duration, onLost func(*taskManager, string)) *resourceManager {
+	return &resourceManager{
+		log: log, interval: interval, timeout: timeout, now: time.Now, onLost: onLost,
+		tms: map[string]*taskManager{}, changed: make(chan struct{}),
+	}
+}
+
+func (rm *resourceManager) signal() {
+	close(rm.changed)
+	rm.changed = make(chan struct{})
+}
+
+// watch returns a channel closed when slots may have become available.
+func (rm *resourceManager) watch() <-chan struct{} {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return rm.changed
+}
+
+// register adds a registration. An earlier registration of the same TaskManager ID is lost.
+func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest) (*taskManager, error) {
+	if req.GetTaskmanagerId() == "" {
+		return nil, fmt.Errorf("register: taskmanager_id is required")
+	}
+	if req.GetSlots() < 1 {
+		return nil, fmt.Errorf("register %s: slots must be at least 1, got %d", req.GetTaskmanagerId(), req.GetSlots())
+	}
+	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
+		return nil, fmt.Errorf("register %s: address %q: %v", req.GetTaskmanagerId(), req.GetAddress(), err)
+	}
+	conn, err := grpc.NewClient(req.GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("register %s: dial %s: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	tm := &taskManager{
+		regID: hex.EncodeToString(b[:]), id: req.GetTaskmanagerId(), addr: req.GetAddress(), slots: int(req.GetSlots()),
+		client: pb.NewTaskExecutorServiceClient(conn), conn: conn, lost: make(chan struct{}),
+		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},
+	}
+	rm.mu.Lock()
+	var previous *taskManager
+	for _, old := range rm.tms {
+		if old.id == tm.id {
+			previous = old
+		}
+	}
+	rm.seq++
+	tm.seq = rm.seq
+	tm.lastHeartbeat = rm.now()
+	rm.tms[tm.regID] = tm
+	rm.signal()
+	rm.mu.Unlock()
+	if previous != nil {
+		rm.markLost(previous.regID, "it registered again as a new TaskManager")
+	}
+	rm.log.Info("taskmanager registered", "tm_id", tm.id, "addr", tm.addr, "slots", tm.slots, "registration_id", tm.regID)
+	return tm, nil
+}
+
+// get returns a live registration.
+func (rm *resourceManager) get(regID string) (*taskManager, bool) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	tm, ok := rm.tms[regID]
+	return tm, ok
+}
+
+// heartbeat records a heartbeat and its task counters.
+func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) error {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	tm, ok := rm.tms[regID]
+	if !ok {
+		return fmt.Errorf("heartbeat from %s: %w", regID, ErrUnknownTaskManager)
+	}
+	tm.lastHeartbeat = rm.now()
+	clear(tm.reports)
+	for _, r := range reports {
+		tm.reports[executionKey(r.GetExecution())] = r
+	}
+	return nil
+}
+
+// counters returns the last reported record counters of an execution.
+func (rm *resourceManager) counters(regID, execKey string) (in, out int64, ok bool) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	tm, found := rm.tms[regID]
+	if !found {
+		return 0, 0, false
+	}
+	r, found := tm.reports[execKey]
+	if !found {
+		return 0, 0, false
+	}
+	return r.GetRecordsIn(), r.GetRecordsOut(), true
+}
+
+// markLost removes a registration, releases its slots and tells onLost. It is idempotent.
+func (rm *resourceManager) markLost(regID, reason string) {
+	rm.mu.Lock()
+	tm, ok := rm.tms[regID]
+	if ok {
+		delete(rm.tms, regID)
+		rm.signal()
+	}
+	rm.mu.Unlock()
+	if !ok {
+		return
+	}
+	close(tm.lost)
+	tm.conn.Close()
+	rm.log.Warn("taskmanager lost", "tm_id", tm.id, "addr", tm.addr, "reason", reason)
+	if rm.onLost != nil {
+		rm.onLost(tm, reason)
+	}
+}
+
+// monitor declares TaskManagers lost after heartbeat.timeout of silence, until ctx is done.
+func (rm *resourceManager) monitor(ctx context.Context) {
+	tick := time.NewTicker(max(min(rm.timeout/10, rm.interval), 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		now := rm.now()
+		var silent []string
+		rm.mu.Lock()
+		for id, tm := range rm.tms {
+			if now.Sub(tm.lastHeartbeat) > rm.timeout {
+				silent = append(silent, id)
+			}
+		}
+		rm.mu.Unlock()
+		for _, id := range silent {
+			rm.markLost(id, fmt.Sprintf("no heartbeat for %v (heartbeat.timeout)", rm.timeout))
+		}
+	}
+}
+
+// allocate reserves n slots for a job, spread across TaskManagers, or returns nil.
+func (rm *resourceManager) allocate(jobID string, n int) []slotRef {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	tms := rm.sortedLocked()
+	free := make([]freeSlots, 0, len(tms))
+	for _, tm := range tms {
+		f := freeSlots{tm: tm.regID}
+		for i, j := range tm.used {
+			if j == "" {
+				f.free = append(f.free, i)
+			}
+		}
+		free = append(free, f)
+	}
+	refs := assignSlots(free, n)
+	for _, r := range refs {
+		rm.tms[r.tm].used[r.slot] = jobID
+	}
+	return refs
+}
+
+// freeCount returns the number of free and total slots.
+func (rm *resourceManager) freeCount() (free, total int) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for _, tm := range rm.tms {
+		for _, j := range tm.used {
+			if j == "" {
+				free++
+			}
+		}
+		total += tm.slots
+	}
+	return free, total
+}
+
+// release frees every slot held by a job.
+func (rm *resourceManager) release(jobID string) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for _, tm := range rm.tms {
+		for i, j := range tm.used {
+			if j == jobID {
+				tm.used[i] = ""
+			}
+		}
+	}
+	rm.signal()
+}
+
+func (rm *resourceManager) sortedLocked() []*taskManager {
+	out := make([]*taskManager, 0, len(rm.tms))
+	for _, tm := range rm.tms {
+		out = append(out, tm)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// infos describes the registered TaskManagers for ClusterService.
+func (rm *resourceManager) infos() []*pb.TaskManagerInfo {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	var out []*pb.TaskManagerInfo
+	for _, tm := range rm.sortedLocked() {
+		free := 0
+		for _, j := range tm.used {
+			if j == "" {
+				free++
+			}
+		}
+		out = append(out, &pb.TaskManagerInfo{Id: tm.id, Address: tm.addr, Slots: int32(tm.slots), FreeSlots: int32(free), LastHeartbeat: timestamppb.New(tm.lastHeartbeat)})
+	}
+	return out
+}
+
+// close forgets every registration (on leadership loss or shutdown) without notifying jobs.
+func (rm *resourceManager) close() {
+	rm.mu.Lock()
+	tms := rm.tms
+	rm.tms = map[string]*taskManager{}
+	rm.signal()
+	rm.mu.Unlock()
+	for _, tm := range tms {
+		close(tm.lost)
+		tm.conn.Close()
+	}
+}
+
+func executionKey(id *pb.ExecutionAttemptID) string {
+	return fmt.Sprintf("%s/%d/%d/%d", id.GetJobId(), id.GetVertexId(), id.GetSubtask(), id.GetAttempt())
+}

@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// watchRefresh bounds how stale the counters in a WatchJob stream get.
+const watchRefresh = time.Second
+
+// jobService serves JobService.
+type jobService struct {
+	pb.UnimplementedJobServiceServer
+	jm *JobManager
+}
+
+func (s *jobService) SubmitJob(_ context.Context, req *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if len(req.GetSpec()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "spec is empty")
+	}
+	id, err := s.jm.disp.submit(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SubmitJobResponse{JobId: id}, nil
+}
+
+func (s *jobService) ListJobs(context.Context, *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ListJobsResponse{Jobs: s.jm.disp.list()}, nil
+}
+
+func (s *jobService) GetJob(_ context.Context, req *pb.GetJobRequest) (*pb.GetJobResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	d, err := s.jm.disp.details(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.GetJobResponse{Job: d}, nil
+}
+
+func (s *jobService) CancelJob(ctx context.Context, req *pb.CancelJobRequest) (*pb.CancelJobResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.jm.disp.cancel(ctx, req.GetJobId()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CancelJobResponse{}, nil
+}
+
+func (s *jobService) WatchJob(req *pb.WatchJobRequest, stream pb.JobService_WatchJobServer) error {
+	ctx := stream.Context()
+	var last *pb.JobDetails
+	for {
+		if err := s.jm.checkLeader(); err != nil {
+			return toStatus(err)
+		}
+		d1, d2 := s.jm.disp.watch(), s.jm.fsm.watch()
+		d, err := s.jm.disp.details(req.GetJobId())
+		if err != nil {
+			return toStatus(err)
+		}
+		if !proto.Equal(d, last) {
+			if err := stream.Send(&pb.WatchJobResponse{Job: d}); err != nil {
+				return err
+			}
+			last = d
+		}
+		if isTerminalJob(d.GetStatus()) {
+			return nil
+		}
+		select {
+		case <-d1:
+		case <-d2:
+		case <-time.After(watchRefresh):
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.jm.ctx.Done():
+			return toStatus(ErrShuttingDown)
+		}
+	}
+}
+
+// clusterService serves ClusterService.
+type clusterService struct {
+	pb.UnimplementedClusterServiceServer
+	jm *JobManager
+}
+
+func (s *clusterService) GetCluster(context.Context, *pb.GetClusterRequest) (*pb.GetClusterResponse, error) {
+	r := s.jm.node.r
+	stats := r.Stats()
+	term, _ := strconv.ParseUint(stats["term"], 10, 64)
+	_, leaderID := r.LeaderWithID()
+	resp := &pb.GetClusterResponse{}
+	fut := r.GetConfiguration()
+	if err := fut.Error(); err != nil {
+		return nil, toStatus(fmt.Errorf("raft configuration: %w", err))
+	}
+	for _, srv := range fut.Configuration().Servers {
+		info := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
+		if srv.ID == raft.ServerID(s.jm.cfg.NodeID) {
+			info.Address = s.jm.rpcAddr
+			info.Role = r.State().String()
+			info.Term = term
+			info.LastIndex = r.LastIndex()
+		}
+		resp.Jobmanagers = append(resp.Jobmanagers, info)
+	}
+	if s.jm.checkLeader() == nil {
+		resp.Taskmanagers = s.jm.rm.infos()
+	}
+	return resp, nil
+}
+
+// taskManagerService serves TaskManagerService.
+type taskManagerService struct {
+	pb.UnimplementedTaskManagerServiceServer
+	jm *JobManager
+}
+
+func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	tm, err := s.jm.rm.register(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	term, _ := strconv.ParseUint(s.jm.node.r.Stats()["term"], 10, 64)
+	return &pb.RegisterTaskManagerResponse{
+		RegistrationId: tm.regID, JobmanagerId: s.jm.cfg.NodeID, LeaderTerm: term,
+		HeartbeatIntervalMs: s.jm.rm.interval.Milliseconds(), HeartbeatTimeoutMs: s.jm.rm.timeout.Milliseconds(),
+	}, nil
+}
+
+// Heartbeat answers every heartbeat of a registration. The TaskManager is lost when the stream
+// breaks; when the monitor declares it lost first, the stream ends with NOT_FOUND.
+func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	tm, ok := s.jm.rm.get(first.GetRegistrationId())
+	if !ok {
+		return toStatus(fmt.Errorf("heartbeat: %w", ErrUnknownTaskManager))
+	}
+	if err := s.jm.rm.heartbeat(tm.regID, first.GetTasks()); err != nil {
+		return toStatus(err)
+	}
+	if err := stream.Send(&pb.HeartbeatResponse{}); err != nil {
+		s.jm.rm.markLost(tm.regID, fmt.Sprintf("heartbeat stream broke: %v", err))
+		return err
+	}
+	broken := make(chan error, 1)
+	go func() { // ends when the stream does: the handler returning cancels it
+		for {
+			m, err := stream.Recv()
+			if err == nil {
+				if err = s.jm.rm.heartbeat(tm.regID, m.GetTasks()); err == nil {
+					err = stream.Send(&pb.HeartbeatResponse{})
+				}
+			}
+			if err != nil {
+				broken <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-broken:
+		s.jm.rm.markLost(tm.regID, fmt.Sprintf("connection lost (heartbeat stream: %v)", status.Convert(err).Message()))
+		return nil
+	case <-tm.lost:
+		return status.Errorf(codes.NotFound, "%s was declared lost", tm.describe())
+	case <-s.jm.ctx.Done():
+		return toStatus(ErrShuttingDown)
+	}
+}
+
+func (s *taskManagerService) UpdateTaskExecutionState(_ context.Context, req *pb.UpdateTaskExecutionStateRequest) (*pb.UpdateTaskExecutionStateResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if _, ok := s.jm.rm.get(req.GetRegistrationId()); !ok {
+		return nil, toStatus(fmt.Errorf("task state from %s: %w", req.GetRegistrationId(), ErrUnknownTaskManager))
+	}
+	if req.GetExecution() == nil {
+		return nil, status.Error(codes.InvalidArgument, "execution is required")
+	}
+	s.jm.disp.taskState(req)
+	return &pb.UpdateTaskExecutionStateResponse{}, nil
+}

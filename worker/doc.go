@@ -1,0 +1,7 @@
+// Package worker is the TaskManager: it registers with the JobManager leader and heartbeats it,
+// offers slots, runs deployed tasks (one goroutine event loop per subtask, driving an operator
+// chain), reports their state changes, and moves records between tasks with credit-based flow
+// control — in memory between tasks of this TaskManager, over gRPC streams otherwise.
+//
+// See DESIGN.md in this directory for the goroutines, invariants and failure modes.
+package worker

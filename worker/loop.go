@@ -1,0 +1,170 @@
+package worker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goflink/goflink/record"
+)
+
+// flushTicker returns the buffer-timeout ticker, or nil when every batch is flushed at once.
+func (t *task) flushTicker() (*time.Ticker, <-chan time.Time) {
+	d := t.bufferTimeout
+	if d <= 0 {
+		return nil, nil
+	}
+	tk := time.NewTicker(d)
+	return tk, tk.C
+}
+
+// runSource drives a source: emit a batch, look at the clock and the cancellation, repeat.
+func (t *task) runSource() error {
+	tk, tick := t.flushTicker()
+	if tk != nil {
+		defer tk.Stop()
+	}
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
+	for {
+		n, delay, done, err := t.source.Emit(sourceBatch)
+		if err != nil {
+			return err
+		}
+		t.in += int64(n)
+		t.publish()
+		if done {
+			return nil
+		}
+		if tk == nil {
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		if delay > 0 {
+			wait.Reset(delay)
+			for waiting := true; waiting; {
+				select {
+				case <-wait.C:
+					waiting = false
+				case <-tick:
+					if err := t.flush(); err != nil {
+						return err
+					}
+				case <-t.ctx.Done():
+					return t.ctx.Err()
+				}
+			}
+			continue
+		}
+		select {
+		case <-tick:
+			if err := t.flush(); err != nil {
+				return err
+			}
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		default:
+		}
+	}
+}
+
+// runInputs processes buffers from the input channels until all of them ended.
+func (t *task) runInputs() error {
+	tk, tick := t.flushTicker()
+	if tk != nil {
+		defer tk.Stop()
+	}
+	t.open = len(t.channels)
+	for t.open > 0 {
+		select {
+		case it := <-t.gate:
+			if err := t.process(it); err != nil {
+				return err
+			}
+			if tk == nil {
+				if err := t.flush(); err != nil {
+					return err
+				}
+			}
+		case <-tick:
+			if err := t.flush(); err != nil {
+				return err
+			}
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// process handles one buffer from an input channel.
+func (t *task) process(it gateItem) error {
+	if it.err != nil {
+		return fmt.Errorf("input from %s: %w", it.ch.name, it.err)
+	}
+	b := it.buf
+	if b.event != nil {
+		if b.isEndOfPartition() {
+			it.ch.done = true
+			t.open--
+		}
+		return nil
+	}
+	in := t.inputs[it.ch.edge]
+	head := t.ops[0]
+	hctx := t.ctxs[0]
+	data := b.data
+	for range b.records {
+		n, err := record.DecodeRow(data, in.schema, in.row)
+		if err != nil {
+			return fmt.Errorf("decode record: %w", err)
+		}
+		data = data[n:]
+		if in.key != nil {
+			k, err := in.key.Eval(in.row, nil)
+			if err != nil {
+				return err
+			}
+			hctx.SetKey(k)
+		}
+		if err := head.Process(in.row); err != nil {
+			return err
+		}
+	}
+	t.in += int64(b.records)
+	it.ch.release()
+	t.publish()
+	return nil
+}
+
+// flush pushes partly filled output buffers and lets sinks flush.
+func (t *task) flush() error {
+	for _, op := range t.ops {
+		if err := op.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, w := range t.writers {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish ends the input of every operator, then closes the outputs with end-of-partition.
+func (t *task) finish() error {
+	for i, op := range t.ops {
+		if err := op.EndInput(); err != nil {
+			return fmt.Errorf("end input of %s: %w", t.vertex.GetOperators()[t.opIndex(i)].GetName(), err)
+		}
+	}
+	for _, w := range t.writers {
+		if err := w.EndOfPartition(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+

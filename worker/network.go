@@ -1,0 +1,419 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// maxBufferBytes bounds the records payload of one network buffer so that the encoded gRPC
+// message stays at or under 32 KiB (grpc-go's buffer pool has a cliff just above it).
+const maxBufferBytes = 32<<10 - 64
+
+// buffer is one unit of the data plane: a batch of encoded records, or one event.
+type buffer struct {
+	data    []byte
+	records int
+	event   *pb.Event
+}
+
+func (b *buffer) isEndOfPartition() bool { return b.event.GetEndOfPartition() != nil }
+
+var endOfPartition = &pb.Event{Kind: &pb.Event_EndOfPartition{EndOfPartition: &pb.EndOfPartition{}}}
+
+// errPartitionReleased is the cause seen by consumers of a partition whose producer stopped
+// before finishing.
+var errPartitionReleased = errors.New("producer released its result partition")
+
+// subpartition is the queue of buffers for one consumer subtask. Its capacity bounds the memory
+// a producer holds per channel: when it is full the producing task blocks (backpressure).
+type subpartition struct {
+	queue chan *buffer
+	mu    sync.Mutex
+	taken bool // a consumer has subscribed
+}
+
+// resultPartition is what one producer task writes for one output edge: one subpartition per
+// consumer subtask.
+type resultPartition struct {
+	key      string
+	subs     []*subpartition
+	released chan struct{} // closed when the producer gives up the partition
+	relErr   error         // why (set before released is closed)
+	relOnce  sync.Once
+
+	mu       sync.Mutex
+	finished int // subpartitions whose end-of-partition was consumed
+}
+
+func newResultPartition(key string, n, capacity int) *resultPartition {
+	p := &resultPartition{key: key, subs: make([]*subpartition, n), released: make(chan struct{})}
+	for i := range p.subs {
+		p.subs[i] = &subpartition{queue: make(chan *buffer, capacity)}
+	}
+	return p
+}
+
+func (p *resultPartition) release(err error) {
+	p.relOnce.Do(func() {
+		p.relErr = err
+		close(p.released)
+	})
+}
+
+// take hands subpartition i to its one consumer.
+func (p *resultPartition) take(i int) (*subpartition, error) {
+	if i < 0 || i >= len(p.subs) {
+		return nil, fmt.Errorf("subpartition %d out of range (partition has %d)", i, len(p.subs))
+	}
+	s := p.subs[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken {
+		return nil, fmt.Errorf("subpartition %d of %s is already being consumed", i, p.key)
+	}
+	s.taken = true
+	return s, nil
+}
+
+// next returns the subpartition's next buffer, waiting for it.
+func (p *resultPartition) next(ctx context.Context, s *subpartition) (*buffer, error) {
+	select {
+	case b := <-s.queue:
+		return b, nil
+	default:
+	}
+	select {
+	case b := <-s.queue:
+		return b, nil
+	case <-p.released:
+		return nil, p.relErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// partitionKey names the result partition of one producer attempt on one edge.
+func partitionKey(producer *pb.ExecutionAttemptID, edge int32) string {
+	return fmt.Sprintf("%s/%d/%d/%d/e%d", producer.GetJobId(), producer.GetVertexId(), producer.GetSubtask(), producer.GetAttempt(), edge)
+}
+
+// partitionRegistry holds the result partitions of this TaskManager's tasks, and lets readers
+// wait for a partition that is not registered yet (its producer is still being deployed).
+type partitionRegistry struct {
+	mu      sync.Mutex
+	parts   map[string]*resultPartition
+	changed chan struct{} // closed and replaced on every registration
+}
+
+func newPartitionRegistry() *partitionRegistry {
+	return &partitionRegistry{parts: map[string]*resultPartition{}, changed: make(chan struct{})}
+}
+
+func (r *partitionRegistry) register(p *resultPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.parts[p.key] = p
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *partitionRegistry) unregister(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.parts, key)
+}
+
+// wait returns the partition once it is registered, or fails at the deadline.
+func (r *partitionRegistry) wait(ctx context.Context, key string, timeout time.Duration) (*resultPartition, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		p, ok := r.parts[key]
+		changed := r.changed
+		r.mu.Unlock()
+		if ok {
+			return p, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return nil, status.Errorf(codes.NotFound, "result partition %s not found within %v", key, timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// consumed notes that a subpartition delivered its end-of-partition; the partition leaves the
+// registry once every subpartition has.
+func (r *partitionRegistry) consumed(p *resultPartition) {
+	p.mu.Lock()
+	p.finished++
+	done := p.finished == len(p.subs)
+	p.mu.Unlock()
+	if done {
+		r.unregister(p.key)
+	}
+}
+
+// dataServer serves DataExchangeService: one Subscribe stream per remote input channel.
+type dataServer struct {
+	pb.UnimplementedDataExchangeServiceServer
+	partitions *partitionRegistry
+	timeout    time.Duration
+}
+
+// Subscribe streams one subpartition to a remote consumer, one buffer per credit.
+func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil || open.GetProducer() == nil || open.GetInitialCredit() < 1 {
+		return status.Error(codes.InvalidArgument, "first message must open a subpartition with a producer and initial_credit >= 1")
+	}
+	p, err := s.partitions.wait(ctx, partitionKey(open.GetProducer(), open.GetEdge()), s.timeout)
+	if err != nil {
+		return err
+	}
+	sub, err := p.take(int(open.GetSubpartition()))
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	credits := make(chan int32, 64)
+	go func() { // ends when the stream does
+		defer close(credits)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if c := m.GetCredit(); c > 0 {
+				select {
+				case credits <- c:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	credit := open.GetInitialCredit()
+	for {
+		for credit == 0 {
+			select {
+			case c, ok := <-credits:
+				if !ok {
+					return status.Error(codes.Canceled, "consumer closed the stream")
+				}
+				credit += c
+			case <-p.released:
+				return status.Errorf(codes.Aborted, "%v: %v", errPartitionReleased, p.relErr)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		b, err := p.next(ctx, sub)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			return status.Errorf(codes.Aborted, "%v: %v", errPartitionReleased, err)
+		}
+		msg := &pb.SubscribeResponse{Records: b.data, RecordCount: int32(b.records), Event: b.event}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		credit--
+		if b.isEndOfPartition() {
+			s.partitions.consumed(p)
+			return nil
+		}
+	}
+}
+
+// gateItem is one buffer (or a channel failure) delivered to a task.
+type gateItem struct {
+	ch  *inputChannel
+	buf *buffer
+	err error
+}
+
+// inputChannel reads one subpartition of one producer, locally or over the network. Its
+// credits bound the buffers in flight towards the task: a credit is spent per buffer and given
+// back when the task has processed it.
+type inputChannel struct {
+	name     string // the producer's partition, for messages
+	edge     int    // index into the task's inputs
+	producer *pb.ExecutionAttemptID
+	credits  chan struct{} // local: tokens; remote: returned credits to announce
+	done     bool          // set by the task when end-of-partition arrived
+}
+
+// release returns one credit after the task processed a buffer of this channel.
+func (c *inputChannel) release() {
+	select {
+	case c.credits <- struct{}{}:
+	default: // cannot happen: at most `credit` buffers are outstanding
+	}
+}
+
+// runLocal moves buffers from a subpartition of this TaskManager into the gate.
+func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration, gate chan<- gateItem) {
+	fail := func(err error) {
+		select {
+		case gate <- gateItem{ch: c, err: err}:
+		case <-ctx.Done():
+		}
+	}
+	p, err := reg.wait(ctx, key, timeout)
+	if err != nil {
+		fail(err)
+		return
+	}
+	sub, err := p.take(subIdx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for {
+		select {
+		case <-c.credits:
+		case <-ctx.Done():
+			return
+		}
+		b, err := p.next(ctx, sub)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(fmt.Errorf("%w: %v", errPartitionReleased, err))
+			}
+			return
+		}
+		select {
+		case gate <- gateItem{ch: c, buf: b}:
+		case <-ctx.Done():
+			return
+		}
+		if b.isEndOfPartition() {
+			reg.consumed(p)
+			return
+		}
+	}
+}
+
+// runRemote subscribes to a subpartition on another TaskManager and moves its buffers into the
+// gate, announcing credit as the task returns it.
+func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
+	fail := func(err error) {
+		select {
+		case gate <- gateItem{ch: c, err: err}:
+		case <-ctx.Done():
+		}
+	}
+	stream, err := subscribe(ctx, client, open, timeout)
+	if err != nil {
+		if ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	sendCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	go func() { // announces returned credits; ends with the channel
+		for {
+			select {
+			case <-c.credits:
+			case <-sendCtx.Done():
+				return
+			}
+			n := int32(1)
+			for more := true; more; {
+				select {
+				case <-c.credits:
+					n++
+				default:
+					more = false
+				}
+			}
+			if err := stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Credit{Credit: n}}); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() == nil {
+				if err == io.EOF {
+					err = errors.New("stream ended before end-of-partition")
+				}
+				fail(fmt.Errorf("read from producer %s: %w", partitionKey(open.GetProducer(), open.GetEdge()), err))
+			}
+			return
+		}
+		b := &buffer{data: m.GetRecords(), records: int(m.GetRecordCount()), event: m.GetEvent()}
+		select {
+		case gate <- gateItem{ch: c, buf: b}:
+		case <-ctx.Done():
+			return
+		}
+		if b.isEndOfPartition() {
+			_ = stream.CloseSend()
+			return
+		}
+	}
+}
+
+// subscribe opens the stream, retrying while the producer's TaskManager is unreachable.
+func subscribe(ctx context.Context, client pb.DataExchangeServiceClient, open *pb.OpenSubpartition, timeout time.Duration) (pb.DataExchangeService_SubscribeClient, error) {
+	deadline := time.Now().Add(timeout)
+	backoff := 10 * time.Millisecond
+	for {
+		stream, err := client.Subscribe(ctx)
+		if err == nil {
+			err = stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: open}})
+			if err == nil {
+				return stream, nil
+			}
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return nil, fmt.Errorf("subscribe to producer %s: %w", partitionKey(open.GetProducer(), open.GetEdge()), err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
+// releaseExecution releases and forgets every partition of one producer attempt (its consumers
+// will not come, e.g. because the job was cancelled).
+func (r *partitionRegistry) releaseExecution(producer *pb.ExecutionAttemptID, err error) {
+	prefix := partitionKey(producer, 0)
+	prefix = prefix[:len(prefix)-1] // ".../e"
+	r.mu.Lock()
+	var rel []*resultPartition
+	for k, p := range r.parts {
+		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+			rel = append(rel, p)
+			delete(r.parts, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range rel {
+		p.release(err)
+	}
+}

@@ -1,0 +1,344 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/expression"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// sourceBatch is how many records a source emits between looks at the mailbox and clock.
+const sourceBatch = 1024
+
+// errTaskCanceled is the cancellation cause when the JobManager cancels a task.
+var errTaskCanceled = errors.New("task canceled")
+
+// taskEnv is what tasks need from their TaskManager.
+type taskEnv struct {
+	selfAddr      string
+	partitions    *partitionRegistry
+	dataClient    func(addr string) (pb.DataExchangeServiceClient, error)
+	report        func(*pb.UpdateTaskExecutionStateRequest)
+	operators     *operator.Registry
+	stdout        *lockedWriter
+	log           *slog.Logger
+	credits       int
+	queueCapacity int
+	partTimeout   time.Duration
+	now           func() time.Time
+}
+
+// task runs one execution attempt of one subtask: its operator chain, fed by a source or by
+// its input channels, in one goroutine (the mailbox model: records, control actions and timers
+// are serialized through the loop, so operators need no locks).
+type task struct {
+	env          *taskEnv
+	req          *pb.SubmitTaskRequest
+	id           *pb.ExecutionAttemptID
+	vertex       *pb.JobVertex
+	name         string
+	registration string
+	log          *slog.Logger
+
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	done          chan struct{}
+	bufferTimeout time.Duration
+
+	partitions []*resultPartition // one per output edge, registered at submit
+	outEdges   []*pb.JobEdge
+
+	cancelRequested atomic.Bool
+	recordsIn       atomic.Int64
+	recordsOut      atomic.Int64
+	in, out    int64 // owned by the task goroutine; published to the atomics
+
+	// set up by invoke, owned by the task goroutine
+	ops      []operator.Operator
+	source   operator.Source
+	ctxs     []*operator.Context
+	writers  []*recordWriter
+	inputs   []*taskInput
+	channels []*inputChannel
+	gate     chan gateItem
+	open     int            // input channels that have not ended yet
+	wg       sync.WaitGroup // input channel goroutines
+}
+
+// taskInput is one input edge of a task.
+type taskInput struct {
+	schema *record.Schema
+	key    *expression.Evaluator // non-nil for keyed (hash) edges
+	row    record.Row
+}
+
+func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*task, error) {
+	g := req.GetJobGraph()
+	id := req.GetExecution()
+	if id == nil || g == nil || int(id.GetVertexId()) >= len(g.GetVertices()) || id.GetVertexId() < 0 {
+		return nil, errors.New("submit task: missing execution or job graph, or vertex out of range")
+	}
+	v := g.GetVertices()[id.GetVertexId()]
+	if id.GetSubtask() < 0 || id.GetSubtask() >= v.GetParallelism() {
+		return nil, fmt.Errorf("submit task: subtask %d out of range for parallelism %d", id.GetSubtask(), v.GetParallelism())
+	}
+	jobCfg := config.New()
+	if err := jobCfg.SetAll(g.GetConfig()); err != nil {
+		return nil, fmt.Errorf("submit task: job config: %w", err)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	t := &task{
+		bufferTimeout: jobCfg.Duration(config.BufferTimeout),
+		env: env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
+		name: fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
+		ctx:  ctx, cancel: cancel, done: make(chan struct{}),
+	}
+	t.log = env.log.With("job_id", id.GetJobId(), "vertex_id", id.GetVertexId(), "subtask", id.GetSubtask(), "attempt", id.GetAttempt())
+	for i, e := range g.GetEdges() {
+		if e.GetSource() != v.GetId() {
+			continue
+		}
+		if int(e.GetTarget()) >= len(g.GetVertices()) {
+			cancel(nil)
+			return nil, fmt.Errorf("submit task: edge %d targets unknown vertex %d", i, e.GetTarget())
+		}
+		consumer := g.GetVertices()[e.GetTarget()]
+		p := newResultPartition(partitionKey(id, int32(i)), int(consumer.GetParallelism()), env.queueCapacity)
+		t.partitions = append(t.partitions, p)
+		t.outEdges = append(t.outEdges, e)
+	}
+	return t, nil
+}
+
+// start registers the task's partitions (so consumers can find them) and runs it.
+func (t *task) start() {
+	for _, p := range t.partitions {
+		t.env.partitions.register(p)
+	}
+	go t.run()
+}
+
+func (t *task) report(s pb.ExecutionState, failure string) {
+	t.env.report(&pb.UpdateTaskExecutionStateRequest{
+		RegistrationId: t.registration, Execution: t.id, State: s, Failure: failure,
+		RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load(),
+	})
+}
+
+func (t *task) run() {
+	defer close(t.done)
+	t.report(pb.ExecutionState_EXECUTION_STATE_INITIALIZING, "")
+	err := t.invoke()
+	t.cancel(errTaskCanceled) // stops input goroutines
+	t.wg.Wait()
+	t.publish()
+	switch {
+	case err == nil:
+		t.log.Info("task finished", "task", t.name, "records_in", t.in, "records_out", t.out)
+		t.report(pb.ExecutionState_EXECUTION_STATE_FINISHED, "")
+	case t.canceled(err):
+		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
+		t.log.Info("task canceled", "task", t.name)
+		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, "")
+	default:
+		t.env.partitions.releaseExecution(t.id, err)
+		t.log.Warn("task failed", "task", t.name, "err", err)
+		t.report(pb.ExecutionState_EXECUTION_STATE_FAILED, fmt.Sprintf("%s: %v", t.name, err))
+	}
+}
+
+// requestCancel cancels the task on behalf of the JobManager (or a lost JobManager).
+func (t *task) requestCancel() {
+	t.cancelRequested.Store(true)
+	t.cancel(errTaskCanceled)
+}
+
+// canceled reports whether the task stopped because it was asked to, rather than failing.
+func (t *task) canceled(error) bool { return t.cancelRequested.Load() }
+
+func (t *task) publish() {
+	t.recordsIn.Store(t.in)
+	t.recordsOut.Store(t.out)
+}
+
+// invoke sets the task up, runs its loop and tears it down.
+func (t *task) invoke() (err error) {
+	defer func() {
+		for i := len(t.ops) - 1; i >= 0; i-- {
+			if cerr := t.ops[i].Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close %s: %w", t.vertex.GetOperators()[t.opIndex(i)].GetName(), cerr)
+			}
+		}
+		if t.source != nil {
+			if cerr := t.source.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	if err := t.setup(); err != nil {
+		return err
+	}
+	t.report(pb.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	if t.source != nil {
+		err = t.runSource()
+	} else {
+		err = t.runInputs()
+	}
+	if err != nil {
+		return err
+	}
+	return t.finish()
+}
+
+func (t *task) opIndex(i int) int {
+	if t.source != nil {
+		return i + 1
+	}
+	return i
+}
+
+// chainOutput passes records to the next chained operator by function call.
+type chainOutput struct{ next operator.Operator }
+
+func (c chainOutput) Emit(row record.Row) error { return c.next.Process(row) }
+
+// fanOut writes records to every output edge.
+type fanOut []*recordWriter
+
+func (f fanOut) Emit(row record.Row) error {
+	for _, w := range f {
+		if err := w.Emit(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noOutput is the output of a sink, which never emits.
+type noOutput struct{ name string }
+
+func (n noOutput) Emit(record.Row) error { return fmt.Errorf("sink %q cannot emit records", n.name) }
+
+func (t *task) setup() error {
+	g := t.req.GetJobGraph()
+	for i, e := range t.outEdges {
+		w, err := newRecordWriter(t.ctx, e, g.GetVertices()[e.GetTarget()], int(t.id.GetSubtask()), t.partitions[i], &t.out)
+		if err != nil {
+			return fmt.Errorf("output %d: %w", i, err)
+		}
+		t.writers = append(t.writers, w)
+	}
+	var out operator.Output = fanOut(t.writers)
+	opSpecs := t.vertex.GetOperators()
+	built := make([]any, len(opSpecs))
+	for i, spec := range opSpecs {
+		o, err := operator.New(spec, t.env.operators)
+		if err != nil {
+			return err
+		}
+		built[i] = o
+	}
+	// Open from the tail to the head so every operator's output is ready before it runs.
+	for i := len(built) - 1; i >= 0; i-- {
+		spec := opSpecs[i]
+		octx := &operator.Context{
+			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), Subtask: int(t.id.GetSubtask()),
+			Parallelism: int(t.vertex.GetParallelism()), Attempt: int(t.id.GetAttempt()),
+			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
+		}
+		if i == len(built)-1 && len(t.writers) == 0 {
+			out = noOutput{name: spec.GetName()}
+		}
+		switch o := built[i].(type) {
+		case operator.Source:
+			if i != 0 {
+				return fmt.Errorf("source %q is not the head of its chain", spec.GetName())
+			}
+			if err := o.Open(octx, out); err != nil {
+				return fmt.Errorf("open %s: %w", spec.GetName(), err)
+			}
+			t.source = o
+		case operator.Operator:
+			if err := o.Open(octx, out); err != nil {
+				return fmt.Errorf("open %s: %w", spec.GetName(), err)
+			}
+			t.ops = append([]operator.Operator{o}, t.ops...)
+			out = chainOutput{next: o}
+		default:
+			return fmt.Errorf("operator %q has unexpected kind %T", spec.GetName(), o)
+		}
+		t.ctxs = append([]*operator.Context{octx}, t.ctxs...)
+	}
+	if t.source == nil {
+		return t.connectInputs()
+	}
+	return nil
+}
+
+// connectInputs starts one input channel per producer subtask of every input edge.
+func (t *task) connectInputs() error {
+	g := t.req.GetJobGraph()
+	total := 0
+	for _, in := range t.req.GetInputs() {
+		total += len(in.GetProducers())
+	}
+	if total == 0 {
+		return fmt.Errorf("task %s has neither a source nor inputs", t.name)
+	}
+	gate := make(chan gateItem, total*(t.env.credits+1))
+	t.gate = gate
+	for idx, in := range t.req.GetInputs() {
+		if in.GetEdge() < 0 || int(in.GetEdge()) >= len(g.GetEdges()) {
+			return fmt.Errorf("input %d: edge %d out of range", idx, in.GetEdge())
+		}
+		e := g.GetEdges()[in.GetEdge()]
+		schema, err := record.SchemaFromProto(e.GetSchema())
+		if err != nil {
+			return fmt.Errorf("input %d schema: %w", idx, err)
+		}
+		ti := &taskInput{schema: schema, row: make(record.Row, schema.Len())}
+		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
+			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
+			if err != nil {
+				return fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
+			}
+			ti.key = prog.NewEvaluator()
+		}
+		t.inputs = append(t.inputs, ti)
+		for _, p := range in.GetProducers() {
+			ch := &inputChannel{name: partitionKey(p.GetExecution(), in.GetEdge()), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
+			t.channels = append(t.channels, ch)
+			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: t.id.GetSubtask(), Consumer: t.id, InitialCredit: int32(t.env.credits)}
+			t.wg.Add(1)
+			if p.GetTaskmanagerAddress() == t.env.selfAddr {
+				for range t.env.credits {
+					ch.credits <- struct{}{}
+				}
+				go func() {
+					defer t.wg.Done()
+					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(t.id.GetSubtask()), t.env.partTimeout, gate)
+				}()
+				continue
+			}
+			client, err := t.env.dataClient(p.GetTaskmanagerAddress())
+			if err != nil {
+				t.wg.Done()
+				return fmt.Errorf("connect to %s: %w", p.GetTaskmanagerAddress(), err)
+			}
+			go func() {
+				defer t.wg.Done()
+				runRemote(t.ctx, ch, client, open, t.env.partTimeout, gate)
+			}()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,525 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// Config configures a TaskManager.
+type Config struct {
+	// ID names the TaskManager in the cluster view; default "tm-" + the advertised address.
+	ID string
+	// Addr is where the TaskManager listens and what it advertises (host:port). An empty host
+	// listens on all interfaces and advertises the hostname; port 0 picks a free port.
+	Addr string
+	// JobManagers are the JobManager RPC addresses to register with.
+	JobManagers []string
+	// DataDir holds the TaskManager's local files.
+	DataDir string
+	// Settings is the process configuration (slots, network buffers); nil means defaults.
+	Settings *config.Config
+	// Operators holds custom operators (optional).
+	Operators *operator.Registry
+	// Stdout receives the print sink's output (default os.Stdout).
+	Stdout io.Writer
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with Flink's default TaskManager port.
+func DefaultConfig() Config {
+	return Config{Addr: ":6122", JobManagers: []string{"localhost:6123"}, Settings: config.New()}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("taskmanager address %q: %w", c.Addr, err)
+	}
+	if len(c.JobManagers) == 0 {
+		return errors.New("taskmanager: at least one JobManager address is required")
+	}
+	for _, a := range c.JobManagers {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("jobmanager address %q: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// TaskManager is a running TaskManager process.
+type TaskManager struct {
+	cfg      Config
+	id       string
+	addr     string // advertised
+	slots    int
+	log      *slog.Logger
+	settings *config.Config
+
+	lis    net.Listener
+	srv    *grpc.Server
+	health *health.Server
+	env    *taskEnv
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	connMu sync.Mutex
+	conns  map[string]*grpc.ClientConn
+
+	mu           sync.Mutex
+	tasks        map[string]*task
+	registration string
+	jmClient     pb.TaskManagerServiceClient
+
+	reportMu sync.Mutex
+	reports  []*pb.UpdateTaskExecutionStateRequest
+	reportCh chan struct{}
+}
+
+// Start listens, serves and starts registering with the JobManager.
+func Start(cfg Config) (*TaskManager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	settings := cfg.Settings
+	if settings == nil {
+		settings = config.New()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	stdout := cfg.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	lis, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("taskmanager listen: %w", err)
+	}
+	addr, err := advertised(cfg.Addr, lis.Addr())
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	id := cfg.ID
+	if id == "" {
+		id = "tm-" + addr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tm := &TaskManager{
+		cfg: cfg, id: id, addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
+		log: log.With("tm_id", id), lis: lis, ctx: ctx, cancel: cancel,
+		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, reportCh: make(chan struct{}, 1),
+	}
+	partitions := newPartitionRegistry()
+	tm.env = &taskEnv{
+		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
+		operators: cfg.Operators, stdout: &lockedWriter{w: stdout}, log: tm.log,
+		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
+		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
+	}
+	tm.srv = grpc.NewServer(grpc.MaxRecvMsgSize(maxRecordBytes + 1<<20))
+	pb.RegisterTaskExecutorServiceServer(tm.srv, &executorServer{tm: tm})
+	pb.RegisterDataExchangeServiceServer(tm.srv, &dataServer{partitions: partitions, timeout: tm.env.partTimeout})
+	tm.health = health.NewServer()
+	healthpb.RegisterHealthServer(tm.srv, tm.health)
+	reflection.Register(tm.srv)
+	tm.wg.Add(3)
+	go func() {
+		defer tm.wg.Done()
+		if err := tm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			tm.log.Error("taskmanager server stopped", "err", err)
+		}
+	}()
+	go func() { defer tm.wg.Done(); tm.connectLoop() }()
+	go func() { defer tm.wg.Done(); tm.reportLoop() }()
+	tm.log.Info("taskmanager started", "addr", addr, "slots", tm.slots, "jobmanagers", strings.Join(cfg.JobManagers, ","))
+	return tm, nil
+}
+
+// Run starts a TaskManager and serves until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	tm, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return tm.Close()
+}
+
+// advertised turns the listen address into the address other processes dial.
+func advertised(listen string, bound net.Addr) (string, error) {
+	host, _, _ := net.SplitHostPort(listen)
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "", err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("advertise address: %w", err)
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// ID returns the TaskManager's ID.
+func (tm *TaskManager) ID() string { return tm.id }
+
+// Addr returns the advertised address.
+func (tm *TaskManager) Addr() string { return tm.addr }
+
+// Close cancels every task, stops serving and waits for all goroutines.
+func (tm *TaskManager) Close() error {
+	tm.cancel()
+	tm.mu.Lock()
+	tasks := make([]*task, 0, len(tm.tasks))
+	for _, t := range tm.tasks {
+		tasks = append(tasks, t)
+	}
+	tm.mu.Unlock()
+	for _, t := range tasks {
+		t.requestCancel()
+	}
+	for _, t := range tasks {
+		<-t.done
+	}
+	tm.health.Shutdown()
+	tm.srv.Stop()
+	tm.wg.Wait()
+	tm.connMu.Lock()
+	defer tm.connMu.Unlock()
+	for _, c := range tm.conns {
+		c.Close()
+	}
+	tm.conns = map[string]*grpc.ClientConn{}
+	return nil
+}
+
+// conn returns a shared client connection to addr.
+func (tm *TaskManager) conn(addr string) (*grpc.ClientConn, error) {
+	tm.connMu.Lock()
+	defer tm.connMu.Unlock()
+	if c, ok := tm.conns[addr]; ok {
+		return c, nil
+	}
+	if tm.ctx.Err() != nil {
+		return nil, errors.New("taskmanager is shutting down")
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecordBytes+1<<20)),
+		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
+	if err != nil {
+		return nil, err
+	}
+	tm.conns[addr] = c
+	return c, nil
+}
+
+func (tm *TaskManager) dataClient(addr string) (pb.DataExchangeServiceClient, error) {
+	c, err := tm.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewDataExchangeServiceClient(c), nil
+}
+
+// connectLoop keeps the TaskManager registered: register, heartbeat until the JobManager is
+// lost, cancel the tasks it ran for that registration, and register again as a new TaskManager.
+func (tm *TaskManager) connectLoop() {
+	backoff := 50 * time.Millisecond
+	for tm.ctx.Err() == nil {
+		client, resp, err := tm.register()
+		if err != nil {
+			tm.log.Debug("register with jobmanager failed", "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-tm.ctx.Done():
+				return
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		tm.mu.Lock()
+		tm.registration, tm.jmClient = resp.GetRegistrationId(), client
+		tm.mu.Unlock()
+		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		tm.log.Info("registered with jobmanager", "registration_id", resp.GetRegistrationId(), "jobmanager", resp.GetJobmanagerId())
+		err = tm.heartbeat(client, resp)
+		tm.mu.Lock()
+		tm.registration = ""
+		tasks := make([]*task, 0, len(tm.tasks))
+		for _, t := range tm.tasks {
+			tasks = append(tasks, t)
+		}
+		tm.mu.Unlock()
+		if tm.ctx.Err() != nil {
+			return
+		}
+		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		tm.log.Warn("lost jobmanager; cancelling tasks and registering again", "err", err, "tasks", len(tasks))
+		for _, t := range tasks {
+			t.requestCancel()
+		}
+	}
+}
+
+func (tm *TaskManager) register() (pb.TaskManagerServiceClient, *pb.RegisterTaskManagerResponse, error) {
+	var errs []error
+	for _, addr := range tm.cfg.JobManagers {
+		c, err := tm.conn(addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		client := pb.NewTaskManagerServiceClient(c)
+		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+		resp, err := client.RegisterTaskManager(ctx, &pb.RegisterTaskManagerRequest{TaskmanagerId: tm.id, Address: tm.addr, Slots: int32(tm.slots)})
+		cancel()
+		if err == nil {
+			return client, resp, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+// heartbeat runs the heartbeat stream until it breaks or the JobManager stays silent for the
+// heartbeat timeout.
+func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.RegisterTaskManagerResponse) error {
+	ctx, cancel := context.WithCancel(tm.ctx)
+	defer cancel()
+	stream, err := client.Heartbeat(ctx)
+	if err != nil {
+		return err
+	}
+	interval := time.Duration(reg.GetHeartbeatIntervalMs()) * time.Millisecond
+	timeout := time.Duration(reg.GetHeartbeatTimeoutMs()) * time.Millisecond
+	if interval <= 0 || timeout <= 0 {
+		return fmt.Errorf("jobmanager sent invalid heartbeat settings %v/%v", interval, timeout)
+	}
+	acks := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				acks <- err
+				return
+			}
+			select {
+			case acks <- nil:
+			default:
+			}
+		}
+	}()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	silence := time.NewTimer(timeout)
+	defer silence.Stop()
+	send := func() error {
+		return stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.GetRegistrationId(), Tasks: tm.taskReports()})
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case err := <-acks:
+			if err != nil {
+				return fmt.Errorf("heartbeat stream: %w", err)
+			}
+			silence.Reset(timeout)
+		case <-ticker.C:
+			if err := send(); err != nil {
+				return fmt.Errorf("heartbeat send: %w", err)
+			}
+		case <-silence.C:
+			return fmt.Errorf("no heartbeat answer from the jobmanager for %v", timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (tm *TaskManager) taskReports() []*pb.TaskReport {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	out := make([]*pb.TaskReport, 0, len(tm.tasks))
+	for _, t := range tm.tasks {
+		out = append(out, &pb.TaskReport{Execution: t.id, RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load()})
+	}
+	return out
+}
+
+// enqueueReport queues a task state change; reportLoop delivers them in order.
+func (tm *TaskManager) enqueueReport(r *pb.UpdateTaskExecutionStateRequest) {
+	tm.reportMu.Lock()
+	tm.reports = append(tm.reports, r)
+	tm.reportMu.Unlock()
+	select {
+	case tm.reportCh <- struct{}{}:
+	default:
+	}
+}
+
+// reportLoop sends task state changes to the JobManager in order, retrying transient errors.
+// Reports of an older registration are dropped: that JobManager already failed those tasks.
+func (tm *TaskManager) reportLoop() {
+	for {
+		tm.reportMu.Lock()
+		var r *pb.UpdateTaskExecutionStateRequest
+		if len(tm.reports) > 0 {
+			r = tm.reports[0]
+			tm.reports = tm.reports[1:]
+		}
+		tm.reportMu.Unlock()
+		if r == nil {
+			select {
+			case <-tm.reportCh:
+				continue
+			case <-tm.ctx.Done():
+				return
+			}
+		}
+		tm.deliver(r)
+		if isTerminal(r.GetState()) {
+			tm.forget(r.GetExecution())
+		}
+	}
+}
+
+func (tm *TaskManager) deliver(r *pb.UpdateTaskExecutionStateRequest) {
+	backoff := 20 * time.Millisecond
+	for tm.ctx.Err() == nil {
+		tm.mu.Lock()
+		current, client := tm.registration, tm.jmClient
+		tm.mu.Unlock()
+		if current != r.GetRegistrationId() || client == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+		_, err := client.UpdateTaskExecutionState(ctx, r)
+		cancel()
+		if err == nil || status.Code(err) == codes.NotFound || status.Code(err) == codes.FailedPrecondition {
+			return
+		}
+		tm.log.Debug("report task state failed; retrying", "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-tm.ctx.Done():
+			return
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (tm *TaskManager) forget(id *pb.ExecutionAttemptID) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	delete(tm.tasks, executionKey(id))
+}
+
+func isTerminal(s pb.ExecutionState) bool {
+	switch s {
+	case pb.ExecutionState_EXECUTION_STATE_FINISHED, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
+		return true
+	}
+	return false
+}
+
+func executionKey(id *pb.ExecutionAttemptID) string {
+	return fmt.Sprintf("%s/%d/%d/%d", id.GetJobId(), id.GetVertexId(), id.GetSubtask(), id.GetAttempt())
+}
+
+// executorServer serves TaskExecutorService for the JobManager leader.
+type executorServer struct {
+	pb.UnimplementedTaskExecutorServiceServer
+	tm *TaskManager
+}
+
+func (s *executorServer) checkRegistration(id string) error {
+	s.tm.mu.Lock()
+	defer s.tm.mu.Unlock()
+	if id == "" || id != s.tm.registration {
+		return status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", id)
+	}
+	return nil
+}
+
+// SubmitTask deploys one task attempt.
+func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (*pb.SubmitTaskResponse, error) {
+	if err := s.checkRegistration(req.GetRegistrationId()); err != nil {
+		return nil, err
+	}
+	if req.GetSlot() < 0 || int(req.GetSlot()) >= s.tm.slots {
+		return nil, status.Errorf(codes.InvalidArgument, "slot %d out of range (this TaskManager has %d)", req.GetSlot(), s.tm.slots)
+	}
+	t, err := newTask(s.tm.ctx, s.tm.env, req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	key := executionKey(req.GetExecution())
+	s.tm.mu.Lock()
+	if _, dup := s.tm.tasks[key]; dup {
+		s.tm.mu.Unlock()
+		t.cancel(nil)
+		return nil, status.Errorf(codes.AlreadyExists, "execution %s already deployed", key)
+	}
+	s.tm.tasks[key] = t
+	s.tm.mu.Unlock()
+	s.tm.log.Info("deploying task", "task", t.name, "slot", req.GetSlot())
+	t.start()
+	return &pb.SubmitTaskResponse{}, nil
+}
+
+// CancelTask cancels one task attempt and releases its result partitions.
+func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
+	id := req.GetExecution()
+	if id == nil {
+		return nil, status.Error(codes.InvalidArgument, "execution is required")
+	}
+	s.tm.mu.Lock()
+	t := s.tm.tasks[executionKey(id)]
+	s.tm.mu.Unlock()
+	if t != nil {
+		t.requestCancel()
+	}
+	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)
+	return &pb.CancelTaskResponse{}, nil
+}
+
+// lockedWriter serializes writes from parallel print sinks; each Write carries whole lines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goflink/goflink/expression"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/state"
+)
+
+// maxRecordBytes bounds one encoded record (it must fit a gRPC message).
+const maxRecordBytes = 8 << 20
+
+// recordWriter partitions and serializes a task's output records for one output edge into
+// per-channel buffers, and queues full buffers on the edge's result partition. It is owned by
+// the task goroutine. A full subpartition queue blocks Emit until the consumer catches up or
+// the task is cancelled: this is how backpressure reaches the source.
+type recordWriter struct {
+	ctx       context.Context
+	schema    *record.Schema
+	partition *resultPartition
+	part      pb.Partitioner
+	key       *expression.Evaluator
+	keyType   record.Type
+	maxPar    int
+	n         int // channels (consumer parallelism)
+	subtask   int // producer subtask (forward target, rebalance start)
+
+	bufs   [][]byte
+	counts []int
+	next   int // rebalance position
+	out    *int64
+}
+
+func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex, subtask int, p *resultPartition, out *int64) (*recordWriter, error) {
+	schema, err := record.SchemaFromProto(e.GetSchema())
+	if err != nil {
+		return nil, fmt.Errorf("edge schema: %w", err)
+	}
+	n := int(consumer.GetParallelism())
+	w := &recordWriter{
+		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
+		maxPar: int(consumer.GetMaxParallelism()), n: n, subtask: subtask,
+		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out,
+	}
+	switch w.part {
+	case pb.Partitioner_PARTITIONER_HASH:
+		prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", e.GetKey(), err)
+		}
+		w.key, w.keyType = prog.NewEvaluator(), prog.Type()
+	case pb.Partitioner_PARTITIONER_FORWARD:
+		if subtask >= n {
+			return nil, fmt.Errorf("forward edge from subtask %d to %d consumers", subtask, n)
+		}
+	case pb.Partitioner_PARTITIONER_REBALANCE:
+	default:
+		return nil, fmt.Errorf("unknown partitioner %v", w.part)
+	}
+	return w, nil
+}
+
+func (w *recordWriter) channel(row record.Row) (int, error) {
+	switch w.part {
+	case pb.Partitioner_PARTITIONER_FORWARD:
+		return w.subtask, nil
+	case pb.Partitioner_PARTITIONER_REBALANCE:
+		c := w.next
+		w.next++
+		if w.next == w.n {
+			w.next = 0
+		}
+		return c, nil
+	}
+	k, err := w.key.Eval(row, nil)
+	if err != nil {
+		return 0, err
+	}
+	kg := state.KeyGroup(k, w.keyType, w.maxPar)
+	return state.OperatorIndexForKeyGroup(kg, w.maxPar, w.n), nil
+}
+
+// Emit serializes row into its channel's buffer.
+func (w *recordWriter) Emit(row record.Row) error {
+	c, err := w.channel(row)
+	if err != nil {
+		return err
+	}
+	buf := w.bufs[c]
+	if buf == nil {
+		buf = make([]byte, 0, maxBufferBytes)
+	}
+	before := len(buf)
+	buf = record.AppendRow(buf, w.schema, row)
+	if len(buf) > maxBufferBytes {
+		if size := len(buf) - before; size > maxRecordBytes {
+			return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordBytes)
+		}
+		if before > 0 { // the record spills over: send what came before, start anew with it
+			rec := append(make([]byte, 0, max(maxBufferBytes, len(buf)-before)), buf[before:]...)
+			w.bufs[c] = buf[:before]
+			if err := w.flushChannel(c); err != nil {
+				return err
+			}
+			buf = rec
+		}
+	}
+	w.bufs[c] = buf
+	w.counts[c]++
+	*w.out++
+	if len(buf) >= maxBufferBytes {
+		return w.flushChannel(c)
+	}
+	return nil
+}
+
+func (w *recordWriter) flushChannel(c int) error {
+	if w.counts[c] == 0 {
+		return nil
+	}
+	b := &buffer{data: w.bufs[c], records: w.counts[c]}
+	w.bufs[c], w.counts[c] = nil, 0
+	return w.enqueue(c, b)
+}
+
+func (w *recordWriter) enqueue(c int, b *buffer) error {
+	q := w.partition.subs[c].queue
+	select {
+	case q <- b:
+		return nil
+	default:
+	}
+	select {
+	case q <- b:
+		return nil
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+}
+
+// Flush queues every partly filled buffer.
+func (w *recordWriter) Flush() error {
+	for c := range w.bufs {
+		if err := w.flushChannel(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EndOfPartition flushes and queues the end-of-partition event on every channel.
+func (w *recordWriter) EndOfPartition() error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for c := range w.bufs {
+		if err := w.enqueue(c, &buffer{event: endOfPartition}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

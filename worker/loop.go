@@ -167,4 +167,3 @@ func (t *task) finish() error {
 	}
 	return nil
 }
-

@@ -60,7 +60,7 @@ type task struct {
 	cancelRequested atomic.Bool
 	recordsIn       atomic.Int64
 	recordsOut      atomic.Int64
-	in, out    int64 // owned by the task goroutine; published to the atomics
+	in, out         int64 // owned by the task goroutine; published to the atomics
 
 	// set up by invoke, owned by the task goroutine
 	ops      []operator.Operator
@@ -98,7 +98,7 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 	ctx, cancel := context.WithCancelCause(parent)
 	t := &task{
 		bufferTimeout: jobCfg.Duration(config.BufferTimeout),
-		env: env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
+		env:           env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
 		name: fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
 		ctx:  ctx, cancel: cancel, done: make(chan struct{}),
 	}

@@ -312,7 +312,11 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 	e.in, e.out = r.GetRecordsIn(), r.GetRecordsOut()
 	switch s := r.GetState(); s {
 	case pb.ExecutionState_EXECUTION_STATE_FAILED:
-		m.failExecution(e, r.GetFailure())
+		cause := r.GetFailure()
+		if p := m.byKey[executionKey(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
+			cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
+		}
+		m.failExecution(e, cause)
 	case pb.ExecutionState_EXECUTION_STATE_CANCELED:
 		e.state = s
 		if m.status == pb.JobStatus_JOB_STATUS_RUNNING {

@@ -170,7 +170,11 @@ func (rm *resourceManager) markLost(regID, reason string) {
 	}
 	close(tm.lost)
 	tm.conn.Close()
-	rm.log.Warn("taskmanager lost", "tm_id", tm.id, "addr", tm.addr, "reason", reason)
+	level := slog.LevelWarn
+	if reason == "it shut down" {
+		level = slog.LevelInfo
+	}
+	rm.log.Log(context.Background(), level, "taskmanager lost", "tm_id", tm.id, "addr", tm.addr, "reason", reason)
 	if rm.onLost != nil {
 		rm.onLost(tm, reason)
 	}

@@ -170,9 +170,14 @@ func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatSer
 		return err
 	}
 	broken := make(chan error, 1)
+	closing := make(chan struct{})
 	go func() { // ends when the stream does: the handler returning cancels it
 		for {
 			m, err := stream.Recv()
+			if err == nil && m.GetClosing() {
+				close(closing)
+				return
+			}
 			if err == nil {
 				if err = s.jm.rm.heartbeat(tm.regID, m.GetTasks()); err == nil {
 					err = stream.Send(&pb.HeartbeatResponse{})
@@ -187,6 +192,9 @@ func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatSer
 	select {
 	case err := <-broken:
 		s.jm.rm.markLost(tm.regID, fmt.Sprintf("connection lost (heartbeat stream: %v)", status.Convert(err).Message()))
+		return nil
+	case <-closing:
+		s.jm.rm.markLost(tm.regID, "it shut down")
 		return nil
 	case <-tm.lost:
 		return status.Errorf(codes.NotFound, "%s was declared lost", tm.describe())

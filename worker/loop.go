@@ -101,7 +101,7 @@ func (t *task) runInputs() error {
 // process handles one buffer from an input channel.
 func (t *task) process(it gateItem) error {
 	if it.err != nil {
-		return fmt.Errorf("input from %s: %w", it.ch.name, it.err)
+		return it.err
 	}
 	b := it.buf
 	if b.event != nil {

@@ -29,6 +29,19 @@ func (b *buffer) isEndOfPartition() bool { return b.event.GetEndOfPartition() !=
 
 var endOfPartition = &pb.Event{Kind: &pb.Event_EndOfPartition{EndOfPartition: &pb.EndOfPartition{}}}
 
+// producerError says a task lost the input of one producer attempt.
+type producerError struct {
+	producer *pb.ExecutionAttemptID
+	addr     string
+	err      error
+}
+
+func (e *producerError) Error() string {
+	return fmt.Sprintf("lost input from %s at %s: %v", executionKey(e.producer), e.addr, e.err)
+}
+
+func (e *producerError) Unwrap() error { return e.err }
+
 // errPartitionReleased is the cause seen by consumers of a partition whose producer stopped
 // before finishing.
 var errPartitionReleased = errors.New("producer released its result partition")
@@ -254,8 +267,7 @@ type gateItem struct {
 // credits bound the buffers in flight towards the task: a credit is spent per buffer and given
 // back when the task has processed it.
 type inputChannel struct {
-	name     string // the producer's partition, for messages
-	edge     int    // index into the task's inputs
+	edge     int // index into the task's inputs
 	producer *pb.ExecutionAttemptID
 	credits  chan struct{} // local: tokens; remote: returned credits to announce
 	done     bool          // set by the task when end-of-partition arrived
@@ -273,7 +285,7 @@ func (c *inputChannel) release() {
 func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration, gate chan<- gateItem) {
 	fail := func(err error) {
 		select {
-		case gate <- gateItem{ch: c, err: err}:
+		case gate <- gateItem{ch: c, err: &producerError{producer: c.producer, addr: "this TaskManager", err: err}}:
 		case <-ctx.Done():
 		}
 	}
@@ -314,10 +326,10 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 
 // runRemote subscribes to a subpartition on another TaskManager and moves its buffers into the
 // gate, announcing credit as the task returns it.
-func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
+func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
 	fail := func(err error) {
 		select {
-		case gate <- gateItem{ch: c, err: err}:
+		case gate <- gateItem{ch: c, err: &producerError{producer: c.producer, addr: addr, err: err}}:
 		case <-ctx.Done():
 		}
 	}
@@ -358,7 +370,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 				if err == io.EOF {
 					err = errors.New("stream ended before end-of-partition")
 				}
-				fail(fmt.Errorf("read from producer %s: %w", partitionKey(open.GetProducer(), open.GetEdge()), err))
+				fail(err)
 			}
 			return
 		}

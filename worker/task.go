@@ -127,16 +127,24 @@ func (t *task) start() {
 	go t.run()
 }
 
-func (t *task) report(s pb.ExecutionState, failure string) {
-	t.env.report(&pb.UpdateTaskExecutionStateRequest{
-		RegistrationId: t.registration, Execution: t.id, State: s, Failure: failure,
+func (t *task) report(s pb.ExecutionState, failure error) {
+	r := &pb.UpdateTaskExecutionStateRequest{
+		RegistrationId: t.registration, Execution: t.id, State: s,
 		RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load(),
-	})
+	}
+	if failure != nil {
+		r.Failure = fmt.Sprintf("%s: %v", t.name, failure)
+		var pe *producerError
+		if errors.As(failure, &pe) {
+			r.FailedProducer = pe.producer
+		}
+	}
+	t.env.report(r)
 }
 
 func (t *task) run() {
 	defer close(t.done)
-	t.report(pb.ExecutionState_EXECUTION_STATE_INITIALIZING, "")
+	t.report(pb.ExecutionState_EXECUTION_STATE_INITIALIZING, nil)
 	err := t.invoke()
 	t.cancel(errTaskCanceled) // stops input goroutines
 	t.wg.Wait()
@@ -144,15 +152,15 @@ func (t *task) run() {
 	switch {
 	case err == nil:
 		t.log.Info("task finished", "task", t.name, "records_in", t.in, "records_out", t.out)
-		t.report(pb.ExecutionState_EXECUTION_STATE_FINISHED, "")
+		t.report(pb.ExecutionState_EXECUTION_STATE_FINISHED, nil)
 	case t.canceled(err):
 		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
 		t.log.Info("task canceled", "task", t.name)
-		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, "")
+		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, nil)
 	default:
 		t.env.partitions.releaseExecution(t.id, err)
 		t.log.Warn("task failed", "task", t.name, "err", err)
-		t.report(pb.ExecutionState_EXECUTION_STATE_FAILED, fmt.Sprintf("%s: %v", t.name, err))
+		t.report(pb.ExecutionState_EXECUTION_STATE_FAILED, err)
 	}
 }
 
@@ -187,7 +195,7 @@ func (t *task) invoke() (err error) {
 	if err := t.setup(); err != nil {
 		return err
 	}
-	t.report(pb.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	t.report(pb.ExecutionState_EXECUTION_STATE_RUNNING, nil)
 	if t.source != nil {
 		err = t.runSource()
 	} else {
@@ -315,7 +323,7 @@ func (t *task) connectInputs() error {
 		}
 		t.inputs = append(t.inputs, ti)
 		for _, p := range in.GetProducers() {
-			ch := &inputChannel{name: partitionKey(p.GetExecution(), in.GetEdge()), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
+			ch := &inputChannel{edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
 			t.channels = append(t.channels, ch)
 			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: t.id.GetSubtask(), Consumer: t.id, InitialCredit: int32(t.env.credits)}
 			t.wg.Add(1)
@@ -336,7 +344,7 @@ func (t *task) connectInputs() error {
 			}
 			go func() {
 				defer t.wg.Done()
-				runRemote(t.ctx, ch, client, open, t.env.partTimeout, gate)
+				runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout, gate)
 			}()
 		}
 	}

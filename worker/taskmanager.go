@@ -312,7 +312,8 @@ func (tm *TaskManager) register() (pb.TaskManagerServiceClient, *pb.RegisterTask
 // heartbeat runs the heartbeat stream until it breaks or the JobManager stays silent for the
 // heartbeat timeout.
 func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.RegisterTaskManagerResponse) error {
-	ctx, cancel := context.WithCancel(tm.ctx)
+	// The stream outlives tm.ctx by one message: a closing TaskManager says goodbye on it.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := client.Heartbeat(ctx)
 	if err != nil {
@@ -359,8 +360,14 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 			}
 		case <-silence.C:
 			return fmt.Errorf("no heartbeat answer from the jobmanager for %v", timeout)
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-tm.ctx.Done():
+			_ = stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.GetRegistrationId(), Closing: true})
+			_ = stream.CloseSend()
+			select { // wait briefly for the JobManager to end the stream
+			case <-acks:
+			case <-time.After(time.Second):
+			}
+			return tm.ctx.Err()
 		}
 	}
 }

@@ -163,7 +163,9 @@ type HeartbeatRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// tasks are the task attempts the TaskManager currently runs, with their counters.
-	Tasks         []*TaskReport `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks []*TaskReport `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// closing says the TaskManager is shutting down: the JobManager releases it at once.
+	Closing       bool `protobuf:"varint,3,opt,name=closing,proto3" json:"closing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,6 +212,13 @@ func (x *HeartbeatRequest) GetTasks() []*TaskReport {
 		return x.Tasks
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetClosing() bool {
+	if x != nil {
+		return x.Closing
+	}
+	return false
 }
 
 // TaskReport is the heartbeat payload for one running task attempt.
@@ -315,11 +324,14 @@ type UpdateTaskExecutionStateRequest struct {
 	Execution      *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
 	State          ExecutionState         `protobuf:"varint,3,opt,name=state,proto3,enum=goflink.v1.ExecutionState" json:"state,omitempty"`
 	// failure describes why the task FAILED.
-	Failure       string `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
-	RecordsIn     int64  `protobuf:"varint,5,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
-	RecordsOut    int64  `protobuf:"varint,6,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failure    string `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
+	RecordsIn  int64  `protobuf:"varint,5,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	RecordsOut int64  `protobuf:"varint,6,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	// failed_producer is set when the task failed because it lost the input from this producer
+	// (its TaskManager died, or it released its partition).
+	FailedProducer *ExecutionAttemptID `protobuf:"bytes,7,opt,name=failed_producer,json=failedProducer,proto3" json:"failed_producer,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
@@ -394,6 +406,13 @@ func (x *UpdateTaskExecutionStateRequest) GetRecordsOut() int64 {
 	return 0
 }
 
+func (x *UpdateTaskExecutionStateRequest) GetFailedProducer() *ExecutionAttemptID {
+	if x != nil {
+		return x.FailedProducer
+	}
+	return nil
+}
+
 type UpdateTaskExecutionStateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -446,10 +465,11 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\x14heartbeat_timeout_ms\x18\x03 \x01(\x03R\x12heartbeatTimeoutMs\x12#\n" +
 	"\rjobmanager_id\x18\x04 \x01(\tR\fjobmanagerId\x12\x1f\n" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
-	"leaderTerm\"i\n" +
+	"leaderTerm\"\x83\x01\n" +
 	"\x10HeartbeatRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12,\n" +
-	"\x05tasks\x18\x02 \x03(\v2\x16.goflink.v1.TaskReportR\x05tasks\"\x8a\x01\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x16.goflink.v1.TaskReportR\x05tasks\x12\x18\n" +
+	"\aclosing\x18\x03 \x01(\bR\aclosing\"\x8a\x01\n" +
 	"\n" +
 	"TaskReport\x12<\n" +
 	"\texecution\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12\x1d\n" +
@@ -457,7 +477,7 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"records_in\x18\x02 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\x03 \x01(\x03R\n" +
 	"recordsOut\"\x13\n" +
-	"\x11HeartbeatResponse\"\x94\x02\n" +
+	"\x11HeartbeatResponse\"\xdd\x02\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +
 	"\texecution\x18\x02 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x120\n" +
@@ -466,7 +486,8 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\n" +
 	"records_in\x18\x05 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\x06 \x01(\x03R\n" +
-	"recordsOut\"\"\n" +
+	"recordsOut\x12G\n" +
+	"\x0ffailed_producer\x18\a \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\x0efailedProducer\"\"\n" +
 	" UpdateTaskExecutionStateResponse2\xc1\x02\n" +
 	"\x12TaskManagerService\x12f\n" +
 	"\x13RegisterTaskManager\x12&.goflink.v1.RegisterTaskManagerRequest\x1a'.goflink.v1.RegisterTaskManagerResponse\x12L\n" +
@@ -502,17 +523,18 @@ var file_goflink_v1_taskmanager_service_proto_depIdxs = []int32{
 	7, // 1: goflink.v1.TaskReport.execution:type_name -> goflink.v1.ExecutionAttemptID
 	7, // 2: goflink.v1.UpdateTaskExecutionStateRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
 	8, // 3: goflink.v1.UpdateTaskExecutionStateRequest.state:type_name -> goflink.v1.ExecutionState
-	0, // 4: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
-	2, // 5: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
-	5, // 6: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
-	1, // 7: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
-	4, // 8: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
-	6, // 9: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 4: goflink.v1.UpdateTaskExecutionStateRequest.failed_producer:type_name -> goflink.v1.ExecutionAttemptID
+	0, // 5: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
+	2, // 6: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
+	5, // 7: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
+	1, // 8: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
+	4, // 9: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
+	6, // 10: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_taskmanager_service_proto_init() }

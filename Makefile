@@ -1,0 +1,45 @@
+# goflink — run `make help` for the targets.
+GO      ?= go
+BIN     ?= bin
+BUF     := $(GO) tool -modfile=tools/go.mod buf
+
+.PHONY: help build test test-short run bench proto proto-check lint tidy-check ci clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
+
+build: ## build jobmanager, taskmanager and flinkctl into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+run: build ## run the odd-even example on an embedded cluster and show the final sums
+	@rm -rf out/odd-even
+	$(BIN)/flinkctl run --local examples/odd-even.yaml
+	@$(GO) run ./examples/summarize -key parity -value value -expect odd=250000,even=250500 out/odd-even
+
+test: ## all tests with the race detector (unit, in-process cluster, real processes)
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short: ## quick tests: skips the multi-process system tests
+	$(GO) test -race -count=1 -short ./...
+
+bench: build ## throughput of a keyed sum across 2 TaskManager processes vs a single-goroutine baseline
+	$(GO) run ./bench
+
+proto: ## regenerate Go code from proto/ (offline, pinned plugins)
+	$(BUF) lint
+	$(BUF) generate
+
+proto-check: proto ## fail if the generated code is stale
+	git diff --exit-code -- proto/
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+tidy-check: ## fail if go.mod/go.sum are untidy
+	$(GO) mod tidy -diff
+
+ci: lint tidy-check test ## what .ci/run runs
+
+clean: ## remove build output
+	rm -rf $(BIN) out

@@ -1,0 +1,394 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/job"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// exitError carries an exit code; an empty message prints nothing.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+// Main runs flinkctl with the process arguments and returns its exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// Execute runs flinkctl with args and returns its exit code.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "flinkctl:", ee.msg)
+		}
+		return ee.code
+	}
+	if st, ok := status.FromError(err); ok {
+		fmt.Fprintln(stderr, "flinkctl:", st.Message())
+	} else {
+		fmt.Fprintln(stderr, "flinkctl:", err)
+	}
+	return ExitFailure
+}
+
+type globals struct {
+	jobmanager string
+	output     string
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+func (g *globals) json() (bool, error) {
+	switch g.output {
+	case "json":
+		return true, nil
+	case "table", "":
+		return false, nil
+	}
+	return false, usageErr("--output %q: want table or json", g.output)
+}
+
+func (g *globals) client() (*client.Client, error) {
+	return client.New(g.jobmanager)
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "flinkctl",
+		Short:         "Submit and inspect goflink jobs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	def := os.Getenv("FLINKCTL_JOBMANAGER")
+	if def == "" {
+		def = "localhost:6123"
+	}
+	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...] (env FLINKCTL_JOBMANAGER)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), clusterCmd(g))
+	return root
+}
+
+func args(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, a []string) error {
+		if len(a) != n {
+			return usageErr("want %s, got %d argument(s)", what, len(a))
+		}
+		return nil
+	}
+}
+
+func listCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := g.json()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			jobs, err := c.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]jobSummaryJSON, 0, len(jobs))
+				for _, j := range jobs {
+					out = append(out, summaryJSON(j))
+				}
+				return writeJSON(g.stdout, out)
+			}
+			return writeList(g.stdout, jobs)
+		},
+	}
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status JOBID",
+		Short: "Show a job with its tasks and exception history",
+		Args:  args(1, "a job ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			asJSON, err := g.json()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			d, err := c.Job(cmd.Context(), a[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, statusJSON(d))
+			}
+			return writeStatus(g.stdout, d)
+		},
+	}
+}
+
+func cancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel JOBID",
+		Short: "Cancel a job",
+		Args:  args(1, "a job ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			asJSON, err := g.json()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.Cancel(cmd.Context(), a[0]); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, map[string]string{"job_id": a[0], "status": "CANCELLING"})
+			}
+			fmt.Fprintf(g.stdout, "Cancelling job %s\n", a[0])
+			return nil
+		},
+	}
+}
+
+func clusterCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster",
+		Short: "Show JobManagers (Raft role, term, leader) and TaskManagers (slots, last heartbeat)",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := g.json()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.Cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, clusterOut(info))
+			}
+			return writeCluster(g.stdout, info)
+		},
+	}
+}
+
+type runFlags struct {
+	parallelism  int
+	detached     bool
+	dynamic      []string
+	local        bool
+	taskmanagers int
+	slots        int
+	verbose      bool
+}
+
+func runCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run JOBFILE",
+		Short: "Submit a job spec and follow it until it ends (or -d to return at once)",
+		Long: `Submit a YAML job spec. Without -d, follow the job and exit 0 if it FINISHED, 1 otherwise.
+With --local, run it on an embedded mini cluster (one JobManager and --taskmanagers
+TaskManagers in this process, over real loopback gRPC) instead of -m.`,
+		Args: args(1, "a job spec file"),
+		RunE: func(cmd *cobra.Command, a []string) error { return runJob(cmd.Context(), g, f, a[0]) },
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&f.parallelism, "parallelism", "p", 0, "default parallelism of the job (overrides the spec)")
+	fl.BoolVarP(&f.detached, "detached", "d", false, "print the job ID and return without following")
+	fl.StringArrayVarP(&f.dynamic, "define", "D", nil, "job config key=value (overrides the spec's config); repeatable")
+	fl.BoolVar(&f.local, "local", false, "run on an embedded mini cluster")
+	fl.IntVar(&f.taskmanagers, "taskmanagers", 2, "TaskManagers of the --local cluster")
+	fl.IntVar(&f.slots, "slots", 0, "slots per TaskManager of the --local cluster (default: enough for the job)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr")
+	return cmd
+}
+
+func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
+	asJSON, err := g.json()
+	if err != nil {
+		return err
+	}
+	if f.parallelism < 0 {
+		return usageErr("--parallelism must be positive, got %d", f.parallelism)
+	}
+	spec, err := os.ReadFile(path)
+	if err != nil {
+		return &exitError{code: ExitFailure, msg: fmt.Sprintf("read job spec: %v", err)}
+	}
+	overrides := map[string]string{}
+	for _, kv := range f.dynamic {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usageErr("-D %q: want key=value", kv)
+		}
+		overrides[strings.TrimSpace(k)] = v
+	}
+	req := &pb.SubmitJobRequest{Spec: spec, SpecName: filepath.Base(path), Config: overrides, Parallelism: int32(f.parallelism)}
+	addr := g.jobmanager
+	if f.local {
+		cluster, err := startLocal(ctx, g, f, req)
+		if err != nil {
+			return err
+		}
+		defer cluster.Close()
+		addr = cluster.Addr()
+	}
+	c, err := client.New(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id, err := c.Submit(ctx, req)
+	if err != nil {
+		return err
+	}
+	if f.detached && !f.local {
+		if asJSON {
+			return writeJSON(g.stdout, map[string]string{"job_id": id})
+		}
+		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
+		return nil
+	}
+	if !asJSON {
+		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
+	}
+	last, err := follow(ctx, g, c, id, asJSON)
+	if err != nil {
+		if f.local && ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = c.Cancel(cctx, id)
+			cancel()
+		}
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(g.stdout, statusJSON(last)); err != nil {
+			return err
+		}
+	}
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		return &exitError{code: ExitFailure}
+	}
+	return nil
+}
+
+// follow prints the job's status changes until it ends.
+func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet bool) (*pb.JobDetails, error) {
+	var lastStatus pb.JobStatus
+	return c.Watch(ctx, id, func(d *pb.JobDetails) error {
+		if quiet || d.GetStatus() == lastStatus {
+			return nil
+		}
+		lastStatus = d.GetStatus()
+		line := fmt.Sprintf("%s  job %s %s", time.Now().Format("15:04:05.000"), id, JobStatusName(d.GetStatus()))
+		if client.IsTerminal(d.GetStatus()) && d.GetStartTime() != nil && d.GetEndTime() != nil {
+			line += fmt.Sprintf(" after %v", d.GetEndTime().AsTime().Sub(d.GetStartTime().AsTime()).Round(time.Millisecond))
+		}
+		if d.GetFailureCause() != "" {
+			line += ": " + d.GetFailureCause()
+		}
+		fmt.Fprintln(g.stdout, line)
+		return nil
+	})
+}
+
+// startLocal starts an embedded cluster sized for the job.
+func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest) (*minicluster.Cluster, error) {
+	if f.taskmanagers < 1 {
+		return nil, usageErr("--taskmanagers must be at least 1, got %d", f.taskmanagers)
+	}
+	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{})
+	if err != nil {
+		return nil, err
+	}
+	slots := f.slots
+	if slots <= 0 {
+		need := 1
+		for _, v := range graph.GetVertices() {
+			need = max(need, int(v.GetParallelism()))
+		}
+		slots = (need + f.taskmanagers - 1) / f.taskmanagers
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	cluster, err := minicluster.Start(minicluster.Options{
+		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: g.stdout, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start local cluster: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cluster.WaitReady(wctx); err != nil {
+		cluster.Close()
+		return nil, err
+	}
+	return cluster, nil
+}

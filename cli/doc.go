@@ -1,0 +1,3 @@
+// Package cli implements flinkctl, goflink's command-line client: run, list, status, cancel and
+// cluster, with table or JSON output (the JSON shapes are a stable, documented contract).
+package cli

@@ -1,0 +1,50 @@
+// Command jobmanager runs a goflink JobManager.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/goflink/goflink/coordinator"
+	"github.com/goflink/goflink/internal/process"
+)
+
+func main() {
+	cfg := coordinator.DefaultConfig()
+	var pf process.Flags
+	cmd := &cobra.Command{
+		Use:           "jobmanager",
+		Short:         "Run a goflink JobManager",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			settings, err := pf.Settings()
+			if err != nil {
+				return err
+			}
+			if cfg.Logger, err = pf.Logger(); err != nil {
+				return err
+			}
+			cfg.Settings = settings
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return coordinator.Run(ctx, cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "stable ID of this JobManager in the Raft group")
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "host:port for clients and TaskManagers")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "host:port for Raft")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
+	pf.Bind(fs)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "jobmanager:", err)
+		os.Exit(1)
+	}
+}

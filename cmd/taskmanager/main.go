@@ -1,0 +1,62 @@
+// Command taskmanager runs a goflink TaskManager.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/process"
+	"github.com/goflink/goflink/worker"
+)
+
+func main() {
+	cfg := worker.DefaultConfig()
+	var pf process.Flags
+	var jobmanagers string
+	var slots int
+	cmd := &cobra.Command{
+		Use:           "taskmanager",
+		Short:         "Run a goflink TaskManager",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			settings, err := pf.Settings()
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("slots") {
+				if err := settings.Set(config.TaskSlots, strconv.Itoa(slots)); err != nil {
+					return fmt.Errorf("--slots: %w", err)
+				}
+			}
+			if cfg.Logger, err = pf.Logger(); err != nil {
+				return err
+			}
+			cfg.Settings = settings
+			cfg.JobManagers = strings.Split(jobmanagers, ",")
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return worker.Run(ctx, cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&jobmanagers, "jobmanager", strings.Join(cfg.JobManagers, ","), "JobManager RPC address(es), host:port[,host:port...]")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to listen on and advertise")
+	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default tm-<advertised address>)")
+	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")
+	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files")
+	pf.Bind(fs)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "taskmanager:", err)
+		os.Exit(1)
+	}
+}

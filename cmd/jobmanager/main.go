@@ -34,6 +34,9 @@ func main() {
 			cfg.Settings = settings
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
+				return err
+			}
 			return coordinator.Run(ctx, cfg)
 		},
 	}

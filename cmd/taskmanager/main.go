@@ -45,6 +45,9 @@ func main() {
 			cfg.JobManagers = strings.Split(jobmanagers, ",")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
+				return err
+			}
 			return worker.Run(ctx, cfg)
 		},
 	}

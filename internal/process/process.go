@@ -3,10 +3,15 @@
 package process
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -19,6 +24,7 @@ type Flags struct {
 	Dynamic    []string
 	LogLevel   string
 	LogFormat  string
+	DebugAddr  string
 }
 
 // Bind registers the flags.
@@ -27,6 +33,36 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&f.Dynamic, "define", "D", nil, "config key=value (overrides --config); repeatable")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.DebugAddr, "debug-addr", "", "serve Go's /debug/pprof on this host:port (off when empty)")
+}
+
+// ServeDebug serves /debug/pprof on --debug-addr until ctx is done. It returns at once when
+// the flag is empty.
+func (f *Flags) ServeDebug(ctx context.Context, log *slog.Logger) error {
+	if f.DebugAddr == "" {
+		return nil
+	}
+	lis, err := net.Listen("tcp", f.DebugAddr)
+	if err != nil {
+		return fmt.Errorf("--debug-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(lis); err != nil && err != http.ErrServerClosed {
+			log.Warn("debug server stopped", "err", err)
+		}
+	}()
+	log.Info("serving pprof", "addr", lis.Addr().String())
+	return nil
 }
 
 // Settings loads the config file, then applies -D (flag > file > default).

@@ -1,0 +1,142 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// slowSink consumes at most about `perMilli` records per millisecond.
+type slowSink struct {
+	n        int
+	perMilli int
+	consumed *atomic.Int64
+}
+
+func (s *slowSink) Open(*operator.Context, operator.Output) error { return nil }
+func (s *slowSink) Flush() error                                 { return nil }
+func (s *slowSink) EndInput() error                              { return nil }
+func (s *slowSink) Close() error                                 { return nil }
+func (s *slowSink) Process(record.Row) error {
+	s.n++
+	s.consumed.Add(1)
+	if s.n%s.perMilli == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// TestBackpressureBoundsMemory runs an unthrottled source into a slow sink over a local and a
+// remote channel. Credit-based flow control must throttle the source: the records in flight
+// never exceed what the configured buffers can hold, and the heap does not grow.
+func TestBackpressureBoundsMemory(t *testing.T) {
+	var consumed atomic.Int64
+	reg := operator.NewRegistry()
+	if err := reg.Register(operator.Custom{
+		Type: "slow-sink", Role: operator.RoleSink,
+		Plan: func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil },
+		New: func(map[string]any, *record.Schema, *record.Schema) (operator.Operator, error) {
+			return &slowSink{perMilli: 50, consumed: &consumed}, nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const credits, queue = 2, 2
+	settings := config.New()
+	for k, v := range map[string]string{
+		config.BuffersPerChannel: fmt.Sprint(credits), config.MaxBuffersPerChannel: fmt.Sprint(queue),
+		config.HeartbeatInterval: "50ms", config.HeartbeatTimeout: "5s",
+	} {
+		if err := settings.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := minicluster.Start(minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	heapBefore := heapInUse()
+	// The source (p=1) rebalances into two sink subtasks: one on its own TaskManager (a local
+	// channel) and one on the other (a remote channel).
+	spec := `name: backpressure
+operators:
+  - {name: numbers, type: sequence, from: 0, parallelism: 1}
+  - {name: slow, type: slow-sink, parallelism: 2}
+`
+	started := time.Now()
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A buffer holds maxBufferBytes/8 int64 records. Per channel the producer may queue `queue`
+	// buffers and fill one more, the consumer holds up to `credits` in flight plus one being
+	// processed.
+	const perBuffer = (32<<10 - 64) / 8
+	const bound = 2 * (queue + credits + 2) * perBuffer
+	for _, target := range []int64{150_000, 300_000, 450_000} {
+		var produced int64
+		deadline := time.Now().Add(30 * time.Second)
+		for consumed.Load() < target {
+			if time.Now().After(deadline) {
+				t.Fatalf("sink consumed only %d records", consumed.Load())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		d, err := cl.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range d.GetTasks() {
+			if task.GetOperator() == "numbers" {
+				produced = task.GetRecordsOut()
+			}
+		}
+		// The source's counter comes with heartbeats (every 50 ms); allow what the sink consumes
+		// in four heartbeat intervals on top of the structural bound.
+		slack := int64(float64(consumed.Load()) / time.Since(started).Seconds() * 0.2)
+		inFlight := produced - consumed.Load()
+		t.Logf("consumed %d, source emitted %d, in flight %d (bound %d + slack %d)", consumed.Load(), produced, inFlight, bound, slack)
+		if inFlight > bound+slack+perBuffer {
+			t.Fatalf("source ran %d records ahead of the sink, more than the buffers can hold (%d): backpressure does not work", inFlight, bound)
+		}
+	}
+	if grown := heapInUse() - heapBefore; grown > 48<<20 {
+		t.Errorf("heap grew by %d MiB while the sink was slow", grown>>20)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	last, err := cl.Watch(ctx, id, func(*pb.JobDetails) error { return nil })
+	if err != nil || last.GetStatus() != pb.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("after cancel: %v %v", last.GetStatus(), err)
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}

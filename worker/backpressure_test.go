@@ -24,9 +24,9 @@ type slowSink struct {
 }
 
 func (s *slowSink) Open(*operator.Context, operator.Output) error { return nil }
-func (s *slowSink) Flush() error                                 { return nil }
-func (s *slowSink) EndInput() error                              { return nil }
-func (s *slowSink) Close() error                                 { return nil }
+func (s *slowSink) Flush() error                                  { return nil }
+func (s *slowSink) EndInput() error                               { return nil }
+func (s *slowSink) Close() error                                  { return nil }
 func (s *slowSink) Process(record.Row) error {
 	s.n++
 	s.consumed.Add(1)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/failover"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -74,6 +75,7 @@ type jobMaster struct {
 	cfg     *config.Config
 	attempt int32
 	host    jobHost
+	restart failover.RestartStrategy
 	rm      *resourceManager
 	log     *slog.Logger
 
@@ -105,7 +107,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 	}
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
-		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, attempt: rec.GetRuns(), host: host, rm: rm,
+		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, attempt: rec.GetRuns(), host: host, rm: rm, restart: failover.NoRestart{},
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{},
 		startTime: rec.GetStartTime(), restarts: rec.GetRuns(),
@@ -343,8 +345,13 @@ func (m *jobMaster) failExecution(e *execution, cause string) {
 	m.checkTerminal()
 }
 
+// failJob asks the restart strategy; when it refuses, the job fails with cause as its root
+// cause.
 func (m *jobMaster) failJob(cause string) {
 	m.failureCause = cause
+	if restart, _ := m.restart.OnFailure(time.Now()); !restart {
+		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", cause)
+	}
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, ""); err != nil {
 		return
 	}

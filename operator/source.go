@@ -82,8 +82,9 @@ func (s *sequence) allowance() (int, time.Duration) {
 	}
 	elapsed := now.Sub(s.started).Seconds()
 	due := elapsed * s.rate
-	if due-s.emitted > s.rate {
-		s.emitted = due - s.rate
+	// Keep at most one second's worth (and at least one record) ready to emit.
+	if burst := max(s.rate, 1); due-s.emitted > burst {
+		s.emitted = due - burst
 	}
 	allowed := math.Floor(due - s.emitted)
 	if allowed >= 1 {

@@ -110,6 +110,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...] (env FLINKCTL_JOBMANAGER)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.Args = func(_ *cobra.Command, a []string) error {
+		if len(a) > 0 {
+			return usageErr("unknown command %q (see flinkctl --help)", a[0])
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), clusterCmd(g))
 	return root
 }

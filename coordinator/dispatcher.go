@@ -125,10 +125,17 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	return id, nil
 }
 
-// setJobStatus commits a job status change (jobHost).
-func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) error {
+// setJobStatus commits a job status change and returns the job's record after it (jobHost).
+func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_UpdateJobStatus{UpdateJobStatus: &pb.UpdateJobStatusCommand{JobId: jobID, Status: s, FailureCause: cause}}}
-	return d.node.apply(cmd, applyTimeout)
+	if err := d.node.apply(cmd, applyTimeout); err != nil {
+		return nil, err
+	}
+	rec, ok := d.fsm.job(jobID)
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", jobID, ErrJobNotFound)
+	}
+	return rec, nil
 }
 
 // notify wakes watchers (jobHost).

@@ -91,6 +91,8 @@ func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCom
 	case isTerminalJob(j.Status):
 		j.EndTime = cmd.GetTime()
 		j.FailureCause = c.GetFailureCause()
+	case j.Status == pb.JobStatus_JOB_STATUS_FAILING:
+		j.FailureCause = c.GetFailureCause()
 	}
 	return nil
 }

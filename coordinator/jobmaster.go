@@ -62,7 +62,8 @@ type (
 
 // jobHost is what a job master needs from the JobManager.
 type jobHost interface {
-	setJobStatus(ctx context.Context, jobID string, s pb.JobStatus, cause string) error
+	// setJobStatus commits a status change through Raft and returns the job's record after it.
+	setJobStatus(ctx context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error)
 	notify()
 }
 
@@ -70,9 +71,11 @@ type jobHost interface {
 // states and takes the job to FINISHED, FAILED or CANCELED. All its state is owned by its loop
 // goroutine; other goroutines talk to it through inbox and read details().
 type jobMaster struct {
-	id      string
-	graph   *pb.JobGraph
-	cfg     *config.Config
+	id    string
+	graph *pb.JobGraph
+	cfg   *config.Config
+	// attempt numbers this run's executions: the number of earlier runs, so a job run again
+	// after a JobManager failover never reuses an execution attempt ID.
 	attempt int32
 	host    jobHost
 	restart failover.RestartStrategy
@@ -107,10 +110,10 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 	}
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
-		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, attempt: rec.GetRuns(), host: host, rm: rm, restart: failover.NoRestart{},
+		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: failover.NoRestart{},
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{},
-		startTime: rec.GetStartTime(), restarts: rec.GetRuns(),
+		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(),
 	}
 	m.publish()
 	return m, nil
@@ -166,12 +169,21 @@ func (m *jobMaster) run() {
 	defer close(m.done)
 	defer m.wg.Wait()
 	defer m.cancel()
-	if m.status == pb.JobStatus_JOB_STATUS_CANCELLING {
+	switch m.status {
+	case pb.JobStatus_JOB_STATUS_CANCELLING: // the leader before us was cancelling it
 		m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
 		return
+	case pb.JobStatus_JOB_STATUS_FAILING: // the leader before us was failing it
+		m.finish(pb.JobStatus_JOB_STATUS_FAILED, m.failureCause)
+		return
+	case pb.JobStatus_JOB_STATUS_RUNNING:
+		// The job ran under an earlier leader: record a restart, so that this run is counted
+		// and its attempts get new numbers.
+		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
+			return
+		}
 	}
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
-		m.log.Warn("cannot start job", "err", err)
 		return
 	}
 	if !m.acquireAndDeploy() {
@@ -423,22 +435,23 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 	}
 	m.rm.release(m.id)
 	m.ended = true
-	m.endTime = timestamppb.Now()
 	m.log.Info("job ended", "status", s, "cause", cause)
-	m.publish()
 }
 
 // setStatus commits a status change through Raft. If that fails (leadership lost, shutdown)
 // the job master stops; the next leader takes the job over.
 func (m *jobMaster) setStatus(s pb.JobStatus, cause string) error {
-	if err := m.host.setJobStatus(m.ctx, m.id, s, cause); err != nil {
+	rec, err := m.host.setJobStatus(m.ctx, m.id, s, cause)
+	if err != nil {
 		m.log.Warn("cannot record job status; stopping job master", "status", s, "err", err)
 		m.cancel()
 		return err
 	}
 	m.status = s
-	if s == pb.JobStatus_JOB_STATUS_RUNNING && m.startTime == nil {
-		m.startTime = timestamppb.Now()
+	m.startTime, m.endTime = rec.GetStartTime(), rec.GetEndTime()
+	if s == pb.JobStatus_JOB_STATUS_RUNNING {
+		m.attempt = rec.GetRuns() - 1
+		m.restarts = m.attempt
 	}
 	m.publish()
 	return nil

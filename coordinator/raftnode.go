@@ -117,8 +117,8 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 	return addr, nil
 }
 
-// apply proposes a command stamped with the leader's time and waits for it to commit. A
-// domain rejection by the FSM is returned as the error.
+// apply proposes a command stamped with the leader's time (cmd.Time) and waits for it to
+// commit. A domain rejection by the FSM is returned as the error.
 func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
 	cmd.Time = timestamppb.Now()
 	data, err := proto.Marshal(cmd)

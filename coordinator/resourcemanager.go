@@ -32,6 +32,9 @@ type taskManager struct {
 	lost chan struct{}
 
 	// guarded by resourceManager.mu
+	// ready is set by the first heartbeat: the TaskManager has stored its registration ID and
+	// accepts tasks for it, so only then are its slots offered.
+	ready         bool
 	used          []string // job ID per slot, "" when free
 	lastHeartbeat time.Time
 	reports       map[string]*pb.TaskReport
@@ -134,6 +137,10 @@ func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) err
 		return fmt.Errorf("heartbeat from %s: %w", regID, ErrUnknownTaskManager)
 	}
 	tm.lastHeartbeat = rm.now()
+	if !tm.ready {
+		tm.ready = true
+		rm.signal()
+	}
 	clear(tm.reports)
 	for _, r := range reports {
 		tm.reports[executionKey(r.GetExecution())] = r
@@ -212,6 +219,9 @@ func (rm *resourceManager) allocate(jobID string, n int) []slotRef {
 	tms := rm.sortedLocked()
 	free := make([]freeSlots, 0, len(tms))
 	for _, tm := range tms {
+		if !tm.ready {
+			continue
+		}
 		f := freeSlots{tm: tm.regID}
 		for i, j := range tm.used {
 			if j == "" {
@@ -232,6 +242,9 @@ func (rm *resourceManager) freeCount() (free, total int) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	for _, tm := range rm.tms {
+		if !tm.ready {
+			continue
+		}
 		for _, j := range tm.used {
 			if j == "" {
 				free++
@@ -265,12 +278,15 @@ func (rm *resourceManager) sortedLocked() []*taskManager {
 	return out
 }
 
-// infos describes the registered TaskManagers for ClusterService.
+// infos describes the registered TaskManagers (those that heartbeat) for ClusterService.
 func (rm *resourceManager) infos() []*pb.TaskManagerInfo {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	var out []*pb.TaskManagerInfo
 	for _, tm := range rm.sortedLocked() {
+		if !tm.ready {
+			continue // registering: not offering slots yet
+		}
 		free := 0
 		for _, j := range tm.used {
 			if j == "" {

@@ -126,14 +126,16 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Close stops the TaskManagers, then the JobManager, and removes temporary files.
+// Close stops the JobManager, then the TaskManagers, and removes temporary files. Stopping the
+// JobManager first leaves running jobs as they are in Raft (a cluster restarted on the same
+// DataDir recovers them), rather than failing them because their TaskManagers went away.
 func (c *Cluster) Close() error {
 	var errs []error
-	for _, tm := range c.TMs {
-		errs = append(errs, tm.Close())
-	}
 	if c.JM != nil {
 		errs = append(errs, c.JM.Close())
+	}
+	for _, tm := range c.TMs {
+		errs = append(errs, tm.Close())
 	}
 	c.cleanup()
 	return errors.Join(errs...)

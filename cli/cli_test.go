@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	okSpec = `name: keyed-count
+parallelism: 2
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 100}
+  - {name: by-mod, type: key-by, key: "value % 3"}
+  - {name: counts, type: count}
+  - {name: out, type: discard}
+`
+	failSpec = `name: doomed
+parallelism: 1
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 100}
+  - {name: boom, type: fail, when: "value == 7"}
+  - {name: out, type: discard}
+`
+	badSpec = `name: broken
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 10}
+  - {name: squares, type: mapp, fields: {v: "value * value"}}
+  - {name: out, type: discard}
+`
+)
+
+// writeSpec writes a spec into the test's temporary directory and returns its path.
+func writeSpec(t *testing.T, name, spec string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// execute runs flinkctl with args and returns its exit code, stdout and stderr.
+func execute(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Execute(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// decodeObject decodes a JSON object, failing the test if the output is anything else.
+func decodeObject(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("output has more than one JSON value:\n%s", out)
+	}
+	return m
+}
+
+// requireKeys checks that every key is present in m (null counts as present).
+func requireKeys(t *testing.T, what string, m map[string]any, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s has no key %q: %v", what, k, m)
+		}
+	}
+}
+
+func TestRunLocalJSON(t *testing.T) {
+	spec := writeSpec(t, "count.yaml", okSpec)
+	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", spec)
+	if code != ExitOK {
+		t.Fatalf("run --local -o json %s = exit %d, want %d; stderr:\n%s", spec, code, ExitOK, stderr)
+	}
+	m := decodeObject(t, stdout)
+	requireKeys(t, "status JSON", m, "id", "name", "status", "restarts", "tasks", "exceptions", "last_checkpoint")
+
+	if id, _ := m["id"].(string); !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
+		t.Errorf("id = %v, want 32 hex digits", m["id"])
+	}
+	for key, want := range map[string]any{"name": "keyed-count", "status": "FINISHED", "restarts": 0.0} {
+		if m[key] != want {
+			t.Errorf("%s = %v, want %v", key, m[key], want)
+		}
+	}
+	// A finished job has both times, and the run took no negative time.
+	var times []time.Time
+	for _, key := range []string{"start_time", "end_time"} {
+		s, _ := m[key].(string)
+		if tm, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			t.Errorf("%s = %v, want an RFC 3339 time", key, m[key])
+		} else {
+			times = append(times, tm)
+		}
+	}
+	if len(times) == 2 && times[1].Before(times[0]) {
+		t.Errorf("end_time %v is before start_time %v", times[1], times[0])
+	}
+	if ex, ok := m["exceptions"].([]any); !ok || len(ex) != 0 {
+		t.Errorf("exceptions = %v, want an empty list", m["exceptions"])
+	}
+
+	tasks, ok := m["tasks"].([]any)
+	if !ok {
+		t.Fatalf("tasks = %v, want a list", m["tasks"])
+	}
+	// numbers (2 subtasks) -> hash -> counts -> out (chained, 2 subtasks).
+	if len(tasks) != 4 {
+		t.Fatalf("tasks has %d entries, want 4: %v", len(tasks), tasks)
+	}
+	subtasks := map[string][]float64{}
+	for i, raw := range tasks {
+		task, ok := raw.(map[string]any)
+		if !ok {
+			t.Fatalf("tasks[%d] = %v, want an object", i, raw)
+		}
+		requireKeys(t, "task", task, "operator", "subtask", "attempt", "status", "taskmanager")
+		if task["status"] != "FINISHED" || task["attempt"] != 0.0 {
+			t.Errorf("tasks[%d] status, attempt = %v, %v, want FINISHED, 0", i, task["status"], task["attempt"])
+		}
+		if tm, _ := task["taskmanager"].(string); tm == "" {
+			t.Errorf("tasks[%d] taskmanager = %v, want a TaskManager ID", i, task["taskmanager"])
+		}
+		op, _ := task["operator"].(string)
+		sub, _ := task["subtask"].(float64)
+		subtasks[op] = append(subtasks[op], sub)
+	}
+	for _, op := range []string{"numbers", "counts -> out"} {
+		if got := subtasks[op]; len(got) != 2 || got[0]+got[1] != 1 {
+			t.Errorf("subtasks of %q = %v, want 0 and 1", op, got)
+		}
+	}
+}
+
+func TestRunLocalTable(t *testing.T) {
+	spec := writeSpec(t, "count.yaml", okSpec)
+	code, stdout, stderr := execute(t, "run", "--local", spec)
+	if code != ExitOK {
+		t.Fatalf("run --local %s = exit %d, want %d; stderr:\n%s", spec, code, ExitOK, stderr)
+	}
+	for _, want := range []string{"Job has been submitted with JobID ", " FINISHED after "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("run --local output does not contain %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestRunLocalFailingJob(t *testing.T) {
+	spec := writeSpec(t, "doomed.yaml", failSpec)
+	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", spec)
+	if code != ExitFailure {
+		t.Fatalf("run --local -o json %s = exit %d, want %d; stderr:\n%s", spec, code, ExitFailure, stderr)
+	}
+	m := decodeObject(t, stdout)
+	if m["status"] != "FAILED" {
+		t.Errorf("status = %v, want FAILED", m["status"])
+	}
+	if cause, _ := m["failure_cause"].(string); !strings.Contains(cause, "injected failure") {
+		t.Errorf("failure_cause = %q, want it to contain %q", cause, "injected failure")
+	}
+	ex, _ := m["exceptions"].([]any)
+	if len(ex) == 0 {
+		t.Fatalf("exceptions = %v, want the task failure", m["exceptions"])
+	}
+	first, _ := ex[0].(map[string]any)
+	requireKeys(t, "exception", first, "time", "task", "taskmanager", "cause")
+	if task, _ := first["task"].(string); !strings.Contains(task, "boom") {
+		t.Errorf("exceptions[0].task = %q, want the task of operator boom", task)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	spec := writeSpec(t, "count.yaml", okSpec)
+	bad := writeSpec(t, "broken.yaml", badSpec)
+	missing := filepath.Join(t.TempDir(), "no-such-job.yaml")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		want   int
+		stderr string // in stderr
+	}{
+		{"unknown flag", []string{"run", "--bogus", spec}, ExitUsage, "unknown flag: --bogus"},
+		{"unknown shorthand flag", []string{"list", "-z"}, ExitUsage, "-z"},
+		{"unknown command", []string{"nope"}, ExitUsage, "nope"},
+		{"status without a job id", []string{"status"}, ExitUsage, "a job ID"},
+		{"status with two job ids", []string{"status", "a", "b"}, ExitUsage, "a job ID"},
+		{"cancel without a job id", []string{"cancel"}, ExitUsage, "a job ID"},
+		{"run without a file", []string{"run"}, ExitUsage, "a job spec file"},
+		{"bad output format", []string{"list", "-o", "yaml"}, ExitUsage, `"yaml"`},
+		{"bad output format on run", []string{"run", "--local", "-o", "xml", spec}, ExitUsage, `"xml"`},
+		{"negative parallelism", []string{"run", "--local", "-p", "-1", spec}, ExitUsage, "parallelism"},
+		{"define without a value", []string{"run", "--local", "-D", "nokey", spec}, ExitUsage, "key=value"},
+		{"no taskmanagers", []string{"run", "--local", "--taskmanagers", "0", spec}, ExitUsage, "taskmanagers"},
+		{"missing spec file", []string{"run", "--local", missing}, ExitFailure, "no-such-job.yaml"},
+		{"invalid spec", []string{"run", "--local", bad}, ExitFailure, "line 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := execute(t, tc.args...)
+			if code != tc.want {
+				t.Errorf("Execute(%q) = exit %d, want %d; stdout:\n%s\nstderr:\n%s", tc.args, code, tc.want, stdout, stderr)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("Execute(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.stderr)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/failover"
+	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -252,7 +253,7 @@ func (m *jobMaster) deploy(slots []slotRef) {
 		for i := range int(v.GetParallelism()) {
 			tm, ok := m.rm.get(slots[i].tm)
 			id := &pb.ExecutionAttemptID{JobId: m.id, VertexId: v.GetId(), Subtask: int32(i), Attempt: m.attempt}
-			e := &execution{id: id, key: executionKey(id), vertex: v, slot: slots[i].slot, tm: tm,
+			e := &execution{id: id, key: execid.Key(id), vertex: v, slot: slots[i].slot, tm: tm,
 				name:  fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()),
 				state: pb.ExecutionState_EXECUTION_STATE_DEPLOYING}
 			if !ok { // lost between allocate and now
@@ -319,7 +320,7 @@ func (m *jobMaster) handle(ev any) {
 }
 
 func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
-	e := m.byKey[executionKey(r.GetExecution())]
+	e := m.byKey[execid.Key(r.GetExecution())]
 	if e == nil || e.tm.regID != r.GetRegistrationId() || e.terminal() {
 		return // an older attempt, another registration, or already settled
 	}
@@ -327,7 +328,7 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 	switch s := r.GetState(); s {
 	case pb.ExecutionState_EXECUTION_STATE_FAILED:
 		cause := r.GetFailure()
-		if p := m.byKey[executionKey(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
+		if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
 			cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
 		}
 		m.failExecution(e, cause)

@@ -15,8 +15,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
+
+// reasonShutdown is the loss reason of a TaskManager that said goodbye.
+const reasonShutdown = "it shut down"
 
 // taskManager is one registration of a TaskManager process. A TaskManager that registers
 // again (after it lost us, or restarted) is a new registration; the old one is lost.
@@ -143,7 +147,7 @@ func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) err
 	}
 	clear(tm.reports)
 	for _, r := range reports {
-		tm.reports[executionKey(r.GetExecution())] = r
+		tm.reports[execid.Key(r.GetExecution())] = r
 	}
 	return nil
 }
@@ -178,7 +182,7 @@ func (rm *resourceManager) markLost(regID, reason string) {
 	close(tm.lost)
 	tm.conn.Close()
 	level := slog.LevelWarn
-	if reason == "it shut down" {
+	if reason == reasonShutdown {
 		level = slog.LevelInfo
 	}
 	rm.log.Log(context.Background(), level, "taskmanager lost", "tm_id", tm.id, "addr", tm.addr, "reason", reason)
@@ -309,8 +313,4 @@ func (rm *resourceManager) close() {
 		close(tm.lost)
 		tm.conn.Close()
 	}
-}
-
-func executionKey(id *pb.ExecutionAttemptID) string {
-	return fmt.Sprintf("%s/%d/%d/%d", id.GetJobId(), id.GetVertexId(), id.GetSubtask(), id.GetAttempt())
 }

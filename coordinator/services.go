@@ -194,7 +194,7 @@ func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatSer
 		s.jm.rm.markLost(tm.regID, fmt.Sprintf("connection lost (heartbeat stream: %v)", status.Convert(err).Message()))
 		return nil
 	case <-closing:
-		s.jm.rm.markLost(tm.regID, "it shut down")
+		s.jm.rm.markLost(tm.regID, reasonShutdown)
 		return nil
 	case <-tm.lost:
 		return status.Errorf(codes.NotFound, "%s was declared lost", tm.describe())

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -37,7 +38,7 @@ type producerError struct {
 }
 
 func (e *producerError) Error() string {
-	return fmt.Sprintf("lost input from %s at %s: %v", executionKey(e.producer), e.addr, e.err)
+	return fmt.Sprintf("lost input from %s at %s: %v", execid.Key(e.producer), e.addr, e.err)
 }
 
 func (e *producerError) Unwrap() error { return e.err }
@@ -408,6 +409,18 @@ func subscribe(ctx context.Context, client pb.DataExchangeServiceClient, open *p
 			return nil, ctx.Err()
 		}
 		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
+// releaseAll releases and forgets every partition (the JobManager that scheduled their
+// consumers is gone).
+func (r *partitionRegistry) releaseAll(err error) {
+	r.mu.Lock()
+	parts := r.parts
+	r.parts = map[string]*resultPartition{}
+	r.mu.Unlock()
+	for _, p := range parts {
+		p.release(err)
 	}
 }
 

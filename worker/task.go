@@ -153,7 +153,7 @@ func (t *task) run() {
 	case err == nil:
 		t.log.Info("task finished", "task", t.name, "records_in", t.in, "records_out", t.out)
 		t.report(pb.ExecutionState_EXECUTION_STATE_FINISHED, nil)
-	case t.canceled(err):
+	case t.cancelRequested.Load():
 		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
 		t.log.Info("task canceled", "task", t.name)
 		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, nil)
@@ -169,9 +169,6 @@ func (t *task) requestCancel() {
 	t.cancelRequested.Store(true)
 	t.cancel(errTaskCanceled)
 }
-
-// canceled reports whether the task stopped because it was asked to, rather than failing.
-func (t *task) canceled(error) bool { return t.cancelRequested.Load() }
 
 func (t *task) publish() {
 	t.recordsIn.Store(t.in)

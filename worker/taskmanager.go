@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -286,8 +287,12 @@ func (tm *TaskManager) connectLoop() {
 		for _, t := range tasks {
 			t.requestCancel()
 		}
+		tm.env.partitions.releaseAll(errJobManagerLost)
 	}
 }
+
+// errJobManagerLost releases the partitions of a TaskManager that lost its JobManager.
+var errJobManagerLost = errors.New("taskmanager lost its jobmanager")
 
 func (tm *TaskManager) register() (pb.TaskManagerServiceClient, *pb.RegisterTaskManagerResponse, error) {
 	var errs []error
@@ -447,7 +452,7 @@ func (tm *TaskManager) deliver(r *pb.UpdateTaskExecutionStateRequest) {
 func (tm *TaskManager) forget(id *pb.ExecutionAttemptID) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	delete(tm.tasks, executionKey(id))
+	delete(tm.tasks, execid.Key(id))
 }
 
 func isTerminal(s pb.ExecutionState) bool {
@@ -456,10 +461,6 @@ func isTerminal(s pb.ExecutionState) bool {
 		return true
 	}
 	return false
-}
-
-func executionKey(id *pb.ExecutionAttemptID) string {
-	return fmt.Sprintf("%s/%d/%d/%d", id.GetJobId(), id.GetVertexId(), id.GetSubtask(), id.GetAttempt())
 }
 
 // executorServer serves TaskExecutorService for the JobManager leader.
@@ -489,7 +490,7 @@ func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	key := executionKey(req.GetExecution())
+	key := execid.Key(req.GetExecution())
 	s.tm.mu.Lock()
 	if _, dup := s.tm.tasks[key]; dup {
 		s.tm.mu.Unlock()
@@ -510,7 +511,7 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 		return nil, status.Error(codes.InvalidArgument, "execution is required")
 	}
 	s.tm.mu.Lock()
-	t := s.tm.tasks[executionKey(id)]
+	t := s.tm.tasks[execid.Key(id)]
 	s.tm.mu.Unlock()
 	if t != nil {
 		t.requestCancel()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -57,12 +58,23 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// retryable says whether another JobManager (or a later try) may serve the call.
+// reasonNotLeader is the ErrorInfo reason a JobManager that does not lead puts on its
+// FAILED_PRECONDITION answers.
+const reasonNotLeader = "NOT_LEADER"
+
+// retryable says whether another JobManager (or a later try) may serve the call: none is
+// reachable or leading yet (UNAVAILABLE), or this one is not the leader.
 func retryable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.FailedPrecondition:
-		st, _ := status.FromError(err)
-		return st.Code() == codes.Unavailable || strings.Contains(st.Message(), "not the leader")
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return true
+	case codes.FailedPrecondition:
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNotLeader {
+				return true
+			}
+		}
 	}
 	return false
 }

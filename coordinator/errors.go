@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,6 +41,13 @@ var grpcCodes = []struct {
 	{job.ErrInvalidSpec, codes.InvalidArgument},
 }
 
+// ReasonNotLeader is the errdetails.ErrorInfo reason on the FAILED_PRECONDITION status of a
+// JobManager that is not the leader; clients try another JobManager when they see it.
+const ReasonNotLeader = "NOT_LEADER"
+
+// errorDomain is the errdetails.ErrorInfo domain of goflink's errors.
+const errorDomain = "goflink"
+
 // toStatus converts an error for a gRPC response. Context errors pass through unchanged.
 func toStatus(err error) error {
 	if err == nil {
@@ -50,6 +58,12 @@ func toStatus(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if errors.Is(err, ErrNotLeader) {
+		st, derr := status.New(codes.FailedPrecondition, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotLeader, Domain: errorDomain})
+		if derr == nil {
+			return st.Err()
+		}
 	}
 	for _, m := range grpcCodes {
 		if errors.Is(err, m.err) {

@@ -33,6 +33,9 @@ type execution struct {
 	tm      *taskManager
 	slot    int
 	in, out int64
+	// submitted is set once a SubmitTask RPC was sent; an execution never submitted is
+	// settled at once when the job is cancelled.
+	submitted bool
 }
 
 func (e *execution) terminal() bool {
@@ -256,8 +259,8 @@ func (m *jobMaster) deploy(slots []slotRef) {
 			e := &execution{id: id, key: execid.Key(id), vertex: v, slot: slots[i].slot, tm: tm,
 				name:  fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()),
 				state: pb.ExecutionState_EXECUTION_STATE_DEPLOYING}
-			if !ok { // lost between allocate and now
-				e.tm = &taskManager{regID: slots[i].tm, id: "unknown", addr: "unknown", lost: closedChan}
+			if !ok { // lost between allocate and now; failed below
+				e.tm = &taskManager{regID: slots[i].tm, id: "unknown", addr: "unknown"}
 			}
 			grid[v.GetId()] = append(grid[v.GetId()], e)
 			m.execs = append(m.execs, e)
@@ -265,6 +268,13 @@ func (m *jobMaster) deploy(slots []slotRef) {
 		}
 	}
 	for _, e := range m.execs {
+		if e.tm.client == nil {
+			m.failExecution(e, fmt.Sprintf("could not deploy %s: its TaskManager was lost before deployment", e.name))
+			return
+		}
+	}
+	for _, e := range m.execs {
+		e.submitted = true
 		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot)}
 		for i, edge := range m.graph.GetEdges() {
 			if edge.GetTarget() != e.vertex.GetId() {
@@ -288,8 +298,6 @@ func (m *jobMaster) deploy(slots []slotRef) {
 	}
 	m.log.Info("job deployed", "tasks", len(m.execs), "slots", len(slots))
 }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (m *jobMaster) handle(ev any) {
 	switch ev := ev.(type) {
@@ -377,12 +385,13 @@ func (m *jobMaster) cancelAll() {
 		if e.terminal() {
 			continue
 		}
+		if !e.submitted {
+			e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
+			continue
+		}
 		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELING
 		req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, Execution: e.id}
 		client := e.tm.client
-		if client == nil {
-			continue
-		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()

@@ -89,8 +89,18 @@ func (g *globals) json() (bool, error) {
 	return false, usageErr("--output %q: want table or json", g.output)
 }
 
-func (g *globals) client() (*client.Client, error) {
-	return client.New(g.jobmanager)
+// withClient checks the output flag, connects to the cluster and runs fn.
+func (g *globals) withClient(fn func(c *client.Client, asJSON bool) error) error {
+	asJSON, err := g.json()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(g.jobmanager)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c, asJSON)
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -136,27 +146,20 @@ func listCmd(g *globals) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			asJSON, err := g.json()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			jobs, err := c.List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := make([]jobSummaryJSON, 0, len(jobs))
-				for _, j := range jobs {
-					out = append(out, summaryJSON(j))
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				jobs, err := c.List(cmd.Context())
+				if err != nil {
+					return err
 				}
-				return writeJSON(g.stdout, out)
-			}
-			return writeList(g.stdout, jobs)
+				if asJSON {
+					out := make([]jobSummaryJSON, 0, len(jobs))
+					for _, j := range jobs {
+						out = append(out, summaryJSON(j))
+					}
+					return writeJSON(g.stdout, out)
+				}
+				return writeList(g.stdout, jobs)
+			})
 		},
 	}
 }
@@ -167,23 +170,16 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Show a job with its tasks and exception history",
 		Args:  args(1, "a job ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			asJSON, err := g.json()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			d, err := c.Job(cmd.Context(), a[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, statusJSON(d))
-			}
-			return writeStatus(g.stdout, d)
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				d, err := c.Job(cmd.Context(), a[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, statusJSON(d))
+				}
+				return writeStatus(g.stdout, d)
+			})
 		},
 	}
 }
@@ -194,23 +190,16 @@ func cancelCmd(g *globals) *cobra.Command {
 		Short: "Cancel a job",
 		Args:  args(1, "a job ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			asJSON, err := g.json()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if err := c.Cancel(cmd.Context(), a[0]); err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, map[string]string{"job_id": a[0], "status": "CANCELLING"})
-			}
-			fmt.Fprintf(g.stdout, "Cancelling job %s\n", a[0])
-			return nil
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				if err := c.Cancel(cmd.Context(), a[0]); err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, map[string]string{"job_id": a[0], "status": "CANCELLING"})
+				}
+				fmt.Fprintf(g.stdout, "Cancelling job %s\n", a[0])
+				return nil
+			})
 		},
 	}
 }
@@ -221,23 +210,16 @@ func clusterCmd(g *globals) *cobra.Command {
 		Short: "Show JobManagers (Raft role, term, leader) and TaskManagers (slots, last heartbeat)",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			asJSON, err := g.json()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			info, err := c.Cluster(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, clusterOut(info))
-			}
-			return writeCluster(g.stdout, info)
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				info, err := c.Cluster(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, clusterOut(info))
+				}
+				return writeCluster(g.stdout, info)
+			})
 		},
 	}
 }

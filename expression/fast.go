@@ -1,6 +1,7 @@
 package expression
 
 import (
+	"cmp"
 	"math"
 	"reflect"
 
@@ -57,6 +58,49 @@ type fastCompiler struct {
 	acc    bool
 }
 
+// ternary builds cond ? a : b.
+func ternary[T any](cond boolFn, a, b func(*frame) T) func(*frame) T {
+	return func(f *frame) T {
+		if cond(f) {
+			return a(f)
+		}
+		return b(f)
+	}
+}
+
+// compare builds l <op> r for an ordered type, or returns nil for another operator.
+func compare[T cmp.Ordered](op string, l, r func(*frame) T) boolFn {
+	switch op {
+	case "==":
+		return func(f *frame) bool { return l(f) == r(f) }
+	case "!=":
+		return func(f *frame) bool { return l(f) != r(f) }
+	case "<":
+		return func(f *frame) bool { return l(f) < r(f) }
+	case "<=":
+		return func(f *frame) bool { return l(f) <= r(f) }
+	case ">":
+		return func(f *frame) bool { return l(f) > r(f) }
+	case ">=":
+		return func(f *frame) bool { return l(f) >= r(f) }
+	}
+	return nil
+}
+
+// fieldFn reads field i of the row, or of acc (zero when there is no acc).
+func fieldFn[T any](i int, fromAcc bool, get func(record.Value) T) func(*frame) T {
+	if fromAcc {
+		return func(f *frame) T {
+			if f.acc == nil {
+				var zero T
+				return zero
+			}
+			return get(f.acc[i])
+		}
+	}
+	return func(f *frame) T { return get(f.row[i]) }
+}
+
 func kindOf(n ast.Node) reflect.Kind {
 	t := n.Type()
 	if t == nil {
@@ -108,15 +152,7 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 		if !ok {
 			return nil
 		}
-		if fromAcc {
-			return func(f *frame) int64 {
-				if f.acc == nil {
-					return 0
-				}
-				return f.acc[i].Int()
-			}
-		}
-		return func(f *frame) int64 { return f.row[i].Int() }
+		return fieldFn(i, fromAcc, record.Value.Int)
 	case *ast.UnaryNode:
 		x := c.int(n.Node)
 		if x == nil {
@@ -154,12 +190,7 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 		if cond == nil || a == nil || b == nil {
 			return nil
 		}
-		return func(f *frame) int64 {
-			if cond(f) {
-				return a(f)
-			}
-			return b(f)
-		}
+		return ternary(cond, a, b)
 	}
 	return nil
 }
@@ -195,15 +226,7 @@ func (c *fastCompiler) float(n ast.Node) floatFn {
 		if !ok {
 			return nil
 		}
-		if fromAcc {
-			return func(f *frame) float64 {
-				if f.acc == nil {
-					return 0
-				}
-				return f.acc[i].Float()
-			}
-		}
-		return func(f *frame) float64 { return f.row[i].Float() }
+		return fieldFn(i, fromAcc, record.Value.Float)
 	case *ast.UnaryNode:
 		x := c.float(n.Node)
 		if x == nil {
@@ -237,12 +260,7 @@ func (c *fastCompiler) float(n ast.Node) floatFn {
 		if cond == nil || a == nil || b == nil {
 			return nil
 		}
-		return func(f *frame) float64 {
-			if cond(f) {
-				return a(f)
-			}
-			return b(f)
-		}
+		return ternary(cond, a, b)
 	}
 	return nil
 }
@@ -265,15 +283,7 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 		if !ok {
 			return nil
 		}
-		if fromAcc {
-			return func(f *frame) string {
-				if f.acc == nil {
-					return ""
-				}
-				return f.acc[i].Str()
-			}
-		}
-		return func(f *frame) string { return f.row[i].Str() }
+		return fieldFn(i, fromAcc, record.Value.Str)
 	case *ast.BinaryNode:
 		l, r := c.str(n.Left), c.str(n.Right)
 		if l == nil || r == nil || n.Operator != "+" {
@@ -285,12 +295,7 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 		if cond == nil || a == nil || b == nil {
 			return nil
 		}
-		return func(f *frame) string {
-			if cond(f) {
-				return a(f)
-			}
-			return b(f)
-		}
+		return ternary(cond, a, b)
 	}
 	return nil
 }
@@ -313,10 +318,7 @@ func (c *fastCompiler) bool(n ast.Node) boolFn {
 		if !ok {
 			return nil
 		}
-		if fromAcc {
-			return func(f *frame) bool { return f.acc != nil && f.acc[i].Bool() }
-		}
-		return func(f *frame) bool { return f.row[i].Bool() }
+		return fieldFn(i, fromAcc, record.Value.Bool)
 	case *ast.UnaryNode:
 		x := c.bool(n.Node)
 		if x == nil || (n.Operator != "!" && n.Operator != "not") {
@@ -328,12 +330,7 @@ func (c *fastCompiler) bool(n ast.Node) boolFn {
 		if cond == nil || a == nil || b == nil {
 			return nil
 		}
-		return func(f *frame) bool {
-			if cond(f) {
-				return a(f)
-			}
-			return b(f)
-		}
+		return ternary(cond, a, b)
 	case *ast.BinaryNode:
 		return c.binaryBool(n)
 	}
@@ -356,65 +353,18 @@ func (c *fastCompiler) binaryBool(n *ast.BinaryNode) boolFn {
 		return nil
 	}
 	lk, rk := kindOf(n.Left), kindOf(n.Right)
-	var eq boolFn
 	switch {
 	case lk == reflect.Int && rk == reflect.Int:
-		l, r := c.int(n.Left), c.int(n.Right)
-		if l == nil || r == nil {
-			return nil
+		if l, r := c.int(n.Left), c.int(n.Right); l != nil && r != nil {
+			return compare(n.Operator, l, r)
 		}
-		switch n.Operator {
-		case "==":
-			eq = func(f *frame) bool { return l(f) == r(f) }
-		case "<":
-			return func(f *frame) bool { return l(f) < r(f) }
-		case "<=":
-			return func(f *frame) bool { return l(f) <= r(f) }
-		case ">":
-			return func(f *frame) bool { return l(f) > r(f) }
-		case ">=":
-			return func(f *frame) bool { return l(f) >= r(f) }
-		}
-		if n.Operator == "!=" {
-			return func(f *frame) bool { return l(f) != r(f) }
-		}
-	case isNumeric(lk) && isNumeric(rk):
-		l, r := c.num(n.Left), c.num(n.Right)
-		if l == nil || r == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "==":
-			eq = func(f *frame) bool { return l(f) == r(f) }
-		case "!=":
-			return func(f *frame) bool { return l(f) != r(f) }
-		case "<":
-			return func(f *frame) bool { return l(f) < r(f) }
-		case "<=":
-			return func(f *frame) bool { return l(f) <= r(f) }
-		case ">":
-			return func(f *frame) bool { return l(f) > r(f) }
-		case ">=":
-			return func(f *frame) bool { return l(f) >= r(f) }
+	case isNumeric(lk) && isNumeric(rk): // mixed int and float compare as float, like expr
+		if l, r := c.num(n.Left), c.num(n.Right); l != nil && r != nil {
+			return compare(n.Operator, l, r)
 		}
 	case lk == reflect.String && rk == reflect.String:
-		l, r := c.str(n.Left), c.str(n.Right)
-		if l == nil || r == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "==":
-			eq = func(f *frame) bool { return l(f) == r(f) }
-		case "!=":
-			return func(f *frame) bool { return l(f) != r(f) }
-		case "<":
-			return func(f *frame) bool { return l(f) < r(f) }
-		case "<=":
-			return func(f *frame) bool { return l(f) <= r(f) }
-		case ">":
-			return func(f *frame) bool { return l(f) > r(f) }
-		case ">=":
-			return func(f *frame) bool { return l(f) >= r(f) }
+		if l, r := c.str(n.Left), c.str(n.Right); l != nil && r != nil {
+			return compare(n.Operator, l, r)
 		}
 	case lk == reflect.Bool && rk == reflect.Bool:
 		l, r := c.bool(n.Left), c.bool(n.Right)
@@ -423,12 +373,12 @@ func (c *fastCompiler) binaryBool(n *ast.BinaryNode) boolFn {
 		}
 		switch n.Operator {
 		case "==":
-			eq = func(f *frame) bool { return l(f) == r(f) }
+			return func(f *frame) bool { return l(f) == r(f) }
 		case "!=":
 			return func(f *frame) bool { return l(f) != r(f) }
 		}
 	}
-	return eq
+	return nil
 }
 
 func isNumeric(k reflect.Kind) bool { return k == reflect.Int || k == reflect.Float64 }

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -178,7 +181,7 @@ func (d *dispatcher) cancel(ctx context.Context, id string) error {
 func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	if m := d.master(id); m != nil {
 		v := m.view()
-		det := v.details
+		det := proto.Clone(v.details).(*pb.JobDetails) // the view is shared; fill a copy
 		for i, t := range det.GetTasks() {
 			if in, out, ok := d.rm.counters(v.regs[i], v.keys[i]); ok {
 				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)
@@ -214,6 +217,30 @@ func (d *dispatcher) taskState(req *pb.UpdateTaskExecutionStateRequest) {
 	if m := d.master(req.GetExecution().GetJobId()); m != nil {
 		m.send(evTaskState{req: req})
 	}
+}
+
+// shouldCancel says whether a task a TaskManager reports running must be cancelled: its job
+// or attempt is unknown here, or its job master has it cancelling, cancelled or failed (a
+// CancelTask was lost or overtook its SubmitTask). Finished tasks are left alone: their
+// partitions may still be read.
+func (d *dispatcher) shouldCancel(regID string, id *pb.ExecutionAttemptID) bool {
+	m := d.master(id.GetJobId())
+	if m == nil {
+		return true
+	}
+	v := m.view()
+	key := execid.Key(id)
+	for i, k := range v.keys {
+		if k != key || v.regs[i] != regID {
+			continue
+		}
+		switch v.details.GetTasks()[i].GetStatus() {
+		case pb.ExecutionState_EXECUTION_STATE_CANCELING, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 // tmLost tells every job master that a TaskManager is gone.

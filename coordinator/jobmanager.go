@@ -226,7 +226,7 @@ func (jm *JobManager) monitorLeadership() {
 			if !isLeader {
 				continue
 			}
-			if err := jm.node.r.Barrier(applyTimeout).Error(); err != nil {
+			if err := jm.barrier(); err != nil {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
@@ -236,6 +236,7 @@ func (jm *JobManager) monitorLeadership() {
 			cur = l
 			l.wg.Add(1)
 			go func() { defer l.wg.Done(); jm.rm.monitor(ctx) }()
+			jm.rm.start()
 			jm.disp.start(ctx)
 			jm.leading.Store(true)
 			jm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -243,6 +244,25 @@ func (jm *JobManager) monitorLeadership() {
 		case <-jm.ctx.Done():
 			return
 		}
+	}
+}
+
+// barrier waits until every entry committed by earlier leaders is applied, retrying for as
+// long as this node still leads.
+func (jm *JobManager) barrier() error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := jm.node.r.Barrier(applyTimeout).Error()
+		if err == nil || jm.node.r.State() != raft.Leader || jm.ctx.Err() != nil {
+			return err
+		}
+		jm.log.Warn("barrier failed; retrying", "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-jm.ctx.Done():
+			return jm.ctx.Err()
+		}
+		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -273,6 +274,7 @@ func (m *jobMaster) deploy(slots []slotRef) {
 			return
 		}
 	}
+	m.publish() // before any SubmitTask, so heartbeat reconciliation expects these tasks
 	for _, e := range m.execs {
 		e.submitted = true
 		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot)}
@@ -350,7 +352,9 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		e.state = s
 		m.checkTerminal()
 	default:
-		e.state = s
+		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING { // never back out of CANCELING
+			e.state = s
+		}
 	}
 }
 
@@ -390,20 +394,27 @@ func (m *jobMaster) cancelAll() {
 			continue
 		}
 		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELING
-		req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, Execution: e.id}
-		client := e.tm.client
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
-			defer cancel()
-			_, _ = client.CancelTask(ctx, req) // a TaskManager that cannot be reached is lost soon
-		}()
+		m.sendCancel(e)
 	}
 	if m.cancelTimer == nil {
 		m.cancelTimer = time.NewTimer(cancelTimeout)
 	}
 	m.checkTerminal()
+}
+
+// sendCancel asks an execution's TaskManager to cancel it and release its partitions. It is
+// best effort: a TaskManager that cannot be reached is lost soon, and heartbeat reconciliation
+// cancels any task that survives.
+func (m *jobMaster) sendCancel(e *execution) {
+	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, Execution: e.id}
+	client := e.tm.client
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
+		defer cancel()
+		_, _ = client.CancelTask(ctx, req)
+	}()
 }
 
 // giveUpOnCancel treats tasks that never confirmed their cancellation as canceled.
@@ -443,6 +454,15 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 	if err := m.setStatus(s, cause); err != nil {
 		return
 	}
+	if s != pb.JobStatus_JOB_STATUS_FINISHED {
+		// Finished producers keep their partitions until consumers read them; these
+		// consumers never will.
+		for _, e := range m.execs {
+			if e.submitted && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
+				m.sendCancel(e)
+			}
+		}
+	}
 	m.rm.release(m.id)
 	m.ended = true
 	m.log.Info("job ended", "status", s, "cause", cause)
@@ -451,7 +471,7 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 // setStatus commits a status change through Raft. If that fails (leadership lost, shutdown)
 // the job master stops; the next leader takes the job over.
 func (m *jobMaster) setStatus(s pb.JobStatus, cause string) error {
-	rec, err := m.host.setJobStatus(m.ctx, m.id, s, cause)
+	rec, err := m.commitStatus(s, cause)
 	if err != nil {
 		m.log.Warn("cannot record job status; stopping job master", "status", s, "err", err)
 		m.cancel()
@@ -465,6 +485,27 @@ func (m *jobMaster) setStatus(s pb.JobStatus, cause string) error {
 	}
 	m.publish()
 	return nil
+}
+
+// commitStatus commits a status change, retrying transient Raft errors (a full apply queue,
+// a slow disk) for as long as this leadership lasts. Leadership loss, shutdown and domain
+// rejections are returned at once.
+func (m *jobMaster) commitStatus(s pb.JobStatus, cause string) (*pb.JobRecord, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		rec, err := m.host.setJobStatus(m.ctx, m.id, s, cause)
+		if err == nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShuttingDown) ||
+			errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrJobNotFound) {
+			return rec, err
+		}
+		m.log.Warn("recording job status failed; retrying", "status", s, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-m.ctx.Done():
+			return nil, m.ctx.Err()
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
 }
 
 // publish stores a fresh view for readers and wakes watchers.

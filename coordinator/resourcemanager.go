@@ -61,6 +61,8 @@ type resourceManager struct {
 	tms     map[string]*taskManager
 	seq     int
 	changed chan struct{} // closed and replaced when slots may have become free
+	// open is true while this JobManager leads; registrations are refused otherwise.
+	open bool
 }
 
 func newResourceManager(log *slog.Logger, interval, timeout time.Duration, onLost func(*taskManager, string)) *resourceManager {
@@ -105,6 +107,11 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest) (*taskMa
 		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},
 	}
 	rm.mu.Lock()
+	if !rm.open {
+		rm.mu.Unlock()
+		conn.Close()
+		return nil, fmt.Errorf("register %s: %w", req.GetTaskmanagerId(), ErrNotLeader)
+	}
 	var previous *taskManager
 	for _, old := range rm.tms {
 		if old.id == tm.id {
@@ -302,9 +309,18 @@ func (rm *resourceManager) infos() []*pb.TaskManagerInfo {
 	return out
 }
 
-// close forgets every registration (on leadership loss or shutdown) without notifying jobs.
+// start accepts registrations (leadership established).
+func (rm *resourceManager) start() {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	rm.open = true
+}
+
+// close refuses registrations and forgets every registration (on leadership loss or shutdown)
+// without notifying jobs.
 func (rm *resourceManager) close() {
 	rm.mu.Lock()
+	rm.open = false
 	tms := rm.tms
 	rm.tms = map[string]*taskManager{}
 	rm.signal()

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -141,6 +143,9 @@ func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.Regi
 		return nil, toStatus(err)
 	}
 	tm, err := s.jm.rm.register(req)
+	if errors.Is(err, ErrNotLeader) {
+		return nil, toStatus(err)
+	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -154,6 +159,9 @@ func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.Regi
 // Heartbeat answers every heartbeat of a registration. The TaskManager is lost when the stream
 // breaks; when the monitor declares it lost first, the stream ends with NOT_FOUND.
 func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatServer) error {
+	if err := s.jm.checkLeader(); err != nil {
+		return toStatus(err)
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -181,6 +189,7 @@ func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatSer
 			if err == nil {
 				if err = s.jm.rm.heartbeat(tm.regID, m.GetTasks()); err == nil {
 					err = stream.Send(&pb.HeartbeatResponse{})
+					s.reconcile(stream.Context(), tm, m.GetTasks())
 				}
 			}
 			if err != nil {
@@ -200,6 +209,19 @@ func (s *taskManagerService) Heartbeat(stream pb.TaskManagerService_HeartbeatSer
 		return status.Errorf(codes.NotFound, "%s was declared lost", tm.describe())
 	case <-s.jm.ctx.Done():
 		return toStatus(ErrShuttingDown)
+	}
+}
+
+// reconcile cancels the tasks a TaskManager runs that no job master expects to run.
+func (s *taskManagerService) reconcile(ctx context.Context, tm *taskManager, reports []*pb.TaskReport) {
+	for _, r := range reports {
+		if !s.jm.disp.shouldCancel(tm.regID, r.GetExecution()) {
+			continue
+		}
+		s.jm.log.Warn("cancelling a task no job expects", "tm_id", tm.id, "execution", execid.Key(r.GetExecution()))
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = tm.client.CancelTask(cctx, &pb.CancelTaskRequest{RegistrationId: tm.regID, Execution: r.GetExecution()})
+		cancel()
 	}
 }
 

@@ -108,7 +108,9 @@ func (t *task) process(it gateItem) error {
 		if b.isEndOfPartition() {
 			it.ch.done = true
 			t.open--
+			return nil
 		}
+		it.ch.release() // every other event spent a credit like a buffer
 		return nil
 	}
 	in := t.inputs[it.ch.edge]
@@ -157,7 +159,7 @@ func (t *task) flush() error {
 func (t *task) finish() error {
 	for i, op := range t.ops {
 		if err := op.EndInput(); err != nil {
-			return fmt.Errorf("end input of %s: %w", t.vertex.GetOperators()[t.opIndex(i)].GetName(), err)
+			return fmt.Errorf("end input of %s: %w", t.ctxs[len(t.ctxs)-len(t.ops)+i].OperatorName, err)
 		}
 	}
 	for _, w := range t.writers {

@@ -342,8 +342,12 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 		return
 	}
 	sendCtx, stopSend := context.WithCancel(ctx)
+	var sender sync.WaitGroup
+	defer sender.Wait()
 	defer stopSend()
+	sender.Add(1)
 	go func() { // announces returned credits; ends with the channel
+		defer sender.Done()
 		for {
 			select {
 			case <-c.credits:
@@ -382,8 +386,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 			return
 		}
 		if b.isEndOfPartition() {
-			_ = stream.CloseSend()
-			return
+			return // the server ended the stream; the task's context releases it
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ type task struct {
 	// set up by invoke, owned by the task goroutine
 	ops      []operator.Operator
 	source   operator.Source
+	closers  []closer // in open order; closed in reverse
 	ctxs     []*operator.Context
 	writers  []*recordWriter
 	inputs   []*taskInput
@@ -145,7 +147,7 @@ func (t *task) report(s pb.ExecutionState, failure error) {
 func (t *task) run() {
 	defer close(t.done)
 	t.report(pb.ExecutionState_EXECUTION_STATE_INITIALIZING, nil)
-	err := t.invoke()
+	err := t.invokeSafely()
 	t.cancel(errTaskCanceled) // stops input goroutines
 	t.wg.Wait()
 	t.publish()
@@ -175,17 +177,29 @@ func (t *task) publish() {
 	t.recordsOut.Store(t.out)
 }
 
+// invokeSafely runs invoke and turns a panic in an operator into a task failure, so one bad
+// operator cannot take the TaskManager down.
+func (t *task) invokeSafely() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return t.invoke()
+}
+
+// closer is an operator or source whose Open was called; Close is always called on it.
+type closer struct {
+	name string
+	c    interface{ Close() error }
+}
+
 // invoke sets the task up, runs its loop and tears it down.
 func (t *task) invoke() (err error) {
 	defer func() {
-		for i := len(t.ops) - 1; i >= 0; i-- {
-			if cerr := t.ops[i].Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("close %s: %w", t.vertex.GetOperators()[t.opIndex(i)].GetName(), cerr)
-			}
-		}
-		if t.source != nil {
-			if cerr := t.source.Close(); cerr != nil && err == nil {
-				err = cerr
+		for i := len(t.closers) - 1; i >= 0; i-- {
+			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close %s: %w", t.closers[i].name, cerr)
 			}
 		}
 	}()
@@ -202,13 +216,6 @@ func (t *task) invoke() (err error) {
 		return err
 	}
 	return t.finish()
-}
-
-func (t *task) opIndex(i int) int {
-	if t.source != nil {
-		return i + 1
-	}
-	return i
 }
 
 // chainOutput passes records to the next chained operator by function call.
@@ -268,11 +275,13 @@ func (t *task) setup() error {
 			if i != 0 {
 				return fmt.Errorf("source %q is not the head of its chain", spec.GetName())
 			}
+			t.closers = append(t.closers, closer{spec.GetName(), o})
 			if err := o.Open(octx, out); err != nil {
 				return fmt.Errorf("open %s: %w", spec.GetName(), err)
 			}
 			t.source = o
 		case operator.Operator:
+			t.closers = append(t.closers, closer{spec.GetName(), o})
 			if err := o.Open(octx, out); err != nil {
 				return fmt.Errorf("open %s: %w", spec.GetName(), err)
 			}

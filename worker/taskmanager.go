@@ -92,6 +92,9 @@ type TaskManager struct {
 	tasks        map[string]*task
 	registration string
 	jmClient     pb.TaskManagerServiceClient
+	// tombstones remember cancelled execution keys for tombstoneTTL, so a SubmitTask that a
+	// CancelTask overtook is refused.
+	tombstones map[string]time.Time
 
 	reportMu sync.Mutex
 	reports  []*pb.UpdateTaskExecutionStateRequest
@@ -132,7 +135,8 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm := &TaskManager{
 		cfg: cfg, id: id, addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
 		log: log.With("tm_id", id), lis: lis, ctx: ctx, cancel: cancel,
-		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, reportCh: make(chan struct{}, 1),
+		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
+		reportCh: make(chan struct{}, 1),
 	}
 	partitions := newPartitionRegistry()
 	tm.env = &taskEnv{
@@ -192,6 +196,22 @@ func (tm *TaskManager) ID() string { return tm.id }
 
 // Addr returns the advertised address.
 func (tm *TaskManager) Addr() string { return tm.addr }
+
+// RunningTasks returns the execution keys (job/vertex/subtask/attempt) of the tasks that have
+// not ended yet.
+func (tm *TaskManager) RunningTasks() []string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	var out []string
+	for k, t := range tm.tasks {
+		select {
+		case <-t.done:
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // Close cancels every task, stops serving and waits for all goroutines.
 func (tm *TaskManager) Close() error {
@@ -329,15 +349,16 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 	if interval <= 0 || timeout <= 0 {
 		return fmt.Errorf("jobmanager sent invalid heartbeat settings %v/%v", interval, timeout)
 	}
-	acks := make(chan error, 1)
+	acks := make(chan struct{}, 1)
+	broken := make(chan error, 1) // written once, so the goroutine never blocks
 	go func() {
 		for {
 			if _, err := stream.Recv(); err != nil {
-				acks <- err
+				broken <- err
 				return
 			}
 			select {
-			case acks <- nil:
+			case acks <- struct{}{}:
 			default:
 			}
 		}
@@ -354,10 +375,9 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 	}
 	for {
 		select {
-		case err := <-acks:
-			if err != nil {
-				return fmt.Errorf("heartbeat stream: %w", err)
-			}
+		case err := <-broken:
+			return fmt.Errorf("heartbeat stream: %w", err)
+		case <-acks:
 			silence.Reset(timeout)
 		case <-ticker.C:
 			if err := send(); err != nil {
@@ -369,7 +389,7 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 			_ = stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.GetRegistrationId(), Closing: true})
 			_ = stream.CloseSend()
 			select { // wait briefly for the JobManager to end the stream
-			case <-acks:
+			case <-broken:
 			case <-time.After(time.Second):
 			}
 			return tm.ctx.Err()
@@ -382,6 +402,11 @@ func (tm *TaskManager) taskReports() []*pb.TaskReport {
 	defer tm.mu.Unlock()
 	out := make([]*pb.TaskReport, 0, len(tm.tasks))
 	for _, t := range tm.tasks {
+		select {
+		case <-t.done:
+			continue // ended; its final state is reported separately
+		default:
+		}
 		out = append(out, &pb.TaskReport{Execution: t.id, RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load()})
 	}
 	return out
@@ -449,6 +474,20 @@ func (tm *TaskManager) deliver(r *pb.UpdateTaskExecutionStateRequest) {
 	}
 }
 
+// tombstoneTTL is how long a cancelled execution key is remembered.
+const tombstoneTTL = 10 * time.Minute
+
+// buryLocked remembers a cancelled execution and forgets tombstones older than tombstoneTTL.
+func (tm *TaskManager) buryLocked(key string) {
+	now := time.Now()
+	for k, at := range tm.tombstones {
+		if now.Sub(at) > tombstoneTTL {
+			delete(tm.tombstones, k)
+		}
+	}
+	tm.tombstones[key] = now
+}
+
 func (tm *TaskManager) forget(id *pb.ExecutionAttemptID) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
@@ -472,8 +511,27 @@ type executorServer struct {
 func (s *executorServer) checkRegistration(id string) error {
 	s.tm.mu.Lock()
 	defer s.tm.mu.Unlock()
-	if id == "" || id != s.tm.registration {
+	return s.checkRegistrationLocked(id)
+}
+
+func (s *executorServer) checkRegistrationLocked(id string) error {
+	if id == "" || id != s.tm.registration || s.tm.ctx.Err() != nil {
 		return status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", id)
+	}
+	return nil
+}
+
+// admitLocked decides whether a task may be deployed: current registration, not deployed yet,
+// not cancelled before it arrived (a CancelTask can overtake its SubmitTask).
+func (s *executorServer) admitLocked(registration, key string) error {
+	if err := s.checkRegistrationLocked(registration); err != nil {
+		return err
+	}
+	if _, dup := s.tm.tasks[key]; dup {
+		return status.Errorf(codes.AlreadyExists, "execution %s already deployed", key)
+	}
+	if _, gone := s.tm.tombstones[key]; gone {
+		return status.Errorf(codes.FailedPrecondition, "execution %s was cancelled before it was deployed", key)
 	}
 	return nil
 }
@@ -491,14 +549,18 @@ func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	key := execid.Key(req.GetExecution())
+	// Check the registration and insert in one critical section, so the sweep of a lost
+	// JobManager (connectLoop) either sees this task or this call sees the new registration.
 	s.tm.mu.Lock()
-	if _, dup := s.tm.tasks[key]; dup {
-		s.tm.mu.Unlock()
-		t.cancel(nil)
-		return nil, status.Errorf(codes.AlreadyExists, "execution %s already deployed", key)
+	err = s.admitLocked(req.GetRegistrationId(), key)
+	if err == nil {
+		s.tm.tasks[key] = t
 	}
-	s.tm.tasks[key] = t
 	s.tm.mu.Unlock()
+	if err != nil {
+		t.cancel(nil)
+		return nil, err
+	}
 	s.tm.log.Info("deploying task", "task", t.name, "slot", req.GetSlot())
 	t.start()
 	return &pb.SubmitTaskResponse{}, nil
@@ -510,8 +572,10 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	if id == nil {
 		return nil, status.Error(codes.InvalidArgument, "execution is required")
 	}
+	key := execid.Key(id)
 	s.tm.mu.Lock()
-	t := s.tm.tasks[execid.Key(id)]
+	t := s.tm.tasks[key]
+	s.tm.buryLocked(key)
 	s.tm.mu.Unlock()
 	if t != nil {
 		t.requestCancel()

@@ -1,0 +1,75 @@
+package minicluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// TestNoTaskOutlivesItsJob cancels jobs at random moments around deployment (a CancelTask can
+// overtake its SubmitTask) and requires every TaskManager to end up running nothing.
+func TestNoTaskOutlivesItsJob(t *testing.T) {
+	settings := config.New()
+	for k, v := range map[string]string{config.HeartbeatInterval: "50ms", config.HeartbeatTimeout: "5s"} {
+		if err := settings.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := Start(Options{TaskManagers: 2, Slots: 2, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	spec := []byte("name: endless\nparallelism: 4\noperators:\n  - {name: n, type: sequence, from: 0, rate: 1000}\n  - {name: k, type: key-by, key: value % 3}\n  - {name: c, type: count}\n  - {name: o, type: discard}\n")
+	r := rand.New(rand.NewPCG(7, 11))
+	for i := range 25 {
+		id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Duration(r.IntN(3000)) * time.Microsecond; d > 0 {
+			time.Sleep(d) // the fault timing under test: cancel at a random point of deployment
+		}
+		if err := cl.Cancel(ctx, id); err != nil {
+			t.Fatalf("round %d: cancel: %v", i, err)
+		}
+		last, err := cl.Watch(ctx, id, func(*pb.JobDetails) error { return nil })
+		if err != nil || last.GetStatus() != pb.JobStatus_JOB_STATUS_CANCELED {
+			t.Fatalf("round %d: job ended %v, %v", i, last.GetStatus(), err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left []string
+		for _, tm := range c.TMs {
+			left = append(left, tm.RunningTasks()...)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still running after their jobs were cancelled: %v", left)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal(fmt.Errorf("gave up: %w", ctx.Err()))
+		}
+	}
+}

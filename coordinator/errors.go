@@ -45,6 +45,10 @@ var grpcCodes = []struct {
 // JobManager that is not the leader; clients try another JobManager when they see it.
 const ReasonNotLeader = "NOT_LEADER"
 
+// ReasonShuttingDown is the errdetails.ErrorInfo reason on the UNAVAILABLE status of a
+// JobManager that is stopping.
+const ReasonShuttingDown = "SHUTTING_DOWN"
+
 // errorDomain is the errdetails.ErrorInfo domain of goflink's errors.
 const errorDomain = "goflink"
 
@@ -59,10 +63,16 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if errors.Is(err, ErrNotLeader) {
-		st, derr := status.New(codes.FailedPrecondition, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotLeader, Domain: errorDomain})
-		if derr == nil {
-			return st.Err()
+	for _, r := range []struct {
+		err    error
+		code   codes.Code
+		reason string
+	}{{ErrNotLeader, codes.FailedPrecondition, ReasonNotLeader}, {ErrShuttingDown, codes.Unavailable, ReasonShuttingDown}} {
+		if errors.Is(err, r.err) {
+			st, derr := status.New(r.code, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: r.reason, Domain: errorDomain})
+			if derr == nil {
+				return st.Err()
+			}
 		}
 	}
 	for _, m := range grpcCodes {

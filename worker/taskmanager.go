@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -303,12 +304,33 @@ func (tm *TaskManager) connectLoop() {
 			return
 		}
 		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-		tm.log.Warn("lost jobmanager; cancelling tasks and registering again", "err", err, "tasks", len(tasks))
+		level := slog.LevelWarn
+		if hasReason(err, reasonShuttingDown) {
+			level = slog.LevelInfo // an orderly JobManager shutdown
+		}
+		tm.log.Log(context.Background(), level, "lost jobmanager; cancelling tasks and registering again", "err", err, "tasks", len(tasks))
 		for _, t := range tasks {
 			t.requestCancel()
 		}
 		tm.env.partitions.releaseAll(errJobManagerLost)
 	}
+}
+
+// reasonShuttingDown is the ErrorInfo reason of a JobManager that is stopping.
+const reasonShuttingDown = "SHUTTING_DOWN"
+
+// hasReason reports whether err carries a gRPC ErrorInfo detail with this reason.
+func hasReason(err error, reason string) bool {
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, d := range se.GRPCStatus().Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // errJobManagerLost releases the partitions of a TaskManager that lost its JobManager.

@@ -106,7 +106,6 @@ func (t *task) process(it gateItem) error {
 	b := it.buf
 	if b.event != nil {
 		if b.isEndOfPartition() {
-			it.ch.done = true
 			t.open--
 			return nil
 		}

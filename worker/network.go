@@ -271,7 +271,6 @@ type inputChannel struct {
 	edge     int // index into the task's inputs
 	producer *pb.ExecutionAttemptID
 	credits  chan struct{} // local: tokens; remote: returned credits to announce
-	done     bool          // set by the task when end-of-partition arrived
 }
 
 // release returns one credit after the task processed a buffer of this channel.

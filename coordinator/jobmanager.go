@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -110,7 +111,7 @@ func Start(cfg Config) (*JobManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager listen: %w", err)
 	}
-	rpcAddr, err := advertisedAddr(cfg.RPCAddr, lis.Addr())
+	rpcAddr, err := netaddr.Advertised(cfg.RPCAddr, lis.Addr())
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -156,20 +157,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	<-ctx.Done()
 	return jm.Close()
-}
-
-func advertisedAddr(listen string, bound net.Addr) (string, error) {
-	host, _, _ := net.SplitHostPort(listen)
-	_, port, err := net.SplitHostPort(bound.String())
-	if err != nil {
-		return "", err
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		if host, err = os.Hostname(); err != nil {
-			return "", err
-		}
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // Addr returns the advertised RPC address.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/operator"
@@ -53,25 +52,20 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	}
 	const credits, queue = 2, 2
 	settings := config.New()
-	for k, v := range map[string]string{
+	if err := settings.SetAll(map[string]string{
 		config.BuffersPerChannel: fmt.Sprint(credits), config.MaxBuffersPerChannel: fmt.Sprint(queue),
 		config.HeartbeatInterval: "50ms", config.HeartbeatTimeout: "5s",
-	} {
-		if err := settings.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
+	}); err != nil {
+		t.Fatal(err)
 	}
-	c, err := minicluster.Start(minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: reg})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -54,17 +53,14 @@ func TestOperatorPanicFailsOnlyItsTask(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := minicluster.Start(minicluster.Options{TaskManagers: 1, Slots: 1, Operators: reg})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 1, Slots: 1, Operators: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}

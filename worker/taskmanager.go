@@ -23,6 +23,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/execid"
+	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -123,7 +124,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager listen: %w", err)
 	}
-	addr, err := advertised(cfg.Addr, lis.Addr())
+	addr, err := netaddr.Advertised(cfg.Addr, lis.Addr())
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -173,23 +174,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	<-ctx.Done()
 	return tm.Close()
-}
-
-// advertised turns the listen address into the address other processes dial.
-func advertised(listen string, bound net.Addr) (string, error) {
-	host, _, _ := net.SplitHostPort(listen)
-	_, port, err := net.SplitHostPort(bound.String())
-	if err != nil {
-		return "", err
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		h, err := os.Hostname()
-		if err != nil {
-			return "", fmt.Errorf("advertise address: %w", err)
-		}
-		host = h
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // ID returns the TaskManager's ID.

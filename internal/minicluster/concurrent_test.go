@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -16,22 +15,17 @@ import (
 // checks that a watcher sees counter updates that only heartbeats bring.
 func TestConcurrentReadersOfARunningJob(t *testing.T) {
 	settings := config.New()
-	for k, v := range map[string]string{config.HeartbeatInterval: "20ms", config.HeartbeatTimeout: "5s"} {
-		if err := settings.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
+	if err := settings.SetAll(map[string]string{config.HeartbeatInterval: "20ms", config.HeartbeatTimeout: "5s"}); err != nil {
+		t.Fatal(err)
 	}
-	c, err := Start(Options{TaskManagers: 2, Slots: 1, Settings: settings})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: 1, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,22 @@ func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 	return tm, nil
 }
 
+// StartReady starts a cluster and waits until it is ready (see WaitReady).
+func StartReady(ctx context.Context, opts Options) (*Cluster, error) {
+	c, err := Start(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Client returns a client of the cluster; close it after use.
+func (c *Cluster) Client() (*client.Client, error) { return client.New(c.Addr()) }
+
 // Addr returns the JobManager's RPC address.
 func (c *Cluster) Addr() string { return c.JM.Addr() }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -16,22 +15,17 @@ import (
 // overtake its SubmitTask) and requires every TaskManager to end up running nothing.
 func TestNoTaskOutlivesItsJob(t *testing.T) {
 	settings := config.New()
-	for k, v := range map[string]string{config.HeartbeatInterval: "50ms", config.HeartbeatTimeout: "5s"} {
-		if err := settings.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
+	if err := settings.SetAll(map[string]string{config.HeartbeatInterval: "50ms", config.HeartbeatTimeout: "5s"}); err != nil {
+		t.Fatal(err)
 	}
-	c, err := Start(Options{TaskManagers: 2, Slots: 2, Settings: settings})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: 2, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,6 +249,8 @@ type Event struct {
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*Event_EndOfPartition
+	//	*Event_Barrier
+	//	*Event_CancelCheckpoint
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -300,6 +302,24 @@ func (x *Event) GetEndOfPartition() *EndOfPartition {
 	return nil
 }
 
+func (x *Event) GetBarrier() *CheckpointBarrier {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Barrier); ok {
+			return x.Barrier
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetCancelCheckpoint() *CancelCheckpointMarker {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_CancelCheckpoint); ok {
+			return x.CancelCheckpoint
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -308,7 +328,19 @@ type Event_EndOfPartition struct {
 	EndOfPartition *EndOfPartition `protobuf:"bytes,1,opt,name=end_of_partition,json=endOfPartition,proto3,oneof"`
 }
 
+type Event_Barrier struct {
+	Barrier *CheckpointBarrier `protobuf:"bytes,2,opt,name=barrier,proto3,oneof"`
+}
+
+type Event_CancelCheckpoint struct {
+	CancelCheckpoint *CancelCheckpointMarker `protobuf:"bytes,3,opt,name=cancel_checkpoint,json=cancelCheckpoint,proto3,oneof"`
+}
+
 func (*Event_EndOfPartition) isEvent_Kind() {}
+
+func (*Event_Barrier) isEvent_Kind() {}
+
+func (*Event_CancelCheckpoint) isEvent_Kind() {}
 
 // EndOfPartition says the producer emitted its last record on this channel.
 type EndOfPartition struct {
@@ -352,7 +384,7 @@ var File_goflink_v1_data_exchange_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
 	"\n" +
 	"&goflink/v1/data_exchange_service.proto\x12\n" +
-	"goflink.v1\x1a\x16goflink/v1/types.proto\"h\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\"h\n" +
 	"\x10SubscribeRequest\x122\n" +
 	"\x04open\x18\x01 \x01(\v2\x1c.goflink.v1.OpenSubpartitionH\x00R\x04open\x12\x18\n" +
 	"\x06credit\x18\x02 \x01(\x05H\x00R\x06creditB\x06\n" +
@@ -366,9 +398,11 @@ const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12'\n" +
-	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"W\n" +
+	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"\xe5\x01\n" +
 	"\x05Event\x12F\n" +
-	"\x10end_of_partition\x18\x01 \x01(\v2\x1a.goflink.v1.EndOfPartitionH\x00R\x0eendOfPartitionB\x06\n" +
+	"\x10end_of_partition\x18\x01 \x01(\v2\x1a.goflink.v1.EndOfPartitionH\x00R\x0eendOfPartition\x129\n" +
+	"\abarrier\x18\x02 \x01(\v2\x1d.goflink.v1.CheckpointBarrierH\x00R\abarrier\x12Q\n" +
+	"\x11cancel_checkpoint\x18\x03 \x01(\v2\".goflink.v1.CancelCheckpointMarkerH\x00R\x10cancelCheckpointB\x06\n" +
 	"\x04kind\"\x10\n" +
 	"\x0eEndOfPartition2c\n" +
 	"\x13DataExchangeService\x12L\n" +
@@ -388,12 +422,14 @@ func file_goflink_v1_data_exchange_service_proto_rawDescGZIP() []byte {
 
 var file_goflink_v1_data_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_goflink_v1_data_exchange_service_proto_goTypes = []any{
-	(*SubscribeRequest)(nil),   // 0: goflink.v1.SubscribeRequest
-	(*OpenSubpartition)(nil),   // 1: goflink.v1.OpenSubpartition
-	(*SubscribeResponse)(nil),  // 2: goflink.v1.SubscribeResponse
-	(*Event)(nil),              // 3: goflink.v1.Event
-	(*EndOfPartition)(nil),     // 4: goflink.v1.EndOfPartition
-	(*ExecutionAttemptID)(nil), // 5: goflink.v1.ExecutionAttemptID
+	(*SubscribeRequest)(nil),       // 0: goflink.v1.SubscribeRequest
+	(*OpenSubpartition)(nil),       // 1: goflink.v1.OpenSubpartition
+	(*SubscribeResponse)(nil),      // 2: goflink.v1.SubscribeResponse
+	(*Event)(nil),                  // 3: goflink.v1.Event
+	(*EndOfPartition)(nil),         // 4: goflink.v1.EndOfPartition
+	(*ExecutionAttemptID)(nil),     // 5: goflink.v1.ExecutionAttemptID
+	(*CheckpointBarrier)(nil),      // 6: goflink.v1.CheckpointBarrier
+	(*CancelCheckpointMarker)(nil), // 7: goflink.v1.CancelCheckpointMarker
 }
 var file_goflink_v1_data_exchange_service_proto_depIdxs = []int32{
 	1, // 0: goflink.v1.SubscribeRequest.open:type_name -> goflink.v1.OpenSubpartition
@@ -401,13 +437,15 @@ var file_goflink_v1_data_exchange_service_proto_depIdxs = []int32{
 	5, // 2: goflink.v1.OpenSubpartition.consumer:type_name -> goflink.v1.ExecutionAttemptID
 	3, // 3: goflink.v1.SubscribeResponse.event:type_name -> goflink.v1.Event
 	4, // 4: goflink.v1.Event.end_of_partition:type_name -> goflink.v1.EndOfPartition
-	0, // 5: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
-	2, // 6: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: goflink.v1.Event.barrier:type_name -> goflink.v1.CheckpointBarrier
+	7, // 6: goflink.v1.Event.cancel_checkpoint:type_name -> goflink.v1.CancelCheckpointMarker
+	0, // 7: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
+	2, // 8: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_data_exchange_service_proto_init() }
@@ -415,6 +453,7 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 	if File_goflink_v1_data_exchange_service_proto != nil {
 		return
 	}
+	file_goflink_v1_checkpoint_proto_init()
 	file_goflink_v1_types_proto_init()
 	file_goflink_v1_data_exchange_service_proto_msgTypes[0].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
@@ -422,6 +461,8 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 	}
 	file_goflink_v1_data_exchange_service_proto_msgTypes[3].OneofWrappers = []any{
 		(*Event_EndOfPartition)(nil),
+		(*Event_Barrier)(nil),
+		(*Event_CancelCheckpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -22,6 +22,182 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListCheckpointsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsRequest) Reset() {
+	*x = ListCheckpointsRequest{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsRequest) ProtoMessage() {}
+
+func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListCheckpointsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type ListCheckpointsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoints   []*CheckpointInfo      `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsResponse) Reset() {
+	*x = ListCheckpointsResponse{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsResponse) ProtoMessage() {}
+
+func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+type TriggerCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpointRequest) Reset() {
+	*x = TriggerCheckpointRequest{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpointRequest) ProtoMessage() {}
+
+func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TriggerCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type TriggerCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint    *CheckpointInfo        `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpointResponse) Reset() {
+	*x = TriggerCheckpointResponse{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpointResponse) ProtoMessage() {}
+
+func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TriggerCheckpointResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// spec is the YAML job spec as written by the user.
@@ -38,7 +214,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +226,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +239,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitJobRequest) GetSpec() []byte {
@@ -103,7 +279,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +291,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +304,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitJobResponse) GetJobId() string {
@@ -146,7 +322,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +334,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +347,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{6}
 }
 
 type ListJobsResponse struct {
@@ -183,7 +359,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +371,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +384,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobSummary {
@@ -227,7 +403,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +415,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +428,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -271,7 +447,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +459,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +472,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobResponse) GetJob() *JobDetails {
@@ -315,7 +491,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +503,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +516,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -358,7 +534,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +546,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +559,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{11}
 }
 
 type WatchJobRequest struct {
@@ -395,7 +571,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +583,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +596,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -439,7 +615,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +627,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +640,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchJobResponse) GetJob() *JobDetails {
@@ -488,7 +664,7 @@ type JobSummary struct {
 
 func (x *JobSummary) Reset() {
 	*x = JobSummary{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +676,7 @@ func (x *JobSummary) String() string {
 func (*JobSummary) ProtoMessage() {}
 
 func (x *JobSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +689,7 @@ func (x *JobSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSummary.ProtoReflect.Descriptor instead.
 func (*JobSummary) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{10}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobSummary) GetId() string {
@@ -568,7 +744,7 @@ type TaskDetails struct {
 
 func (x *TaskDetails) Reset() {
 	*x = TaskDetails{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +756,7 @@ func (x *TaskDetails) String() string {
 func (*TaskDetails) ProtoMessage() {}
 
 func (x *TaskDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +769,7 @@ func (x *TaskDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDetails.ProtoReflect.Descriptor instead.
 func (*TaskDetails) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{11}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskDetails) GetOperator() string {
@@ -658,7 +834,7 @@ type ExceptionEntry struct {
 
 func (x *ExceptionEntry) Reset() {
 	*x = ExceptionEntry{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +846,7 @@ func (x *ExceptionEntry) String() string {
 func (*ExceptionEntry) ProtoMessage() {}
 
 func (x *ExceptionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +859,7 @@ func (x *ExceptionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExceptionEntry.ProtoReflect.Descriptor instead.
 func (*ExceptionEntry) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{12}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExceptionEntry) GetTime() *timestamppb.Timestamp {
@@ -726,15 +902,19 @@ type JobDetails struct {
 	Tasks      []*TaskDetails         `protobuf:"bytes,7,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	Exceptions []*ExceptionEntry      `protobuf:"bytes,8,rep,name=exceptions,proto3" json:"exceptions,omitempty"`
 	// failure_cause says why a FAILED job failed.
-	FailureCause  string `protobuf:"bytes,9,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
-	Parallelism   int32  `protobuf:"varint,10,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FailureCause string `protobuf:"bytes,9,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	Parallelism  int32  `protobuf:"varint,10,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	// last_checkpoint is the latest completed checkpoint.
+	LastCheckpoint *CheckpointInfo `protobuf:"bytes,11,opt,name=last_checkpoint,json=lastCheckpoint,proto3" json:"last_checkpoint,omitempty"`
+	// restored_checkpoint_id is the checkpoint the current run restored from (0: none).
+	RestoredCheckpointId int64 `protobuf:"varint,12,opt,name=restored_checkpoint_id,json=restoredCheckpointId,proto3" json:"restored_checkpoint_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobDetails) Reset() {
 	*x = JobDetails{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +926,7 @@ func (x *JobDetails) String() string {
 func (*JobDetails) ProtoMessage() {}
 
 func (x *JobDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +939,7 @@ func (x *JobDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDetails.ProtoReflect.Descriptor instead.
 func (*JobDetails) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{13}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobDetails) GetId() string {
@@ -832,12 +1012,36 @@ func (x *JobDetails) GetParallelism() int32 {
 	return 0
 }
 
+func (x *JobDetails) GetLastCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.LastCheckpoint
+	}
+	return nil
+}
+
+func (x *JobDetails) GetRestoredCheckpointId() int64 {
+	if x != nil {
+		return x.RestoredCheckpointId
+	}
+	return 0
+}
+
 var File_goflink_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1cgoflink/v1/job_service.proto\x12\n" +
-	"goflink.v1\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x01\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
+	"\x16ListCheckpointsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"W\n" +
+	"\x17ListCheckpointsResponse\x12<\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2\x1a.goflink.v1.CheckpointInfoR\vcheckpoints\"1\n" +
+	"\x18TriggerCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"W\n" +
+	"\x19TriggerCheckpointResponse\x12:\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2\x1a.goflink.v1.CheckpointInfoR\n" +
+	"checkpoint\"\xe2\x01\n" +
 	"\x10SubmitJobRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12\x1b\n" +
 	"\tspec_name\x18\x02 \x01(\tR\bspecName\x12@\n" +
@@ -884,7 +1088,7 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12 \n" +
 	"\vtaskmanager\x18\x03 \x01(\tR\vtaskmanager\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x9f\x03\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x9a\x04\n" +
 	"\n" +
 	"JobDetails\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -900,14 +1104,18 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"exceptions\x12#\n" +
 	"\rfailure_cause\x18\t \x01(\tR\ffailureCause\x12 \n" +
 	"\vparallelism\x18\n" +
-	" \x01(\x05R\vparallelism2\xf1\x02\n" +
+	" \x01(\x05R\vparallelism\x12C\n" +
+	"\x0flast_checkpoint\x18\v \x01(\v2\x1a.goflink.v1.CheckpointInfoR\x0elastCheckpoint\x124\n" +
+	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId2\xaf\x04\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tSubmitJob\x12\x1c.goflink.v1.SubmitJobRequest\x1a\x1d.goflink.v1.SubmitJobResponse\x12E\n" +
 	"\bListJobs\x12\x1b.goflink.v1.ListJobsRequest\x1a\x1c.goflink.v1.ListJobsResponse\x12?\n" +
 	"\x06GetJob\x12\x19.goflink.v1.GetJobRequest\x1a\x1a.goflink.v1.GetJobResponse\x12H\n" +
 	"\tCancelJob\x12\x1c.goflink.v1.CancelJobRequest\x1a\x1d.goflink.v1.CancelJobResponse\x12G\n" +
-	"\bWatchJob\x12\x1b.goflink.v1.WatchJobRequest\x1a\x1c.goflink.v1.WatchJobResponse0\x01B7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"\bWatchJob\x12\x1b.goflink.v1.WatchJobRequest\x1a\x1c.goflink.v1.WatchJobResponse0\x01\x12Z\n" +
+	"\x0fListCheckpoints\x12\".goflink.v1.ListCheckpointsRequest\x1a#.goflink.v1.ListCheckpointsResponse\x12`\n" +
+	"\x11TriggerCheckpoint\x12$.goflink.v1.TriggerCheckpointRequest\x1a%.goflink.v1.TriggerCheckpointResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_job_service_proto_rawDescOnce sync.Once
@@ -921,57 +1129,69 @@ func file_goflink_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_job_service_proto_rawDescData
 }
 
-var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_goflink_v1_job_service_proto_goTypes = []any{
-	(*SubmitJobRequest)(nil),      // 0: goflink.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),     // 1: goflink.v1.SubmitJobResponse
-	(*ListJobsRequest)(nil),       // 2: goflink.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 3: goflink.v1.ListJobsResponse
-	(*GetJobRequest)(nil),         // 4: goflink.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 5: goflink.v1.GetJobResponse
-	(*CancelJobRequest)(nil),      // 6: goflink.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 7: goflink.v1.CancelJobResponse
-	(*WatchJobRequest)(nil),       // 8: goflink.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 9: goflink.v1.WatchJobResponse
-	(*JobSummary)(nil),            // 10: goflink.v1.JobSummary
-	(*TaskDetails)(nil),           // 11: goflink.v1.TaskDetails
-	(*ExceptionEntry)(nil),        // 12: goflink.v1.ExceptionEntry
-	(*JobDetails)(nil),            // 13: goflink.v1.JobDetails
-	nil,                           // 14: goflink.v1.SubmitJobRequest.ConfigEntry
-	(JobStatus)(0),                // 15: goflink.v1.JobStatus
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(ExecutionState)(0),           // 17: goflink.v1.ExecutionState
+	(*ListCheckpointsRequest)(nil),    // 0: goflink.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 1: goflink.v1.ListCheckpointsResponse
+	(*TriggerCheckpointRequest)(nil),  // 2: goflink.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 3: goflink.v1.TriggerCheckpointResponse
+	(*SubmitJobRequest)(nil),          // 4: goflink.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),         // 5: goflink.v1.SubmitJobResponse
+	(*ListJobsRequest)(nil),           // 6: goflink.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 7: goflink.v1.ListJobsResponse
+	(*GetJobRequest)(nil),             // 8: goflink.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 9: goflink.v1.GetJobResponse
+	(*CancelJobRequest)(nil),          // 10: goflink.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),         // 11: goflink.v1.CancelJobResponse
+	(*WatchJobRequest)(nil),           // 12: goflink.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),          // 13: goflink.v1.WatchJobResponse
+	(*JobSummary)(nil),                // 14: goflink.v1.JobSummary
+	(*TaskDetails)(nil),               // 15: goflink.v1.TaskDetails
+	(*ExceptionEntry)(nil),            // 16: goflink.v1.ExceptionEntry
+	(*JobDetails)(nil),                // 17: goflink.v1.JobDetails
+	nil,                               // 18: goflink.v1.SubmitJobRequest.ConfigEntry
+	(*CheckpointInfo)(nil),            // 19: goflink.v1.CheckpointInfo
+	(JobStatus)(0),                    // 20: goflink.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
+	(ExecutionState)(0),               // 22: goflink.v1.ExecutionState
 }
 var file_goflink_v1_job_service_proto_depIdxs = []int32{
-	14, // 0: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
-	10, // 1: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
-	13, // 2: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
-	13, // 3: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
-	15, // 4: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
-	16, // 5: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
-	16, // 6: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
-	17, // 7: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
-	16, // 8: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
-	15, // 9: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
-	16, // 10: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
-	16, // 11: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
-	11, // 12: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
-	12, // 13: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
-	0,  // 14: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
-	2,  // 15: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
-	4,  // 16: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
-	6,  // 17: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
-	8,  // 18: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
-	1,  // 19: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
-	3,  // 20: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
-	5,  // 21: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
-	7,  // 22: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
-	9,  // 23: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	19, // 0: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
+	19, // 1: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	18, // 2: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
+	14, // 3: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
+	17, // 4: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
+	17, // 5: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
+	20, // 6: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
+	21, // 7: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
+	21, // 8: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	22, // 9: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
+	21, // 10: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
+	20, // 11: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
+	21, // 12: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
+	21, // 13: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
+	15, // 14: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
+	16, // 15: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
+	19, // 16: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
+	4,  // 17: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
+	6,  // 18: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
+	8,  // 19: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
+	10, // 20: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
+	12, // 21: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
+	0,  // 22: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
+	2,  // 23: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
+	5,  // 24: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
+	7,  // 25: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
+	9,  // 26: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
+	11, // 27: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
+	13, // 28: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
+	1,  // 29: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
+	3,  // 30: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_job_service_proto_init() }
@@ -979,6 +1199,7 @@ func file_goflink_v1_job_service_proto_init() {
 	if File_goflink_v1_job_service_proto != nil {
 		return
 	}
+	file_goflink_v1_checkpoint_proto_init()
 	file_goflink_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -986,7 +1207,7 @@ func file_goflink_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_job_service_proto_rawDesc), len(file_goflink_v1_job_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

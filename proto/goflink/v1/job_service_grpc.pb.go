@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_SubmitJob_FullMethodName = "/goflink.v1.JobService/SubmitJob"
-	JobService_ListJobs_FullMethodName  = "/goflink.v1.JobService/ListJobs"
-	JobService_GetJob_FullMethodName    = "/goflink.v1.JobService/GetJob"
-	JobService_CancelJob_FullMethodName = "/goflink.v1.JobService/CancelJob"
-	JobService_WatchJob_FullMethodName  = "/goflink.v1.JobService/WatchJob"
+	JobService_SubmitJob_FullMethodName         = "/goflink.v1.JobService/SubmitJob"
+	JobService_ListJobs_FullMethodName          = "/goflink.v1.JobService/ListJobs"
+	JobService_GetJob_FullMethodName            = "/goflink.v1.JobService/GetJob"
+	JobService_CancelJob_FullMethodName         = "/goflink.v1.JobService/CancelJob"
+	JobService_WatchJob_FullMethodName          = "/goflink.v1.JobService/WatchJob"
+	JobService_ListCheckpoints_FullMethodName   = "/goflink.v1.JobService/ListCheckpoints"
+	JobService_TriggerCheckpoint_FullMethodName = "/goflink.v1.JobService/TriggerCheckpoint"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -44,6 +46,12 @@ type JobServiceClient interface {
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// WatchJob streams the job's details whenever they change, ending after a terminal status.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
+	// ListCheckpoints returns the job's checkpoint history, newest first: checkpoints in
+	// progress, completed and failed ones of this JobManager's run, and the retained completed
+	// checkpoints from the replicated store.
+	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
+	// TriggerCheckpoint triggers a checkpoint now and waits until it completed or failed.
+	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error)
 }
 
 type jobServiceClient struct {
@@ -113,6 +121,26 @@ func (c *jobServiceClient) WatchJob(ctx context.Context, in *WatchJobRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobService_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
 
+func (c *jobServiceClient) ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCheckpointsResponse)
+	err := c.cc.Invoke(ctx, JobService_ListCheckpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TriggerCheckpointResponse)
+	err := c.cc.Invoke(ctx, JobService_TriggerCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -131,6 +159,12 @@ type JobServiceServer interface {
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// WatchJob streams the job's details whenever they change, ending after a terminal status.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
+	// ListCheckpoints returns the job's checkpoint history, newest first: checkpoints in
+	// progress, completed and failed ones of this JobManager's run, and the retained completed
+	// checkpoints from the replicated store.
+	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
+	// TriggerCheckpoint triggers a checkpoint now and waits until it completed or failed.
+	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -155,6 +189,12 @@ func (UnimplementedJobServiceServer) CancelJob(context.Context, *CancelJobReques
 }
 func (UnimplementedJobServiceServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
+}
+func (UnimplementedJobServiceServer) ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCheckpoints not implemented")
+}
+func (UnimplementedJobServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TriggerCheckpoint not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -260,6 +300,42 @@ func _JobService_WatchJob_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobService_WatchJobServer = grpc.ServerStreamingServer[WatchJobResponse]
 
+func _JobService_ListCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListCheckpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListCheckpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListCheckpoints(ctx, req.(*ListCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).TriggerCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_TriggerCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).TriggerCheckpoint(ctx, req.(*TriggerCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -282,6 +358,14 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelJob",
 			Handler:    _JobService_CancelJob_Handler,
+		},
+		{
+			MethodName: "ListCheckpoints",
+			Handler:    _JobService_ListCheckpoints_Handler,
+		},
+		{
+			MethodName: "TriggerCheckpoint",
+			Handler:    _JobService_TriggerCheckpoint_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -33,6 +33,8 @@ type RaftCommand struct {
 	//
 	//	*RaftCommand_SubmitJob
 	//	*RaftCommand_UpdateJobStatus
+	//	*RaftCommand_AllocateCheckpointId
+	//	*RaftCommand_CompleteCheckpoint
 	Op            isRaftCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -100,6 +102,24 @@ func (x *RaftCommand) GetUpdateJobStatus() *UpdateJobStatusCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetAllocateCheckpointId() *AllocateCheckpointIdCommand {
+	if x != nil {
+		if x, ok := x.Op.(*RaftCommand_AllocateCheckpointId); ok {
+			return x.AllocateCheckpointId
+		}
+	}
+	return nil
+}
+
+func (x *RaftCommand) GetCompleteCheckpoint() *CompleteCheckpointCommand {
+	if x != nil {
+		if x, ok := x.Op.(*RaftCommand_CompleteCheckpoint); ok {
+			return x.CompleteCheckpoint
+		}
+	}
+	return nil
+}
+
 type isRaftCommand_Op interface {
 	isRaftCommand_Op()
 }
@@ -112,9 +132,21 @@ type RaftCommand_UpdateJobStatus struct {
 	UpdateJobStatus *UpdateJobStatusCommand `protobuf:"bytes,11,opt,name=update_job_status,json=updateJobStatus,proto3,oneof"`
 }
 
+type RaftCommand_AllocateCheckpointId struct {
+	AllocateCheckpointId *AllocateCheckpointIdCommand `protobuf:"bytes,12,opt,name=allocate_checkpoint_id,json=allocateCheckpointId,proto3,oneof"`
+}
+
+type RaftCommand_CompleteCheckpoint struct {
+	CompleteCheckpoint *CompleteCheckpointCommand `protobuf:"bytes,13,opt,name=complete_checkpoint,json=completeCheckpoint,proto3,oneof"`
+}
+
 func (*RaftCommand_SubmitJob) isRaftCommand_Op() {}
 
 func (*RaftCommand_UpdateJobStatus) isRaftCommand_Op() {}
+
+func (*RaftCommand_AllocateCheckpointId) isRaftCommand_Op() {}
+
+func (*RaftCommand_CompleteCheckpoint) isRaftCommand_Op() {}
 
 // SubmitJobCommand records a validated job. Applying it twice is a no-op.
 type SubmitJobCommand struct {
@@ -232,6 +264,113 @@ func (x *UpdateJobStatusCommand) GetFailureCause() string {
 }
 
 // JobRecord is the replicated record of one job.
+// AllocateCheckpointIdCommand takes the next checkpoint ID of a job from its counter.
+type AllocateCheckpointIdCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateCheckpointIdCommand) Reset() {
+	*x = AllocateCheckpointIdCommand{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateCheckpointIdCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateCheckpointIdCommand) ProtoMessage() {}
+
+func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateCheckpointIdCommand.ProtoReflect.Descriptor instead.
+func (*AllocateCheckpointIdCommand) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AllocateCheckpointIdCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// CompleteCheckpointCommand records a completed checkpoint: this Raft commit is the
+// checkpoint's commit point. The store keeps the newest num_retained checkpoints.
+type CompleteCheckpointCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Checkpoint    *CompletedCheckpoint   `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	NumRetained   int32                  `protobuf:"varint,3,opt,name=num_retained,json=numRetained,proto3" json:"num_retained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteCheckpointCommand) Reset() {
+	*x = CompleteCheckpointCommand{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteCheckpointCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteCheckpointCommand) ProtoMessage() {}
+
+func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteCheckpointCommand.ProtoReflect.Descriptor instead.
+func (*CompleteCheckpointCommand) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CompleteCheckpointCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CompleteCheckpointCommand) GetCheckpoint() *CompletedCheckpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *CompleteCheckpointCommand) GetNumRetained() int32 {
+	if x != nil {
+		return x.NumRetained
+	}
+	return 0
+}
+
 type JobRecord struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -242,14 +381,18 @@ type JobRecord struct {
 	EndTime      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	FailureCause string                 `protobuf:"bytes,7,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
 	// runs counts how often the job was scheduled (by this or earlier leaders).
-	Runs          int32 `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	Runs int32 `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	// last_checkpoint_id is the checkpoint ID counter: the last ID handed out.
+	LastCheckpointId int64 `protobuf:"varint,9,opt,name=last_checkpoint_id,json=lastCheckpointId,proto3" json:"last_checkpoint_id,omitempty"`
+	// checkpoints are the retained completed checkpoints, oldest first.
+	Checkpoints   []*CompletedCheckpoint `protobuf:"bytes,10,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +404,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +417,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *JobRecord) GetId() string {
@@ -333,6 +476,20 @@ func (x *JobRecord) GetRuns() int32 {
 	return 0
 }
 
+func (x *JobRecord) GetLastCheckpointId() int64 {
+	if x != nil {
+		return x.LastCheckpointId
+	}
+	return 0
+}
+
+func (x *JobRecord) GetCheckpoints() []*CompletedCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
 // FSMSnapshot is the whole replicated state, written by FSM snapshots.
 type FSMSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -344,7 +501,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +513,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +526,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FSMSnapshot) GetVersion() int32 {
@@ -391,13 +548,15 @@ var File_goflink_v1_raft_proto protoreflect.FileDescriptor
 const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x15goflink/v1/raft.proto\x12\n" +
-	"goflink.v1\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x01\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x03\n" +
 	"\vRaftCommand\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
 	"\n" +
 	"submit_job\x18\n" +
 	" \x01(\v2\x1c.goflink.v1.SubmitJobCommandH\x00R\tsubmitJob\x12P\n" +
-	"\x11update_job_status\x18\v \x01(\v2\".goflink.v1.UpdateJobStatusCommandH\x00R\x0fupdateJobStatusB\x04\n" +
+	"\x11update_job_status\x18\v \x01(\v2\".goflink.v1.UpdateJobStatusCommandH\x00R\x0fupdateJobStatus\x12_\n" +
+	"\x16allocate_checkpoint_id\x18\f \x01(\v2'.goflink.v1.AllocateCheckpointIdCommandH\x00R\x14allocateCheckpointId\x12X\n" +
+	"\x13complete_checkpoint\x18\r \x01(\v2%.goflink.v1.CompleteCheckpointCommandH\x00R\x12completeCheckpointB\x04\n" +
 	"\x02op\"U\n" +
 	"\x10SubmitJobCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
@@ -405,7 +564,15 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x16UpdateJobStatusCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12-\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x15.goflink.v1.JobStatusR\x06status\x12#\n" +
-	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\"\xde\x02\n" +
+	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\"4\n" +
+	"\x1bAllocateCheckpointIdCommand\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x96\x01\n" +
+	"\x19CompleteCheckpointCommand\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12?\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\v2\x1f.goflink.v1.CompletedCheckpointR\n" +
+	"checkpoint\x12!\n" +
+	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\xcf\x03\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\x12-\n" +
@@ -416,7 +583,10 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12#\n" +
 	"\rfailure_cause\x18\a \x01(\tR\ffailureCause\x12\x12\n" +
-	"\x04runs\x18\b \x01(\x05R\x04runs\"R\n" +
+	"\x04runs\x18\b \x01(\x05R\x04runs\x12,\n" +
+	"\x12last_checkpoint_id\x18\t \x01(\x03R\x10lastCheckpointId\x12A\n" +
+	"\vcheckpoints\x18\n" +
+	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\"R\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12)\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x15.goflink.v1.JobRecordR\x04jobsB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
@@ -433,34 +603,41 @@ func file_goflink_v1_raft_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_raft_proto_rawDescData
 }
 
-var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_goflink_v1_raft_proto_goTypes = []any{
-	(*RaftCommand)(nil),            // 0: goflink.v1.RaftCommand
-	(*SubmitJobCommand)(nil),       // 1: goflink.v1.SubmitJobCommand
-	(*UpdateJobStatusCommand)(nil), // 2: goflink.v1.UpdateJobStatusCommand
-	(*JobRecord)(nil),              // 3: goflink.v1.JobRecord
-	(*FSMSnapshot)(nil),            // 4: goflink.v1.FSMSnapshot
-	(*timestamppb.Timestamp)(nil),  // 5: google.protobuf.Timestamp
-	(*JobGraph)(nil),               // 6: goflink.v1.JobGraph
-	(JobStatus)(0),                 // 7: goflink.v1.JobStatus
+	(*RaftCommand)(nil),                 // 0: goflink.v1.RaftCommand
+	(*SubmitJobCommand)(nil),            // 1: goflink.v1.SubmitJobCommand
+	(*UpdateJobStatusCommand)(nil),      // 2: goflink.v1.UpdateJobStatusCommand
+	(*AllocateCheckpointIdCommand)(nil), // 3: goflink.v1.AllocateCheckpointIdCommand
+	(*CompleteCheckpointCommand)(nil),   // 4: goflink.v1.CompleteCheckpointCommand
+	(*JobRecord)(nil),                   // 5: goflink.v1.JobRecord
+	(*FSMSnapshot)(nil),                 // 6: goflink.v1.FSMSnapshot
+	(*timestamppb.Timestamp)(nil),       // 7: google.protobuf.Timestamp
+	(*JobGraph)(nil),                    // 8: goflink.v1.JobGraph
+	(JobStatus)(0),                      // 9: goflink.v1.JobStatus
+	(*CompletedCheckpoint)(nil),         // 10: goflink.v1.CompletedCheckpoint
 }
 var file_goflink_v1_raft_proto_depIdxs = []int32{
-	5,  // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
+	7,  // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
 	2,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
-	6,  // 3: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
-	7,  // 4: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
-	6,  // 5: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
-	7,  // 6: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
-	5,  // 7: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
-	5,  // 8: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
-	5,  // 9: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
-	3,  // 10: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
+	4,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
+	8,  // 5: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
+	9,  // 6: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
+	10, // 7: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
+	8,  // 8: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
+	9,  // 9: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
+	7,  // 10: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
+	7,  // 11: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
+	7,  // 12: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
+	10, // 13: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
+	5,  // 14: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_raft_proto_init() }
@@ -468,11 +645,14 @@ func file_goflink_v1_raft_proto_init() {
 	if File_goflink_v1_raft_proto != nil {
 		return
 	}
+	file_goflink_v1_checkpoint_proto_init()
 	file_goflink_v1_jobgraph_proto_init()
 	file_goflink_v1_types_proto_init()
 	file_goflink_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
 		(*RaftCommand_SubmitJob)(nil),
 		(*RaftCommand_UpdateJobStatus)(nil),
+		(*RaftCommand_AllocateCheckpointId)(nil),
+		(*RaftCommand_CompleteCheckpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -480,7 +660,7 @@ func file_goflink_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_raft_proto_rawDesc), len(file_goflink_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -137,8 +137,12 @@ type SubmitTaskRequest struct {
 	JobGraph       *JobGraph              `protobuf:"bytes,4,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
 	Inputs         []*InputGateDeployment `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	Slot           int32                  `protobuf:"varint,6,opt,name=slot,proto3" json:"slot,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// restore is set when the task starts from a completed checkpoint.
+	Restore *TaskRestore `protobuf:"bytes,7,opt,name=restore,proto3" json:"restore,omitempty"`
+	// checkpointing tells the task how checkpoints are taken (unset: checkpointing is off).
+	CheckpointingMode CheckpointingMode `protobuf:"varint,8,opt,name=checkpointing_mode,json=checkpointingMode,proto3,enum=goflink.v1.CheckpointingMode" json:"checkpointing_mode,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SubmitTaskRequest) Reset() {
@@ -213,6 +217,84 @@ func (x *SubmitTaskRequest) GetSlot() int32 {
 	return 0
 }
 
+func (x *SubmitTaskRequest) GetRestore() *TaskRestore {
+	if x != nil {
+		return x.Restore
+	}
+	return nil
+}
+
+func (x *SubmitTaskRequest) GetCheckpointingMode() CheckpointingMode {
+	if x != nil {
+		return x.CheckpointingMode
+	}
+	return CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED
+}
+
+// TaskRestore is the state a task restores: the checkpoint and, for every operator of the
+// task's chain, the states of all subtasks that took it (the task picks its key groups and its
+// share of list state from them).
+type TaskRestore struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	CheckpointId int64                  `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// base_dir is the job's checkpoint directory that handle paths are relative to.
+	BaseDir       string                  `protobuf:"bytes,2,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	States        []*OperatorSubtaskState `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskRestore) Reset() {
+	*x = TaskRestore{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskRestore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskRestore) ProtoMessage() {}
+
+func (x *TaskRestore) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskRestore.ProtoReflect.Descriptor instead.
+func (*TaskRestore) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TaskRestore) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *TaskRestore) GetBaseDir() string {
+	if x != nil {
+		return x.BaseDir
+	}
+	return ""
+}
+
+func (x *TaskRestore) GetStates() []*OperatorSubtaskState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 type SubmitTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -221,7 +303,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +315,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +328,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
 }
 
 type CancelTaskRequest struct {
@@ -260,7 +342,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +354,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +367,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CancelTaskRequest) GetRegistrationId() string {
@@ -317,7 +399,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +411,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +424,327 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+}
+
+type TriggerTaskCheckpointRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Execution      *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
+	Barrier        *CheckpointBarrier     `protobuf:"bytes,4,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TriggerTaskCheckpointRequest) Reset() {
+	*x = TriggerTaskCheckpointRequest{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerTaskCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerTaskCheckpointRequest) ProtoMessage() {}
+
+func (x *TriggerTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerTaskCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerTaskCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TriggerTaskCheckpointRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *TriggerTaskCheckpointRequest) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *TriggerTaskCheckpointRequest) GetExecution() *ExecutionAttemptID {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *TriggerTaskCheckpointRequest) GetBarrier() *CheckpointBarrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+type TriggerTaskCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerTaskCheckpointResponse) Reset() {
+	*x = TriggerTaskCheckpointResponse{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerTaskCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerTaskCheckpointResponse) ProtoMessage() {}
+
+func (x *TriggerTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerTaskCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*TriggerTaskCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+}
+
+type NotifyCheckpointCompleteRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Execution      *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId   int64                  `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NotifyCheckpointCompleteRequest) Reset() {
+	*x = NotifyCheckpointCompleteRequest{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyCheckpointCompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyCheckpointCompleteRequest) ProtoMessage() {}
+
+func (x *NotifyCheckpointCompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyCheckpointCompleteRequest.ProtoReflect.Descriptor instead.
+func (*NotifyCheckpointCompleteRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NotifyCheckpointCompleteRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *NotifyCheckpointCompleteRequest) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *NotifyCheckpointCompleteRequest) GetExecution() *ExecutionAttemptID {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *NotifyCheckpointCompleteRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+type NotifyCheckpointCompleteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyCheckpointCompleteResponse) Reset() {
+	*x = NotifyCheckpointCompleteResponse{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyCheckpointCompleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyCheckpointCompleteResponse) ProtoMessage() {}
+
+func (x *NotifyCheckpointCompleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyCheckpointCompleteResponse.ProtoReflect.Descriptor instead.
+func (*NotifyCheckpointCompleteResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
+}
+
+type NotifyCheckpointAbortedRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId    string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	LeaderTerm        uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Execution         *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId      int64                  `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	LatestCompletedId int64                  `protobuf:"varint,5,opt,name=latest_completed_id,json=latestCompletedId,proto3" json:"latest_completed_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NotifyCheckpointAbortedRequest) Reset() {
+	*x = NotifyCheckpointAbortedRequest{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyCheckpointAbortedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyCheckpointAbortedRequest) ProtoMessage() {}
+
+func (x *NotifyCheckpointAbortedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyCheckpointAbortedRequest.ProtoReflect.Descriptor instead.
+func (*NotifyCheckpointAbortedRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetExecution() *ExecutionAttemptID {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetLatestCompletedId() int64 {
+	if x != nil {
+		return x.LatestCompletedId
+	}
+	return 0
+}
+
+type NotifyCheckpointAbortedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyCheckpointAbortedResponse) Reset() {
+	*x = NotifyCheckpointAbortedResponse{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyCheckpointAbortedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyCheckpointAbortedResponse) ProtoMessage() {}
+
+func (x *NotifyCheckpointAbortedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyCheckpointAbortedResponse.ProtoReflect.Descriptor instead.
+func (*NotifyCheckpointAbortedResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
 }
 
 var File_goflink_v1_task_executor_service_proto protoreflect.FileDescriptor
@@ -350,13 +752,13 @@ var File_goflink_v1_task_executor_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
 	"&goflink/v1/task_executor_service.proto\x12\n" +
-	"goflink.v1\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\"\x81\x01\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\"\x81\x01\n" +
 	"\x10ProducerLocation\x12<\n" +
 	"\texecution\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12/\n" +
 	"\x13taskmanager_address\x18\x02 \x01(\tR\x12taskmanagerAddress\"e\n" +
 	"\x13InputGateDeployment\x12\x12\n" +
 	"\x04edge\x18\x01 \x01(\x05R\x04edge\x12:\n" +
-	"\tproducers\x18\x02 \x03(\v2\x1c.goflink.v1.ProducerLocationR\tproducers\"\x9b\x02\n" +
+	"\tproducers\x18\x02 \x03(\v2\x1c.goflink.v1.ProducerLocationR\tproducers\"\x9c\x03\n" +
 	"\x11SubmitTaskRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
 	"\vleader_term\x18\x02 \x01(\x04R\n" +
@@ -364,19 +766,50 @@ const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x121\n" +
 	"\tjob_graph\x18\x04 \x01(\v2\x14.goflink.v1.JobGraphR\bjobGraph\x127\n" +
 	"\x06inputs\x18\x05 \x03(\v2\x1f.goflink.v1.InputGateDeploymentR\x06inputs\x12\x12\n" +
-	"\x04slot\x18\x06 \x01(\x05R\x04slot\"\x14\n" +
+	"\x04slot\x18\x06 \x01(\x05R\x04slot\x121\n" +
+	"\arestore\x18\a \x01(\v2\x17.goflink.v1.TaskRestoreR\arestore\x12L\n" +
+	"\x12checkpointing_mode\x18\b \x01(\x0e2\x1d.goflink.v1.CheckpointingModeR\x11checkpointingMode\"\x87\x01\n" +
+	"\vTaskRestore\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12\x19\n" +
+	"\bbase_dir\x18\x02 \x01(\tR\abaseDir\x128\n" +
+	"\x06states\x18\x03 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\x06states\"\x14\n" +
 	"\x12SubmitTaskResponse\"\x9b\x01\n" +
 	"\x11CancelTaskRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
 	"\vleader_term\x18\x02 \x01(\x04R\n" +
 	"leaderTerm\x12<\n" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\"\x14\n" +
-	"\x12CancelTaskResponse2\xaf\x01\n" +
+	"\x12CancelTaskResponse\"\xdf\x01\n" +
+	"\x1cTriggerTaskCheckpointRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
+	"\vleader_term\x18\x02 \x01(\x04R\n" +
+	"leaderTerm\x12<\n" +
+	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x127\n" +
+	"\abarrier\x18\x04 \x01(\v2\x1d.goflink.v1.CheckpointBarrierR\abarrier\"\x1f\n" +
+	"\x1dTriggerTaskCheckpointResponse\"\xce\x01\n" +
+	"\x1fNotifyCheckpointCompleteRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
+	"\vleader_term\x18\x02 \x01(\x04R\n" +
+	"leaderTerm\x12<\n" +
+	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
+	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\"\"\n" +
+	" NotifyCheckpointCompleteResponse\"\xfd\x01\n" +
+	"\x1eNotifyCheckpointAbortedRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
+	"\vleader_term\x18\x02 \x01(\x04R\n" +
+	"leaderTerm\x12<\n" +
+	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
+	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\x12.\n" +
+	"\x13latest_completed_id\x18\x05 \x01(\x03R\x11latestCompletedId\"!\n" +
+	"\x1fNotifyCheckpointAbortedResponse2\x88\x04\n" +
 	"\x13TaskExecutorService\x12K\n" +
 	"\n" +
 	"SubmitTask\x12\x1d.goflink.v1.SubmitTaskRequest\x1a\x1e.goflink.v1.SubmitTaskResponse\x12K\n" +
 	"\n" +
-	"CancelTask\x12\x1d.goflink.v1.CancelTaskRequest\x1a\x1e.goflink.v1.CancelTaskResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"CancelTask\x12\x1d.goflink.v1.CancelTaskRequest\x1a\x1e.goflink.v1.CancelTaskResponse\x12l\n" +
+	"\x15TriggerTaskCheckpoint\x12(.goflink.v1.TriggerTaskCheckpointRequest\x1a).goflink.v1.TriggerTaskCheckpointResponse\x12u\n" +
+	"\x18NotifyCheckpointComplete\x12+.goflink.v1.NotifyCheckpointCompleteRequest\x1a,.goflink.v1.NotifyCheckpointCompleteResponse\x12r\n" +
+	"\x17NotifyCheckpointAborted\x12*.goflink.v1.NotifyCheckpointAbortedRequest\x1a+.goflink.v1.NotifyCheckpointAbortedResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_task_executor_service_proto_rawDescOnce sync.Once
@@ -390,33 +823,56 @@ func file_goflink_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_task_executor_service_proto_rawDescData
 }
 
-var file_goflink_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_goflink_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_goflink_v1_task_executor_service_proto_goTypes = []any{
-	(*ProducerLocation)(nil),    // 0: goflink.v1.ProducerLocation
-	(*InputGateDeployment)(nil), // 1: goflink.v1.InputGateDeployment
-	(*SubmitTaskRequest)(nil),   // 2: goflink.v1.SubmitTaskRequest
-	(*SubmitTaskResponse)(nil),  // 3: goflink.v1.SubmitTaskResponse
-	(*CancelTaskRequest)(nil),   // 4: goflink.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),  // 5: goflink.v1.CancelTaskResponse
-	(*ExecutionAttemptID)(nil),  // 6: goflink.v1.ExecutionAttemptID
-	(*JobGraph)(nil),            // 7: goflink.v1.JobGraph
+	(*ProducerLocation)(nil),                 // 0: goflink.v1.ProducerLocation
+	(*InputGateDeployment)(nil),              // 1: goflink.v1.InputGateDeployment
+	(*SubmitTaskRequest)(nil),                // 2: goflink.v1.SubmitTaskRequest
+	(*TaskRestore)(nil),                      // 3: goflink.v1.TaskRestore
+	(*SubmitTaskResponse)(nil),               // 4: goflink.v1.SubmitTaskResponse
+	(*CancelTaskRequest)(nil),                // 5: goflink.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),               // 6: goflink.v1.CancelTaskResponse
+	(*TriggerTaskCheckpointRequest)(nil),     // 7: goflink.v1.TriggerTaskCheckpointRequest
+	(*TriggerTaskCheckpointResponse)(nil),    // 8: goflink.v1.TriggerTaskCheckpointResponse
+	(*NotifyCheckpointCompleteRequest)(nil),  // 9: goflink.v1.NotifyCheckpointCompleteRequest
+	(*NotifyCheckpointCompleteResponse)(nil), // 10: goflink.v1.NotifyCheckpointCompleteResponse
+	(*NotifyCheckpointAbortedRequest)(nil),   // 11: goflink.v1.NotifyCheckpointAbortedRequest
+	(*NotifyCheckpointAbortedResponse)(nil),  // 12: goflink.v1.NotifyCheckpointAbortedResponse
+	(*ExecutionAttemptID)(nil),               // 13: goflink.v1.ExecutionAttemptID
+	(*JobGraph)(nil),                         // 14: goflink.v1.JobGraph
+	(CheckpointingMode)(0),                   // 15: goflink.v1.CheckpointingMode
+	(*OperatorSubtaskState)(nil),             // 16: goflink.v1.OperatorSubtaskState
+	(*CheckpointBarrier)(nil),                // 17: goflink.v1.CheckpointBarrier
 }
 var file_goflink_v1_task_executor_service_proto_depIdxs = []int32{
-	6, // 0: goflink.v1.ProducerLocation.execution:type_name -> goflink.v1.ExecutionAttemptID
-	0, // 1: goflink.v1.InputGateDeployment.producers:type_name -> goflink.v1.ProducerLocation
-	6, // 2: goflink.v1.SubmitTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	7, // 3: goflink.v1.SubmitTaskRequest.job_graph:type_name -> goflink.v1.JobGraph
-	1, // 4: goflink.v1.SubmitTaskRequest.inputs:type_name -> goflink.v1.InputGateDeployment
-	6, // 5: goflink.v1.CancelTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	2, // 6: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
-	4, // 7: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
-	3, // 8: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
-	5, // 9: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	13, // 0: goflink.v1.ProducerLocation.execution:type_name -> goflink.v1.ExecutionAttemptID
+	0,  // 1: goflink.v1.InputGateDeployment.producers:type_name -> goflink.v1.ProducerLocation
+	13, // 2: goflink.v1.SubmitTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	14, // 3: goflink.v1.SubmitTaskRequest.job_graph:type_name -> goflink.v1.JobGraph
+	1,  // 4: goflink.v1.SubmitTaskRequest.inputs:type_name -> goflink.v1.InputGateDeployment
+	3,  // 5: goflink.v1.SubmitTaskRequest.restore:type_name -> goflink.v1.TaskRestore
+	15, // 6: goflink.v1.SubmitTaskRequest.checkpointing_mode:type_name -> goflink.v1.CheckpointingMode
+	16, // 7: goflink.v1.TaskRestore.states:type_name -> goflink.v1.OperatorSubtaskState
+	13, // 8: goflink.v1.CancelTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	13, // 9: goflink.v1.TriggerTaskCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	17, // 10: goflink.v1.TriggerTaskCheckpointRequest.barrier:type_name -> goflink.v1.CheckpointBarrier
+	13, // 11: goflink.v1.NotifyCheckpointCompleteRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	13, // 12: goflink.v1.NotifyCheckpointAbortedRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	2,  // 13: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
+	5,  // 14: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
+	7,  // 15: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:input_type -> goflink.v1.TriggerTaskCheckpointRequest
+	9,  // 16: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> goflink.v1.NotifyCheckpointCompleteRequest
+	11, // 17: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> goflink.v1.NotifyCheckpointAbortedRequest
+	4,  // 18: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
+	6,  // 19: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
+	8,  // 20: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:output_type -> goflink.v1.TriggerTaskCheckpointResponse
+	10, // 21: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> goflink.v1.NotifyCheckpointCompleteResponse
+	12, // 22: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> goflink.v1.NotifyCheckpointAbortedResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_task_executor_service_proto_init() }
@@ -424,6 +880,7 @@ func file_goflink_v1_task_executor_service_proto_init() {
 	if File_goflink_v1_task_executor_service_proto != nil {
 		return
 	}
+	file_goflink_v1_checkpoint_proto_init()
 	file_goflink_v1_jobgraph_proto_init()
 	file_goflink_v1_types_proto_init()
 	type x struct{}
@@ -432,7 +889,7 @@ func file_goflink_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_task_executor_service_proto_rawDesc), len(file_goflink_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

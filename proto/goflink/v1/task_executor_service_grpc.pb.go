@@ -19,8 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TaskExecutorService_SubmitTask_FullMethodName = "/goflink.v1.TaskExecutorService/SubmitTask"
-	TaskExecutorService_CancelTask_FullMethodName = "/goflink.v1.TaskExecutorService/CancelTask"
+	TaskExecutorService_SubmitTask_FullMethodName               = "/goflink.v1.TaskExecutorService/SubmitTask"
+	TaskExecutorService_CancelTask_FullMethodName               = "/goflink.v1.TaskExecutorService/CancelTask"
+	TaskExecutorService_TriggerTaskCheckpoint_FullMethodName    = "/goflink.v1.TaskExecutorService/TriggerTaskCheckpoint"
+	TaskExecutorService_NotifyCheckpointComplete_FullMethodName = "/goflink.v1.TaskExecutorService/NotifyCheckpointComplete"
+	TaskExecutorService_NotifyCheckpointAborted_FullMethodName  = "/goflink.v1.TaskExecutorService/NotifyCheckpointAborted"
 )
 
 // TaskExecutorServiceClient is the client API for TaskExecutorService service.
@@ -34,6 +37,15 @@ type TaskExecutorServiceClient interface {
 	SubmitTask(ctx context.Context, in *SubmitTaskRequest, opts ...grpc.CallOption) (*SubmitTaskResponse, error)
 	// CancelTask cancels one task attempt; cancelling an unknown or finished attempt succeeds.
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
+	// TriggerTaskCheckpoint starts checkpoint N at a source task: it snapshots its position and
+	// emits barrier N downstream.
+	TriggerTaskCheckpoint(ctx context.Context, in *TriggerTaskCheckpointRequest, opts ...grpc.CallOption) (*TriggerTaskCheckpointResponse, error)
+	// NotifyCheckpointComplete tells a task that checkpoint N (and so everything before it) is
+	// committed; two-phase-commit sinks commit on it. Best effort: it may be lost or repeated.
+	NotifyCheckpointComplete(ctx context.Context, in *NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*NotifyCheckpointCompleteResponse, error)
+	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
+	// completed last (redelivered first, in case its notification was lost).
+	NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -64,6 +76,36 @@ func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *CancelTa
 	return out, nil
 }
 
+func (c *taskExecutorServiceClient) TriggerTaskCheckpoint(ctx context.Context, in *TriggerTaskCheckpointRequest, opts ...grpc.CallOption) (*TriggerTaskCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TriggerTaskCheckpointResponse)
+	err := c.cc.Invoke(ctx, TaskExecutorService_TriggerTaskCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *taskExecutorServiceClient) NotifyCheckpointComplete(ctx context.Context, in *NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*NotifyCheckpointCompleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyCheckpointCompleteResponse)
+	err := c.cc.Invoke(ctx, TaskExecutorService_NotifyCheckpointComplete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *taskExecutorServiceClient) NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyCheckpointAbortedResponse)
+	err := c.cc.Invoke(ctx, TaskExecutorService_NotifyCheckpointAborted_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskExecutorServiceServer is the server API for TaskExecutorService service.
 // All implementations must embed UnimplementedTaskExecutorServiceServer
 // for forward compatibility.
@@ -75,6 +117,15 @@ type TaskExecutorServiceServer interface {
 	SubmitTask(context.Context, *SubmitTaskRequest) (*SubmitTaskResponse, error)
 	// CancelTask cancels one task attempt; cancelling an unknown or finished attempt succeeds.
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
+	// TriggerTaskCheckpoint starts checkpoint N at a source task: it snapshots its position and
+	// emits barrier N downstream.
+	TriggerTaskCheckpoint(context.Context, *TriggerTaskCheckpointRequest) (*TriggerTaskCheckpointResponse, error)
+	// NotifyCheckpointComplete tells a task that checkpoint N (and so everything before it) is
+	// committed; two-phase-commit sinks commit on it. Best effort: it may be lost or repeated.
+	NotifyCheckpointComplete(context.Context, *NotifyCheckpointCompleteRequest) (*NotifyCheckpointCompleteResponse, error)
+	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
+	// completed last (redelivered first, in case its notification was lost).
+	NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -90,6 +141,15 @@ func (UnimplementedTaskExecutorServiceServer) SubmitTask(context.Context, *Submi
 }
 func (UnimplementedTaskExecutorServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) TriggerTaskCheckpoint(context.Context, *TriggerTaskCheckpointRequest) (*TriggerTaskCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TriggerTaskCheckpoint not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointComplete(context.Context, *NotifyCheckpointCompleteRequest) (*NotifyCheckpointCompleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NotifyCheckpointComplete not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NotifyCheckpointAborted not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
 func (UnimplementedTaskExecutorServiceServer) testEmbeddedByValue()                             {}
@@ -148,6 +208,60 @@ func _TaskExecutorService_CancelTask_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskExecutorService_TriggerTaskCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerTaskCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).TriggerTaskCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_TriggerTaskCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).TriggerTaskCheckpoint(ctx, req.(*TriggerTaskCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TaskExecutorService_NotifyCheckpointComplete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyCheckpointCompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointComplete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_NotifyCheckpointComplete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointComplete(ctx, req.(*NotifyCheckpointCompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TaskExecutorService_NotifyCheckpointAborted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyCheckpointAbortedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointAborted(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_NotifyCheckpointAborted_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointAborted(ctx, req.(*NotifyCheckpointAbortedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskExecutorService_ServiceDesc is the grpc.ServiceDesc for TaskExecutorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,6 +276,18 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelTask",
 			Handler:    _TaskExecutorService_CancelTask_Handler,
+		},
+		{
+			MethodName: "TriggerTaskCheckpoint",
+			Handler:    _TaskExecutorService_TriggerTaskCheckpoint_Handler,
+		},
+		{
+			MethodName: "NotifyCheckpointComplete",
+			Handler:    _TaskExecutorService_NotifyCheckpointComplete_Handler,
+		},
+		{
+			MethodName: "NotifyCheckpointAborted",
+			Handler:    _TaskExecutorService_NotifyCheckpointAborted_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -449,12 +449,236 @@ func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
 	return file_goflink_v1_taskmanager_service_proto_rawDescGZIP(), []int{6}
 }
 
+type AcknowledgeCheckpointRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	Execution      *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId   int64                  `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	State          *TaskStateSnapshot     `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Metrics        *CheckpointMetrics     `protobuf:"bytes,5,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AcknowledgeCheckpointRequest) Reset() {
+	*x = AcknowledgeCheckpointRequest{}
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
+
+func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_taskmanager_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AcknowledgeCheckpointRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *AcknowledgeCheckpointRequest) GetExecution() *ExecutionAttemptID {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *AcknowledgeCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *AcknowledgeCheckpointRequest) GetState() *TaskStateSnapshot {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *AcknowledgeCheckpointRequest) GetMetrics() *CheckpointMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+type AcknowledgeCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeCheckpointResponse) Reset() {
+	*x = AcknowledgeCheckpointResponse{}
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeCheckpointResponse) ProtoMessage() {}
+
+func (x *AcknowledgeCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*AcknowledgeCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_taskmanager_service_proto_rawDescGZIP(), []int{8}
+}
+
+type DeclineCheckpointRequest struct {
+	state          protoimpl.MessageState  `protogen:"open.v1"`
+	RegistrationId string                  `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	Execution      *ExecutionAttemptID     `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId   int64                   `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Reason         CheckpointFailureReason `protobuf:"varint,4,opt,name=reason,proto3,enum=goflink.v1.CheckpointFailureReason" json:"reason,omitempty"`
+	Message        string                  `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeclineCheckpointRequest) Reset() {
+	*x = DeclineCheckpointRequest{}
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineCheckpointRequest) ProtoMessage() {}
+
+func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_taskmanager_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeclineCheckpointRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *DeclineCheckpointRequest) GetExecution() *ExecutionAttemptID {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *DeclineCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *DeclineCheckpointRequest) GetReason() CheckpointFailureReason {
+	if x != nil {
+		return x.Reason
+	}
+	return CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED
+}
+
+func (x *DeclineCheckpointRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type DeclineCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineCheckpointResponse) Reset() {
+	*x = DeclineCheckpointResponse{}
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineCheckpointResponse) ProtoMessage() {}
+
+func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_taskmanager_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*DeclineCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_taskmanager_service_proto_rawDescGZIP(), []int{10}
+}
+
 var File_goflink_v1_taskmanager_service_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\n" +
 	"$goflink/v1/taskmanager_service.proto\x12\n" +
-	"goflink.v1\x1a\x16goflink/v1/types.proto\"s\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\"s\n" +
 	"\x1aRegisterTaskManagerRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -488,11 +712,27 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\vrecords_out\x18\x06 \x01(\x03R\n" +
 	"recordsOut\x12G\n" +
 	"\x0ffailed_producer\x18\a \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\x0efailedProducer\"\"\n" +
-	" UpdateTaskExecutionStateResponse2\xc1\x02\n" +
+	" UpdateTaskExecutionStateResponse\"\x98\x02\n" +
+	"\x1cAcknowledgeCheckpointRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +
+	"\texecution\x18\x02 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x123\n" +
+	"\x05state\x18\x04 \x01(\v2\x1d.goflink.v1.TaskStateSnapshotR\x05state\x127\n" +
+	"\ametrics\x18\x05 \x01(\v2\x1d.goflink.v1.CheckpointMetricsR\ametrics\"\x1f\n" +
+	"\x1dAcknowledgeCheckpointResponse\"\xfd\x01\n" +
+	"\x18DeclineCheckpointRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +
+	"\texecution\x18\x02 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12;\n" +
+	"\x06reason\x18\x04 \x01(\x0e2#.goflink.v1.CheckpointFailureReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\x1b\n" +
+	"\x19DeclineCheckpointResponse2\x91\x04\n" +
 	"\x12TaskManagerService\x12f\n" +
 	"\x13RegisterTaskManager\x12&.goflink.v1.RegisterTaskManagerRequest\x1a'.goflink.v1.RegisterTaskManagerResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.goflink.v1.HeartbeatRequest\x1a\x1d.goflink.v1.HeartbeatResponse(\x010\x01\x12u\n" +
-	"\x18UpdateTaskExecutionState\x12+.goflink.v1.UpdateTaskExecutionStateRequest\x1a,.goflink.v1.UpdateTaskExecutionStateResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"\x18UpdateTaskExecutionState\x12+.goflink.v1.UpdateTaskExecutionStateRequest\x1a,.goflink.v1.UpdateTaskExecutionStateResponse\x12l\n" +
+	"\x15AcknowledgeCheckpoint\x12(.goflink.v1.AcknowledgeCheckpointRequest\x1a).goflink.v1.AcknowledgeCheckpointResponse\x12`\n" +
+	"\x11DeclineCheckpoint\x12$.goflink.v1.DeclineCheckpointRequest\x1a%.goflink.v1.DeclineCheckpointResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_taskmanager_service_proto_rawDescOnce sync.Once
@@ -506,7 +746,7 @@ func file_goflink_v1_taskmanager_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_taskmanager_service_proto_rawDescData
 }
 
-var file_goflink_v1_taskmanager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_goflink_v1_taskmanager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_goflink_v1_taskmanager_service_proto_goTypes = []any{
 	(*RegisterTaskManagerRequest)(nil),       // 0: goflink.v1.RegisterTaskManagerRequest
 	(*RegisterTaskManagerResponse)(nil),      // 1: goflink.v1.RegisterTaskManagerResponse
@@ -515,26 +755,42 @@ var file_goflink_v1_taskmanager_service_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),                // 4: goflink.v1.HeartbeatResponse
 	(*UpdateTaskExecutionStateRequest)(nil),  // 5: goflink.v1.UpdateTaskExecutionStateRequest
 	(*UpdateTaskExecutionStateResponse)(nil), // 6: goflink.v1.UpdateTaskExecutionStateResponse
-	(*ExecutionAttemptID)(nil),               // 7: goflink.v1.ExecutionAttemptID
-	(ExecutionState)(0),                      // 8: goflink.v1.ExecutionState
+	(*AcknowledgeCheckpointRequest)(nil),     // 7: goflink.v1.AcknowledgeCheckpointRequest
+	(*AcknowledgeCheckpointResponse)(nil),    // 8: goflink.v1.AcknowledgeCheckpointResponse
+	(*DeclineCheckpointRequest)(nil),         // 9: goflink.v1.DeclineCheckpointRequest
+	(*DeclineCheckpointResponse)(nil),        // 10: goflink.v1.DeclineCheckpointResponse
+	(*ExecutionAttemptID)(nil),               // 11: goflink.v1.ExecutionAttemptID
+	(ExecutionState)(0),                      // 12: goflink.v1.ExecutionState
+	(*TaskStateSnapshot)(nil),                // 13: goflink.v1.TaskStateSnapshot
+	(*CheckpointMetrics)(nil),                // 14: goflink.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 15: goflink.v1.CheckpointFailureReason
 }
 var file_goflink_v1_taskmanager_service_proto_depIdxs = []int32{
-	3, // 0: goflink.v1.HeartbeatRequest.tasks:type_name -> goflink.v1.TaskReport
-	7, // 1: goflink.v1.TaskReport.execution:type_name -> goflink.v1.ExecutionAttemptID
-	7, // 2: goflink.v1.UpdateTaskExecutionStateRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	8, // 3: goflink.v1.UpdateTaskExecutionStateRequest.state:type_name -> goflink.v1.ExecutionState
-	7, // 4: goflink.v1.UpdateTaskExecutionStateRequest.failed_producer:type_name -> goflink.v1.ExecutionAttemptID
-	0, // 5: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
-	2, // 6: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
-	5, // 7: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
-	1, // 8: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
-	4, // 9: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
-	6, // 10: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3,  // 0: goflink.v1.HeartbeatRequest.tasks:type_name -> goflink.v1.TaskReport
+	11, // 1: goflink.v1.TaskReport.execution:type_name -> goflink.v1.ExecutionAttemptID
+	11, // 2: goflink.v1.UpdateTaskExecutionStateRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	12, // 3: goflink.v1.UpdateTaskExecutionStateRequest.state:type_name -> goflink.v1.ExecutionState
+	11, // 4: goflink.v1.UpdateTaskExecutionStateRequest.failed_producer:type_name -> goflink.v1.ExecutionAttemptID
+	11, // 5: goflink.v1.AcknowledgeCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	13, // 6: goflink.v1.AcknowledgeCheckpointRequest.state:type_name -> goflink.v1.TaskStateSnapshot
+	14, // 7: goflink.v1.AcknowledgeCheckpointRequest.metrics:type_name -> goflink.v1.CheckpointMetrics
+	11, // 8: goflink.v1.DeclineCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	15, // 9: goflink.v1.DeclineCheckpointRequest.reason:type_name -> goflink.v1.CheckpointFailureReason
+	0,  // 10: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
+	2,  // 11: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
+	5,  // 12: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
+	7,  // 13: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:input_type -> goflink.v1.AcknowledgeCheckpointRequest
+	9,  // 14: goflink.v1.TaskManagerService.DeclineCheckpoint:input_type -> goflink.v1.DeclineCheckpointRequest
+	1,  // 15: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
+	4,  // 16: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
+	6,  // 17: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
+	8,  // 18: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:output_type -> goflink.v1.AcknowledgeCheckpointResponse
+	10, // 19: goflink.v1.TaskManagerService.DeclineCheckpoint:output_type -> goflink.v1.DeclineCheckpointResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_taskmanager_service_proto_init() }
@@ -542,6 +798,7 @@ func file_goflink_v1_taskmanager_service_proto_init() {
 	if File_goflink_v1_taskmanager_service_proto != nil {
 		return
 	}
+	file_goflink_v1_checkpoint_proto_init()
 	file_goflink_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -549,7 +806,7 @@ func file_goflink_v1_taskmanager_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_taskmanager_service_proto_rawDesc), len(file_goflink_v1_taskmanager_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

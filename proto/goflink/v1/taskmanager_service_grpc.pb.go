@@ -22,6 +22,8 @@ const (
 	TaskManagerService_RegisterTaskManager_FullMethodName      = "/goflink.v1.TaskManagerService/RegisterTaskManager"
 	TaskManagerService_Heartbeat_FullMethodName                = "/goflink.v1.TaskManagerService/Heartbeat"
 	TaskManagerService_UpdateTaskExecutionState_FullMethodName = "/goflink.v1.TaskManagerService/UpdateTaskExecutionState"
+	TaskManagerService_AcknowledgeCheckpoint_FullMethodName    = "/goflink.v1.TaskManagerService/AcknowledgeCheckpoint"
+	TaskManagerService_DeclineCheckpoint_FullMethodName        = "/goflink.v1.TaskManagerService/DeclineCheckpoint"
 )
 
 // TaskManagerServiceClient is the client API for TaskManagerService service.
@@ -40,6 +42,10 @@ type TaskManagerServiceClient interface {
 	Heartbeat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error)
 	// UpdateTaskExecutionState reports a state change of one task attempt.
 	UpdateTaskExecutionState(ctx context.Context, in *UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*UpdateTaskExecutionStateResponse, error)
+	// AcknowledgeCheckpoint reports that a task's part of checkpoint N is durable.
+	AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointResponse, error)
+	// DeclineCheckpoint reports that a task could not take checkpoint N.
+	DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error)
 }
 
 type taskManagerServiceClient struct {
@@ -83,6 +89,26 @@ func (c *taskManagerServiceClient) UpdateTaskExecutionState(ctx context.Context,
 	return out, nil
 }
 
+func (c *taskManagerServiceClient) AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcknowledgeCheckpointResponse)
+	err := c.cc.Invoke(ctx, TaskManagerService_AcknowledgeCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *taskManagerServiceClient) DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeclineCheckpointResponse)
+	err := c.cc.Invoke(ctx, TaskManagerService_DeclineCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskManagerServiceServer is the server API for TaskManagerService service.
 // All implementations must embed UnimplementedTaskManagerServiceServer
 // for forward compatibility.
@@ -99,6 +125,10 @@ type TaskManagerServiceServer interface {
 	Heartbeat(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error
 	// UpdateTaskExecutionState reports a state change of one task attempt.
 	UpdateTaskExecutionState(context.Context, *UpdateTaskExecutionStateRequest) (*UpdateTaskExecutionStateResponse, error)
+	// AcknowledgeCheckpoint reports that a task's part of checkpoint N is durable.
+	AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error)
+	// DeclineCheckpoint reports that a task could not take checkpoint N.
+	DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error)
 	mustEmbedUnimplementedTaskManagerServiceServer()
 }
 
@@ -117,6 +147,12 @@ func (UnimplementedTaskManagerServiceServer) Heartbeat(grpc.BidiStreamingServer[
 }
 func (UnimplementedTaskManagerServiceServer) UpdateTaskExecutionState(context.Context, *UpdateTaskExecutionStateRequest) (*UpdateTaskExecutionStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateTaskExecutionState not implemented")
+}
+func (UnimplementedTaskManagerServiceServer) AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcknowledgeCheckpoint not implemented")
+}
+func (UnimplementedTaskManagerServiceServer) DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeclineCheckpoint not implemented")
 }
 func (UnimplementedTaskManagerServiceServer) mustEmbedUnimplementedTaskManagerServiceServer() {}
 func (UnimplementedTaskManagerServiceServer) testEmbeddedByValue()                            {}
@@ -182,6 +218,42 @@ func _TaskManagerService_UpdateTaskExecutionState_Handler(srv interface{}, ctx c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskManagerService_AcknowledgeCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskManagerServiceServer).AcknowledgeCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskManagerService_AcknowledgeCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskManagerServiceServer).AcknowledgeCheckpoint(ctx, req.(*AcknowledgeCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TaskManagerService_DeclineCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeclineCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskManagerServiceServer).DeclineCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskManagerService_DeclineCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskManagerServiceServer).DeclineCheckpoint(ctx, req.(*DeclineCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskManagerService_ServiceDesc is the grpc.ServiceDesc for TaskManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -196,6 +268,14 @@ var TaskManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateTaskExecutionState",
 			Handler:    _TaskManagerService_UpdateTaskExecutionState_Handler,
+		},
+		{
+			MethodName: "AcknowledgeCheckpoint",
+			Handler:    _TaskManagerService_AcknowledgeCheckpoint_Handler,
+		},
+		{
+			MethodName: "DeclineCheckpoint",
+			Handler:    _TaskManagerService_DeclineCheckpoint_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,41 @@
+package state
+
+import (
+	"io"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// Backend kinds (state.backend.type).
+const (
+	BackendHashMap = "hashmap"
+	BackendBBolt   = "bbolt"
+)
+
+// KeyedBackend holds the keyed state of one task, partitioned by key groups. It is owned by
+// the task's goroutine; only a Snapshot's WriteTo may run on another goroutine.
+type KeyedBackend interface {
+	// SetCurrentKey sets the key that keyed state accesses refer to.
+	SetCurrentKey(k record.Value)
+	// CurrentKey returns the current key.
+	CurrentKey() record.Value
+	// KeyGroupRange is the range of key groups this backend owns.
+	KeyGroupRange() KeyGroupRange
+	// Snapshot takes the synchronous part of a snapshot. The returned Snapshot writes it,
+	// possibly on another goroutine while the backend keeps processing.
+	Snapshot() (Snapshot, error)
+	// Restore loads the key groups of this backend's range from keyed state handles of any
+	// parallelism. read returns a file's verified contents.
+	Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error
+	// Close releases the backend (a bbolt backend removes its working file).
+	Close() error
+}
+
+// Snapshot is the asynchronous part of a keyed state snapshot.
+type Snapshot interface {
+	// WriteTo writes the snapshot and returns the offset of every key group of the range.
+	WriteTo(w io.Writer) (offsets []int64, err error)
+	// Release frees what the snapshot holds; it is called once, after WriteTo or instead of it.
+	Release()
+}

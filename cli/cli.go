@@ -127,7 +127,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), clusterCmd(g))
+	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), clusterCmd(g))
 	return root
 }
 
@@ -202,6 +202,103 @@ func cancelCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+func checkpointsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "checkpoints JOBID",
+		Short: "List a job's checkpoints, newest first: in progress, completed and failed",
+		Long: `List a job's checkpoints, newest first: the ones in progress, completed and failed in the
+current JobManager's run, and the retained completed checkpoints. A failed entry with ID "-"
+(0 in JSON) is a trigger that could not start a checkpoint, e.g. because not all tasks were
+running.`,
+		Args: args(1, "a job ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				cps, err := c.Checkpoints(cmd.Context(), a[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, checkpointsOut(cps))
+				}
+				return writeCheckpoints(g.stdout, cps)
+			})
+		},
+	}
+}
+
+// defaultCheckpointTimeout is execution.checkpointing.timeout's default: the JobManager gives up
+// on a checkpoint after it, so waiting longer would be pointless.
+const defaultCheckpointTimeout = 10 * time.Minute
+
+func checkpointCmd(g *globals) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "checkpoint JOBID",
+		Short: "Trigger a checkpoint of a running job and wait until it completed or failed",
+		Long: `Trigger a checkpoint of a running job and wait until it completed (exit 0) or failed (exit 1).
+The job must take checkpoints (execution.checkpointing.interval set).`,
+		Args: args(1, "a job ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if timeout <= 0 {
+				return usageErr("--timeout must be positive, got %v", timeout)
+			}
+			return g.withClient(func(c *client.Client, asJSON bool) error {
+				return triggerCheckpoint(cmd.Context(), g, c, a[0], timeout, asJSON)
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultCheckpointTimeout, "how long to wait for the checkpoint (match the job's execution.checkpointing.timeout)")
+	return cmd
+}
+
+func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id string, timeout time.Duration, asJSON bool) error {
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cp, err := c.TriggerCheckpoint(tctx, id)
+	if err != nil {
+		// The JobManager's copy of the deadline may end the call (RST_STREAM) before this
+		// process's timer has marked tctx done: go by the clock.
+		if dl, _ := tctx.Deadline(); ctx.Err() == nil && (tctx.Err() != nil || !time.Now().Before(dl)) {
+			return &exitError{code: ExitFailure, msg: fmt.Sprintf("checkpoint of job %s did not end within %v (see --timeout); it may still complete: flinkctl checkpoints %s", id, timeout, id)}
+		}
+		return err
+	}
+	failed := cp.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
+	if asJSON {
+		if err := writeJSON(g.stdout, checkpointOut(cp)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(g.stdout, checkpointOutcome(id, cp))
+	}
+	if failed {
+		return &exitError{code: ExitFailure}
+	}
+	return nil
+}
+
+// checkpointOutcome is the line flinkctl checkpoint prints.
+func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
+	name := "Checkpoint"
+	if cp.GetId() != 0 {
+		name = fmt.Sprintf("Checkpoint %d", cp.GetId())
+	}
+	switch cp.GetStatus() {
+	case pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED:
+		line := fmt.Sprintf("%s of job %s completed in %s (%s)", name, job, msText(cp.GetDurationMs()), bytesText(cp.GetStateSizeBytes()))
+		if cp.GetPath() != "" {
+			line += " at " + cp.GetPath()
+		}
+		return line
+	case pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED:
+		if f := failureText(cp); f != "" {
+			return fmt.Sprintf("%s of job %s failed: %s", name, job, f)
+		}
+		return fmt.Sprintf("%s of job %s failed", name, job)
+	}
+	return fmt.Sprintf("%s of job %s did not end: the jobmanager answered with status %s", name, job, checkpointStatusName(cp.GetStatus()))
 }
 
 func clusterCmd(g *globals) *cobra.Command {

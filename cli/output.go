@@ -51,7 +51,25 @@ type jobStatusJSON struct {
 	FailureCause   string          `json:"failure_cause,omitempty"`
 	Tasks          []taskJSON      `json:"tasks"`
 	Exceptions     []exceptionJSON `json:"exceptions"`
-	LastCheckpoint *struct{}       `json:"last_checkpoint"`
+	LastCheckpoint *checkpointJSON `json:"last_checkpoint"`
+	// RestoredCheckpointID is the checkpoint the current run restored from (0: none).
+	RestoredCheckpointID int64 `json:"restored_checkpoint_id"`
+}
+
+// checkpointJSON is one checkpoint (checkpoints, checkpoint, and status's last_checkpoint).
+type checkpointJSON struct {
+	ID             int64   `json:"id"` // 0: a trigger that could not start a checkpoint
+	Status         string  `json:"status"`
+	TriggerTime    *string `json:"trigger_time"`
+	DurationMs     int64   `json:"duration_ms"`
+	StateSizeBytes int64   `json:"state_size_bytes"`
+	AlignmentMs    int64   `json:"alignment_ms"`
+	Failure        string  `json:"failure"`
+	FailureReason  string  `json:"failure_reason"`
+	Acknowledged   int32   `json:"acknowledged"`
+	Total          int32   `json:"total"`
+	Path           string  `json:"path"`
+	Manual         bool    `json:"manual"`
 }
 
 type jobManagerJSON struct {
@@ -99,6 +117,37 @@ func execStateName(s pb.ExecutionState) string {
 	return strings.TrimPrefix(s.String(), "EXECUTION_STATE_")
 }
 
+// checkpointStatusName is IN_PROGRESS, COMPLETED or FAILED.
+func checkpointStatusName(s pb.CheckpointStatus) string {
+	return strings.TrimPrefix(s.String(), "CHECKPOINT_STATUS_")
+}
+
+// failureReasonName is Flink's name of a checkpoint failure reason (CHECKPOINT_EXPIRED, ...),
+// or "" for none.
+func failureReasonName(r pb.CheckpointFailureReason) string {
+	if r == pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(r.String(), "CHECKPOINT_FAILURE_REASON_")
+}
+
+func checkpointOut(c *pb.CheckpointInfo) checkpointJSON {
+	return checkpointJSON{
+		ID: c.GetId(), Status: checkpointStatusName(c.GetStatus()), TriggerTime: timeJSON(c.GetTriggerTime()),
+		DurationMs: c.GetDurationMs(), StateSizeBytes: c.GetStateSizeBytes(), AlignmentMs: c.GetAlignmentMs(),
+		Failure: c.GetFailure(), FailureReason: failureReasonName(c.GetFailureReason()),
+		Acknowledged: c.GetAcknowledged(), Total: c.GetTotal(), Path: c.GetPath(), Manual: c.GetManual(),
+	}
+}
+
+func checkpointsOut(cps []*pb.CheckpointInfo) []checkpointJSON {
+	out := make([]checkpointJSON, 0, len(cps))
+	for _, c := range cps {
+		out = append(out, checkpointOut(c))
+	}
+	return out
+}
+
 func summaryJSON(j *pb.JobSummary) jobSummaryJSON {
 	return jobSummaryJSON{ID: j.GetId(), Name: j.GetName(), Status: JobStatusName(j.GetStatus()), StartTime: timeJSON(j.GetStartTime()), EndTime: timeJSON(j.GetEndTime())}
 }
@@ -108,6 +157,11 @@ func statusJSON(d *pb.JobDetails) jobStatusJSON {
 		ID: d.GetId(), Name: d.GetName(), Status: JobStatusName(d.GetStatus()), Parallelism: d.GetParallelism(),
 		StartTime: timeJSON(d.GetStartTime()), EndTime: timeJSON(d.GetEndTime()), Restarts: d.GetRestarts(),
 		FailureCause: d.GetFailureCause(), Tasks: []taskJSON{}, Exceptions: []exceptionJSON{},
+		RestoredCheckpointID: d.GetRestoredCheckpointId(),
+	}
+	if lc := d.GetLastCheckpoint(); lc != nil {
+		cp := checkpointOut(lc)
+		out.LastCheckpoint = &cp
 	}
 	for _, t := range d.GetTasks() {
 		out.Tasks = append(out.Tasks, taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
@@ -154,6 +208,13 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 	if d.GetFailureCause() != "" {
 		fmt.Fprintf(tw, "Failure:\t%s\n", d.GetFailureCause())
 	}
+	if lc := d.GetLastCheckpoint(); lc != nil {
+		fmt.Fprintf(tw, "Last checkpoint:\t%s (%s, %s, %s)\n", checkpointIDText(lc.GetId()), checkpointStatusName(lc.GetStatus()),
+			msText(lc.GetDurationMs()), bytesText(lc.GetStateSizeBytes()))
+	}
+	if id := d.GetRestoredCheckpointId(); id != 0 {
+		fmt.Fprintf(tw, "Restored from checkpoint:\t%d\n", id)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -197,4 +258,86 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// maxFailureText is how many characters of a checkpoint failure the table shows.
+const maxFailureText = 80
+
+func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
+	for _, c := range cps {
+		done := c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
+		dur, size, align, acks := "-", "-", "-", "-"
+		if done || c.GetDurationMs() > 0 {
+			dur = msText(c.GetDurationMs())
+		}
+		if done || c.GetStateSizeBytes() > 0 {
+			size = bytesText(c.GetStateSizeBytes())
+		}
+		if done || c.GetAlignmentMs() > 0 {
+			align = msText(c.GetAlignmentMs())
+		}
+		if c.GetTotal() > 0 {
+			acks = fmt.Sprintf("%d/%d", c.GetAcknowledged(), c.GetTotal())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), checkpointStatusName(c.GetStatus()),
+			timeText(c.GetTriggerTime()), dur, size, align, acks, orDash(truncate(failureText(c), maxFailureText)))
+	}
+	return tw.Flush()
+}
+
+// checkpointIDText is the ID, or "-" for a trigger that could not start a checkpoint (ID 0).
+func checkpointIDText(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return fmt.Sprint(id)
+}
+
+// failureText is "REASON: message" (either part may be missing), on one line.
+func failureText(c *pb.CheckpointInfo) string {
+	parts := make([]string, 0, 2)
+	if r := failureReasonName(c.GetFailureReason()); r != "" {
+		parts = append(parts, r)
+	}
+	if f := strings.Join(strings.Fields(c.GetFailure()), " "); f != "" {
+		parts = append(parts, f)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// truncate shortens s to at most n characters, ending it with "…" when it cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// msText formats milliseconds: "35 ms", "2.5 s", "3m20s".
+func msText(ms int64) string {
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%.1f s", float64(ms)/1000)
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+}
+
+// bytesText formats a size in binary units: "512 B", "1.2 KiB", "3.0 MiB".
+func bytesText(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n) / 1024
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for v >= 1023.95 && i < len(units)-1 { // 1023.95 would print as 1024.0
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }

@@ -145,6 +145,34 @@ func (c *Client) Cluster(ctx context.Context) (*pb.GetClusterResponse, error) {
 	})
 }
 
+// Checkpoints returns a job's checkpoint history, newest first: checkpoints in progress,
+// completed and failed ones, and the retained completed checkpoints. Entries with ID 0 are
+// triggers that could not start a checkpoint.
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]*pb.CheckpointInfo, error) {
+	resp, err := call(ctx, c, func(conn *grpc.ClientConn) (*pb.ListCheckpointsResponse, error) {
+		return pb.NewJobServiceClient(conn).ListCheckpoints(ctx, &pb.ListCheckpointsRequest{JobId: id})
+	})
+	return resp.GetCheckpoints(), err
+}
+
+// TriggerCheckpoint triggers a checkpoint of a running job and waits until it completed or
+// failed. A checkpoint that failed is an outcome, not an error: it comes back with status FAILED
+// (and ID 0 when it could not even start). The JobManager answers FAILED_PRECONDITION when the
+// job does not take checkpoints or is not running. A checkpoint can take minutes
+// (execution.checkpointing.timeout, 10 min by default): give ctx a deadline to match.
+func (c *Client) TriggerCheckpoint(ctx context.Context, id string) (*pb.CheckpointInfo, error) {
+	resp, err := call(ctx, c, func(conn *grpc.ClientConn) (*pb.TriggerCheckpointResponse, error) {
+		return pb.NewJobServiceClient(conn).TriggerCheckpoint(ctx, &pb.TriggerCheckpointRequest{JobId: id})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetCheckpoint() == nil {
+		return nil, fmt.Errorf("checkpoint job %s: the jobmanager answered without a checkpoint", id)
+	}
+	return resp.GetCheckpoint(), nil
+}
+
 // Watch calls fn with the job's details on every change until the job ends (returning its last
 // details), fn returns an error, or ctx is done. A broken stream is resumed.
 func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) error) (*pb.JobDetails, error) {

@@ -60,9 +60,11 @@ const (
 	CheckpointTolerable     = "execution.checkpointing.tolerable-failed-checkpoints"
 	CheckpointNumRetained   = "execution.checkpointing.num-retained"
 	CheckpointDir           = "execution.checkpointing.dir"
+	StateBackend            = "state.backend.type"
+	RestartStrategy         = "restart-strategy.type"
+	FixedDelayAttempts      = "restart-strategy.fixed-delay.attempts"
+	FixedDelayDelay         = "restart-strategy.fixed-delay.delay"
 )
-
-const notYet = " Accepted and validated; checkpointing is not implemented yet, so it has no effect."
 
 // options is the registry of every key goflink understands.
 var options = []Option{
@@ -87,21 +89,29 @@ var options = []Option{
 	{Key: PartitionRequestTimeout, Kind: KindDuration, Default: "10 s", Scope: ScopeProcess, Min: 1,
 		Description: "How long a consumer keeps trying to reach a producer's result partition."},
 	{Key: CheckpointInterval, Kind: KindDuration, Scope: ScopeJob, Min: 10,
-		Description: "Interval of periodic checkpoints; unset disables checkpointing." + notYet},
+		Description: "Interval of periodic checkpoints; unset disables checkpointing (at-most-once)."},
 	{Key: CheckpointMode, Kind: KindEnum, Default: "EXACTLY_ONCE", Scope: ScopeJob, Enum: []string{"EXACTLY_ONCE", "AT_LEAST_ONCE"},
-		Description: "Checkpointing mode." + notYet},
+		Description: "EXACTLY_ONCE aligns barriers; AT_LEAST_ONCE tracks them without blocking (duplicates after a restore)."},
 	{Key: CheckpointTimeout, Kind: KindDuration, Default: "10 min", Scope: ScopeJob, Min: 10,
-		Description: "A checkpoint that takes longer is aborted." + notYet},
+		Description: "A checkpoint that takes longer is aborted."},
 	{Key: CheckpointMinPause, Kind: KindDuration, Default: "0 ms", Scope: ScopeJob, Min: 0,
-		Description: "Minimal pause between the end of one checkpoint and the start of the next." + notYet},
+		Description: "Minimal pause between the end of one checkpoint and the start of the next."},
 	{Key: CheckpointMaxConcurrent, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
-		Description: "Checkpoints that may be in progress at once." + notYet},
+		Description: "Checkpoints that may be in progress at once."},
 	{Key: CheckpointTolerable, Kind: KindInt, Default: "0", Scope: ScopeJob, Min: 0,
-		Description: "Consecutive checkpoint failures tolerated before the job fails over." + notYet},
+		Description: "Consecutive checkpoint failures tolerated before the job fails over."},
 	{Key: CheckpointNumRetained, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
-		Description: "Completed checkpoints retained." + notYet},
+		Description: "Completed checkpoints retained."},
 	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
-		Description: "Directory for checkpoint data and metadata." + notYet},
+		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines). Unset: the JobManager's default, else <tmp>/goflink-checkpoints."},
+	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},
+		Description: "Keyed state backend: hashmap (in memory) or bbolt (on local disk, snapshots from a read transaction while processing continues)."},
+	{Key: RestartStrategy, Kind: KindEnum, Scope: ScopeJob, Enum: []string{"none", "disable", "off", "fixed-delay"},
+		Description: "Restart strategy; unset: fixed-delay (unlimited attempts, 1 s) when checkpointing is on, none when off. (disable and off mean none.)"},
+	{Key: FixedDelayAttempts, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 0,
+		Description: "Restarts allowed by fixed-delay before the job fails."},
+	{Key: FixedDelayDelay, Kind: KindDuration, Default: "1 s", Scope: ScopeJob, Min: 0,
+		Description: "Delay before each restart of fixed-delay."},
 }
 
 var byKey = func() map[string]*Option {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -112,6 +114,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := resolveCheckpointDir(graph); err != nil {
+		return "", err
+	}
 	id := newJobID()
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
 	if err := d.node.apply(cmd, applyTimeout); err != nil {
@@ -128,6 +133,28 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	return id, nil
 }
 
+// resolveCheckpointDir fixes the checkpoint directory of a job that takes checkpoints: the
+// configured one made absolute (tasks on other processes must find the same place), or
+// <tmp>/goflink-checkpoints.
+func resolveCheckpointDir(g *pb.JobGraph) error {
+	if g.GetConfig()[config.CheckpointInterval] == "" {
+		return nil
+	}
+	dir := g.GetConfig()[config.CheckpointDir]
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "goflink-checkpoints")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
+	}
+	if g.Config == nil {
+		g.Config = map[string]string{}
+	}
+	g.Config[config.CheckpointDir] = abs
+	return nil
+}
+
 // setJobStatus commits a job status change and returns the job's record after it (jobHost).
 func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_UpdateJobStatus{UpdateJobStatus: &pb.UpdateJobStatusCommand{JobId: jobID, Status: s, FailureCause: cause}}}
@@ -139,6 +166,91 @@ func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatu
 		return nil, fmt.Errorf("job %s: %w", jobID, ErrJobNotFound)
 	}
 	return rec, nil
+}
+
+// allocateCheckpointID takes the job's next checkpoint ID from the replicated counter
+// (jobHost).
+func (d *dispatcher) allocateCheckpointID(jobID string) (int64, error) {
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_AllocateCheckpointId{AllocateCheckpointId: &pb.AllocateCheckpointIdCommand{JobId: jobID}}}
+	res, err := d.node.applyResult(cmd, applyTimeout)
+	if err != nil {
+		return 0, err
+	}
+	r, ok := res.(checkpointIDResult)
+	if !ok {
+		return 0, fmt.Errorf("allocate checkpoint ID: unexpected result %T", res)
+	}
+	return r.id, nil
+}
+
+// completeCheckpoint commits a completed checkpoint through Raft: the commit point of the
+// checkpoint (jobHost). It returns the checkpoints the store subsumed.
+func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error) {
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{JobId: jobID, Checkpoint: cp, NumRetained: int32(numRetained)}}}
+	res, err := d.node.applyResult(cmd, applyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := res.(completeResult)
+	return r.subsumed, nil
+}
+
+// jobRecord returns the replicated record of a job (jobHost).
+func (d *dispatcher) jobRecord(id string) (*pb.JobRecord, bool) { return d.fsm.job(id) }
+
+// checkpointAck routes a checkpoint acknowledgement to its job master.
+func (d *dispatcher) checkpointAck(req *pb.AcknowledgeCheckpointRequest) {
+	if m := d.master(req.GetExecution().GetJobId()); m != nil {
+		m.send(evAck{req: req})
+	}
+}
+
+// checkpointDecline routes a declined checkpoint to its job master.
+func (d *dispatcher) checkpointDecline(req *pb.DeclineCheckpointRequest) {
+	if m := d.master(req.GetExecution().GetJobId()); m != nil {
+		m.send(evDecline{req: req})
+	}
+}
+
+// checkpoints returns a job's checkpoint history, newest first.
+func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
+	if m := d.master(id); m != nil {
+		return m.view().checkpoints, nil
+	}
+	rec, ok := d.fsm.job(id)
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	var out []*pb.CheckpointInfo
+	for i := len(rec.GetCheckpoints()) - 1; i >= 0; i-- {
+		out = append(out, completedInfo(rec.GetCheckpoints()[i]))
+	}
+	return out, nil
+}
+
+// triggerCheckpoint triggers a checkpoint of a running job and waits for its outcome.
+func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.CheckpointInfo, error) {
+	rec, ok := d.fsm.job(id)
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	if isTerminalJob(rec.GetStatus()) {
+		return nil, fmt.Errorf("checkpoint job %s: %w (it is %s)", id, ErrJobTerminal, statusName(rec.GetStatus()))
+	}
+	m := d.master(id)
+	if m == nil {
+		return nil, fmt.Errorf("checkpoint job %s: %w", id, ErrNoLeader)
+	}
+	reply := make(chan checkpointResult, 1)
+	m.send(evTriggerCheckpoint{reply: reply})
+	select {
+	case r := <-reply:
+		return r.info, r.err
+	case <-m.done:
+		return nil, fmt.Errorf("checkpoint job %s: %w", id, ErrJobTerminal)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // notify wakes watchers (jobHost).

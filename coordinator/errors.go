@@ -25,6 +25,11 @@ var (
 	ErrUnknownTaskManager = errors.New("unknown taskmanager registration")
 	// ErrShuttingDown is returned while the JobManager stops.
 	ErrShuttingDown = errors.New("jobmanager is shutting down")
+	// ErrCheckpointingDisabled is returned when a checkpoint is requested for a job that does
+	// not take checkpoints.
+	ErrCheckpointingDisabled = errors.New("checkpointing is not enabled for this job (set execution.checkpointing.interval)")
+	// ErrJobNotRunning is returned when an operation needs a running job.
+	ErrJobNotRunning = errors.New("job is not running")
 )
 
 // grpcCodes maps domain errors to gRPC status codes at the service boundary.
@@ -38,6 +43,8 @@ var grpcCodes = []struct {
 	{ErrJobTerminal, codes.FailedPrecondition},
 	{ErrUnknownTaskManager, codes.NotFound},
 	{ErrShuttingDown, codes.Unavailable},
+	{ErrCheckpointingDisabled, codes.FailedPrecondition},
+	{ErrJobNotRunning, codes.FailedPrecondition},
 	{job.ErrInvalidSpec, codes.InvalidArgument},
 }
 

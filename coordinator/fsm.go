@@ -45,12 +45,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var res error
+	var res any
 	switch op := cmd.GetOp().(type) {
 	case *pb.RaftCommand_SubmitJob:
 		res = f.applySubmitJob(&cmd, op.SubmitJob)
 	case *pb.RaftCommand_UpdateJobStatus:
 		res = f.applyUpdateJobStatus(&cmd, op.UpdateJobStatus)
+	case *pb.RaftCommand_AllocateCheckpointId:
+		res = f.applyAllocateCheckpointID(op.AllocateCheckpointId)
+	case *pb.RaftCommand_CompleteCheckpoint:
+		res = f.applyCompleteCheckpoint(op.CompleteCheckpoint)
 	default:
 		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
 	}
@@ -95,6 +99,59 @@ func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCom
 		j.FailureCause = c.GetFailureCause()
 	}
 	return nil
+}
+
+// checkpointIDResult is what applying AllocateCheckpointIdCommand returns to the proposer.
+type checkpointIDResult struct {
+	id int64
+}
+
+// applyAllocateCheckpointID hands out the next checkpoint ID of a job. IDs grow strictly for
+// the life of the job, across leaders.
+func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
+	j, ok := f.jobs[c.GetJobId()]
+	if !ok {
+		return fmt.Errorf("allocate checkpoint ID for job %s: %w", c.GetJobId(), ErrJobNotFound)
+	}
+	if isTerminalJob(j.Status) {
+		return fmt.Errorf("allocate checkpoint ID for job %s: %w", c.GetJobId(), ErrJobTerminal)
+	}
+	j.LastCheckpointId++
+	return checkpointIDResult{id: j.LastCheckpointId}
+}
+
+// completeResult is what applying CompleteCheckpointCommand returns: the checkpoints the
+// store dropped (subsumed), whose files the proposer deletes.
+type completeResult struct {
+	subsumed []*pb.CompletedCheckpoint
+}
+
+// applyCompleteCheckpoint adds a completed checkpoint to the job's store and keeps the newest
+// num_retained. It is idempotent: a checkpoint already in the store (or older than its newest)
+// is not added again.
+func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
+	j, ok := f.jobs[c.GetJobId()]
+	if !ok {
+		return fmt.Errorf("complete checkpoint of job %s: %w", c.GetJobId(), ErrJobNotFound)
+	}
+	if isTerminalJob(j.Status) {
+		return fmt.Errorf("complete checkpoint of job %s: %w", c.GetJobId(), ErrJobTerminal)
+	}
+	cp := c.GetCheckpoint()
+	if n := len(j.Checkpoints); n > 0 && j.Checkpoints[n-1].GetId() >= cp.GetId() {
+		return completeResult{} // applied before, or older than the newest: never go back
+	}
+	if cp.GetId() > j.LastCheckpointId {
+		return fmt.Errorf("complete checkpoint %d of job %s: ID was never allocated (last %d)", cp.GetId(), c.GetJobId(), j.LastCheckpointId)
+	}
+	j.Checkpoints = append(j.Checkpoints, cp)
+	retain := max(int(c.GetNumRetained()), 1)
+	var res completeResult
+	if drop := len(j.Checkpoints) - retain; drop > 0 {
+		res.subsumed = slices.Clone(j.Checkpoints[:drop])
+		j.Checkpoints = slices.Clone(j.Checkpoints[drop:])
+	}
+	return res
 }
 
 // isTerminalJob reports whether a job status is globally terminal.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/goflink/goflink/failover"
 	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // cancelTimeout bounds how long a job waits for its tasks to confirm cancellation before it
@@ -63,12 +65,30 @@ type (
 		key string
 		err error
 	}
+	evAck struct {
+		req *pb.AcknowledgeCheckpointRequest
+	}
+	evDecline struct {
+		req *pb.DeclineCheckpointRequest
+	}
+	evTriggerFailed struct {
+		id  int64
+		msg string
+	}
+	evTriggerCheckpoint struct {
+		reply chan checkpointResult
+	}
 )
 
 // jobHost is what a job master needs from the JobManager.
 type jobHost interface {
 	// setJobStatus commits a status change through Raft and returns the job's record after it.
 	setJobStatus(ctx context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error)
+	// allocateCheckpointID and completeCheckpoint go through Raft (see dispatcher).
+	allocateCheckpointID(jobID string) (int64, error)
+	completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error)
+	// jobRecord returns the replicated record of a job.
+	jobRecord(jobID string) (*pb.JobRecord, bool)
 	notify()
 }
 
@@ -106,6 +126,15 @@ type jobMaster struct {
 	restarts     int32
 	ended        bool
 	cancelTimer  *time.Timer
+
+	cpSettings   checkpointSettings
+	cp           *checkpointCoordinator
+	jobDir       string // checkpoint storage of this job
+	restarting   bool   // tasks are being cancelled for a restart
+	restartDelay time.Duration
+	restartTimer *time.Timer
+	restoredID   int64 // checkpoint the current run restored from
+	restore      *pb.CheckpointMetadata
 }
 
 func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
@@ -113,13 +142,23 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 	if err := cfg.SetAll(rec.GetGraph().GetConfig()); err != nil {
 		return nil, fmt.Errorf("job %s config: %w", rec.GetId(), err)
 	}
+	cps := checkpointSettingsFrom(cfg)
+	restart, err := failover.NewRestartStrategy(failover.Settings{
+		Type: cfg.String(config.RestartStrategy), Checkpointing: cps.enabled(),
+		Attempts: cfg.Int(config.FixedDelayAttempts), Delay: cfg.Duration(config.FixedDelayDelay),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", rec.GetId(), err)
+	}
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
-		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: failover.NoRestart{},
+		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart,
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(),
+		cpSettings: cps, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 	}
+	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
 	m.publish()
 	return m, nil
 }
@@ -163,9 +202,10 @@ func (m *jobMaster) stop() {
 // jobView is what a job master publishes for readers: its details, and for every task the
 // registration and execution key to look up live counters.
 type jobView struct {
-	details *pb.JobDetails
-	regs    []string
-	keys    []string
+	details     *pb.JobDetails
+	regs        []string
+	keys        []string
+	checkpoints []*pb.CheckpointInfo
 }
 
 func (m *jobMaster) view() *jobView { return m.published.Load() }
@@ -188,16 +228,22 @@ func (m *jobMaster) run() {
 			return
 		}
 	}
-	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
+	if !m.startRun() {
 		return
 	}
-	if !m.acquireAndDeploy() {
-		return
-	}
+	cpTimer := time.NewTimer(time.Hour)
+	defer cpTimer.Stop()
 	for !m.ended {
-		var cancelC <-chan time.Time
+		var cancelC, restartC, cpC <-chan time.Time
 		if m.cancelTimer != nil {
 			cancelC = m.cancelTimer.C
+		}
+		if m.restartTimer != nil {
+			restartC = m.restartTimer.C
+		}
+		if d := m.cp.nextDeadline(); !d.IsZero() {
+			cpTimer.Reset(time.Until(d))
+			cpC = cpTimer.C
 		}
 		select {
 		case ev := <-m.inbox:
@@ -205,11 +251,63 @@ func (m *jobMaster) run() {
 		case <-cancelC:
 			m.cancelTimer = nil
 			m.giveUpOnCancel()
+		case <-restartC:
+			m.restartTimer = nil
+			if !m.startRun() {
+				return
+			}
+		case <-cpC:
+			m.cp.onTimer()
 		case <-m.ctx.Done():
+			m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND, "the job master stopped")
 			return
 		}
 		m.publish()
 	}
+}
+
+// startRun starts one run of the job: status RUNNING (a new attempt number), the latest valid
+// checkpoint to restore, slots, deployment.
+func (m *jobMaster) startRun() bool {
+	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
+		return false
+	}
+	if !m.pickRestore() {
+		return false
+	}
+	return m.acquireAndDeploy()
+}
+
+// pickRestore chooses the checkpoint this run restores: the newest retained one whose files
+// are intact. A corrupt or truncated checkpoint is skipped loudly for the one before it.
+func (m *jobMaster) pickRestore() bool {
+	m.restore, m.restoredID = nil, 0
+	rec, ok := m.host.jobRecord(m.id)
+	if !ok {
+		return true
+	}
+	cps := rec.GetCheckpoints()
+	for i := len(cps) - 1; i >= 0; i-- {
+		cp := cps[i]
+		md, err := storage.Verify(cp.GetBaseDir(), cp.GetPath())
+		if err == nil {
+			m.restore, m.restoredID = md, cp.GetId()
+			m.jobDir = cp.GetBaseDir()
+			m.log.Info("restoring job from checkpoint", "checkpoint_id", cp.GetId(), "path", filepath.Join(cp.GetBaseDir(), cp.GetPath()))
+			return true
+		}
+		cause := fmt.Sprintf("checkpoint %d cannot be restored: %v", cp.GetId(), err)
+		if i > 0 {
+			cause += fmt.Sprintf("; falling back to checkpoint %d", cps[i-1].GetId())
+		}
+		m.log.Error("corrupt checkpoint", "checkpoint_id", cp.GetId(), "err", err)
+		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
+	}
+	if len(cps) > 0 {
+		m.finish(pb.JobStatus_JOB_STATUS_FAILED, fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(cps)))
+		return false
+	}
+	return true
 }
 
 // acquireAndDeploy waits for slots (up to slot.request.timeout) and deploys every task.
@@ -221,6 +319,7 @@ func (m *jobMaster) acquireAndDeploy() bool {
 	timeout := m.cfg.Duration(config.SlotRequestTimeout)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	m.rm.release(m.id) // an earlier run's slots
 	for {
 		changed := m.rm.watch()
 		if slots := m.rm.allocate(m.id, need); slots != nil {
@@ -277,7 +376,11 @@ func (m *jobMaster) deploy(slots []slotRef) {
 	m.publish() // before any SubmitTask, so heartbeat reconciliation expects these tasks
 	for _, e := range m.execs {
 		e.submitted = true
-		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot)}
+		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot),
+			Restore: m.taskRestore(e.vertex)}
+		if m.cpSettings.enabled() {
+			req.CheckpointingMode = m.cpSettings.mode
+		}
 		for i, edge := range m.graph.GetEdges() {
 			if edge.GetTarget() != e.vertex.GetId() {
 				continue
@@ -298,7 +401,24 @@ func (m *jobMaster) deploy(slots []slotRef) {
 			}
 		}()
 	}
-	m.log.Info("job deployed", "tasks", len(m.execs), "slots", len(slots))
+	m.log.Info("job deployed", "tasks", len(m.execs), "slots", len(slots), "restored_checkpoint_id", m.restoredID)
+}
+
+// taskRestore is the state a vertex's tasks restore: the states of every subtask of the
+// vertex's operators in the restored checkpoint.
+func (m *jobMaster) taskRestore(v *pb.JobVertex) *pb.TaskRestore {
+	if m.restore == nil {
+		return nil
+	}
+	r := &pb.TaskRestore{CheckpointId: m.restoredID, BaseDir: m.jobDir}
+	for _, st := range m.restore.GetStates() {
+		for _, op := range v.GetOperators() {
+			if op.GetName() == st.GetOperator() {
+				r.States = append(r.States, st)
+			}
+		}
+	}
+	return r
 }
 
 func (m *jobMaster) handle(ev any) {
@@ -325,8 +445,50 @@ func (m *jobMaster) handle(ev any) {
 			return
 		}
 		ev.reply <- nil
+		m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN, "the job is being cancelled")
+		if m.restartTimer != nil {
+			m.restartTimer.Stop()
+			m.restartTimer = nil
+			m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
+			return
+		}
 		m.cancelAll()
+	case evAck:
+		m.onAck(ev.req)
+	case evDecline:
+		r := ev.req
+		if e := m.byKey[execid.Key(r.GetExecution())]; e != nil && e.tm.regID == r.GetRegistrationId() {
+			m.cp.decline(e.name, r.GetCheckpointId(), r.GetReason(), r.GetMessage())
+		}
+	case evTriggerFailed:
+		m.cp.triggerFailed(ev.id, ev.msg)
+	case evTriggerCheckpoint:
+		switch {
+		case !m.cpSettings.enabled():
+			ev.reply <- checkpointResult{err: fmt.Errorf("job %s: %w", m.id, ErrCheckpointingDisabled)}
+		case m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting:
+			ev.reply <- checkpointResult{err: fmt.Errorf("job %s is %s: %w", m.id, statusName(m.status), ErrJobNotRunning)}
+		default:
+			m.cp.triggerManual(ev.reply)
+		}
 	}
+}
+
+// onAck hands an acknowledgement to the coordinator; the state of one it does not want (late,
+// duplicate, from an old attempt) is deleted unless the checkpoint is retained.
+func (m *jobMaster) onAck(r *pb.AcknowledgeCheckpointRequest) {
+	id := r.GetCheckpointId()
+	e := m.byKey[execid.Key(r.GetExecution())]
+	if e != nil && e.tm.regID == r.GetRegistrationId() && m.cp.ack(e.key, id, r.GetState(), r.GetMetrics()) {
+		return
+	}
+	if m.cp.find(id) != nil || m.cp.isRetained(id) {
+		return
+	}
+	if m.cp.isLateAck(id) {
+		m.log.Info("late acknowledgement of an expired checkpoint; discarding its state", "checkpoint_id", id)
+	}
+	(*jobCheckpointIO)(m).discard(id)
 }
 
 func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
@@ -344,42 +506,66 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		m.failExecution(e, cause)
 	case pb.ExecutionState_EXECUTION_STATE_CANCELED:
 		e.state = s
-		if m.status == pb.JobStatus_JOB_STATUS_RUNNING {
+		if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
 			m.failJob(fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe()))
 		}
 		m.checkTerminal()
 	case pb.ExecutionState_EXECUTION_STATE_FINISHED:
 		e.state = s
+		// Checkpoints need every task running; a finishing job takes no more.
+		m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, "a task finished")
 		m.checkTerminal()
 	default:
 		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING { // never back out of CANCELING
 			e.state = s
 		}
+		if s == pb.ExecutionState_EXECUTION_STATE_RUNNING && m.allRunning() && !m.restarting && m.status == pb.JobStatus_JOB_STATUS_RUNNING {
+			m.cp.start()
+		}
 	}
 }
 
-// failExecution records a task failure in the exception history and fails the job (no restart
-// strategy yet: every task failure is a job failure).
+// allRunning reports whether every task of the current run is RUNNING.
+func (m *jobMaster) allRunning() bool {
+	for _, e := range m.execs {
+		if e.state != pb.ExecutionState_EXECUTION_STATE_RUNNING {
+			return false
+		}
+	}
+	return len(m.execs) > 0
+}
+
+// failExecution records a task failure in the exception history and fails the job over.
 func (m *jobMaster) failExecution(e *execution, cause string) {
 	e.state = pb.ExecutionState_EXECUTION_STATE_FAILED
 	m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: e.name, Taskmanager: e.tm.id, Cause: cause})
 	m.log.Warn("task failed", "task", e.name, "tm_id", e.tm.id, "cause", cause)
-	if m.status == pb.JobStatus_JOB_STATUS_RUNNING {
+	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
 		m.failJob(cause)
 	}
 	m.checkTerminal()
 }
 
-// failJob asks the restart strategy; when it refuses, the job fails with cause as its root
-// cause.
+// failJob handles a failure of the running job: every pending checkpoint is aborted, and the
+// restart strategy decides between restarting all tasks from the latest completed checkpoint
+// and failing the job. (Region failover is the failover package's next step.)
 func (m *jobMaster) failJob(cause string) {
-	m.failureCause = cause
-	if restart, _ := m.restart.OnFailure(time.Now()); !restart {
+	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
+	restart, delay := m.restart.OnFailure(time.Now())
+	if !restart {
 		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", cause)
-	}
-	if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, ""); err != nil {
+		m.failureCause = fmt.Sprintf("Recovery is suppressed by %s: %s", m.restart.Name(), cause)
+		if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, m.failureCause); err != nil {
+			return
+		}
+		m.cancelAll()
 		return
 	}
+	m.log.Info("restarting job", "strategy", m.restart.Name(), "delay", delay, "cause", cause)
+	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
+		return
+	}
+	m.restarting, m.restartDelay = true, delay
 	m.cancelAll()
 }
 
@@ -436,6 +622,17 @@ func (m *jobMaster) checkTerminal() {
 		}
 	}
 	switch m.status {
+	case pb.JobStatus_JOB_STATUS_RESTARTING:
+		if m.restarting && m.restartTimer == nil {
+			// Every task of the failed run is gone: restart after the strategy's delay.
+			if m.cancelTimer != nil {
+				m.cancelTimer.Stop()
+				m.cancelTimer = nil
+			}
+			m.releaseFinished()
+			m.restarting = false
+			m.restartTimer = time.NewTimer(m.restartDelay)
+		}
 	case pb.JobStatus_JOB_STATUS_RUNNING:
 		m.finish(pb.JobStatus_JOB_STATUS_FINISHED, "")
 	case pb.JobStatus_JOB_STATUS_FAILING:
@@ -454,18 +651,23 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 	if err := m.setStatus(s, cause); err != nil {
 		return
 	}
+	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN, "the job ended")
 	if s != pb.JobStatus_JOB_STATUS_FINISHED {
-		// Finished producers keep their partitions until consumers read them; these
-		// consumers never will.
-		for _, e := range m.execs {
-			if e.submitted && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
-				m.sendCancel(e)
-			}
-		}
+		m.releaseFinished()
 	}
 	m.rm.release(m.id)
 	m.ended = true
 	m.log.Info("job ended", "status", s, "cause", cause)
+}
+
+// releaseFinished cancels finished tasks: finished producers keep their partitions until
+// consumers read them, and these consumers never will.
+func (m *jobMaster) releaseFinished() {
+	for _, e := range m.execs {
+		if e.submitted && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
+			m.sendCancel(e)
+		}
+	}
 }
 
 // setStatus commits a status change through Raft. If that fails (leadership lost, shutdown)
@@ -513,11 +715,12 @@ func (m *jobMaster) publish() {
 	d := &pb.JobDetails{
 		Id: m.id, Name: m.graph.GetName(), Status: m.status, StartTime: m.startTime, EndTime: m.endTime,
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
+		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID,
 	}
 	for _, v := range m.graph.GetVertices() {
 		d.Parallelism = max(d.Parallelism, v.GetParallelism())
 	}
-	v := &jobView{details: d}
+	v := &jobView{details: d, checkpoints: m.cp.historyView()}
 	for _, e := range m.execs {
 		d.Tasks = append(d.Tasks, &pb.TaskDetails{
 			Operator: e.vertex.GetName(), Subtask: e.id.GetSubtask(), Attempt: e.id.GetAttempt(),

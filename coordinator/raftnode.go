@@ -120,25 +120,31 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 // apply proposes a command stamped with the leader's time (cmd.Time) and waits for it to
 // commit. A domain rejection by the FSM is returned as the error.
 func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
+	_, err := n.applyResult(cmd, timeout)
+	return err
+}
+
+// applyResult is apply returning the FSM's result value.
+func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
 	cmd.Time = timestamppb.Now()
 	data, err := proto.Marshal(cmd)
 	if err != nil {
-		return fmt.Errorf("encode raft command: %w", err)
+		return nil, fmt.Errorf("encode raft command: %w", err)
 	}
 	f := n.r.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
 		if errors.Is(err, raft.ErrRaftShutdown) {
-			return ErrShuttingDown
+			return nil, ErrShuttingDown
 		}
-		return fmt.Errorf("raft apply: %w", err)
+		return nil, fmt.Errorf("raft apply: %w", err)
 	}
 	if resErr, ok := f.Response().(error); ok && resErr != nil {
-		return resErr
+		return nil, resErr
 	}
-	return nil
+	return f.Response(), nil
 }
 
 func (n *raftNode) close() error {

@@ -67,6 +67,31 @@ func (s *jobService) CancelJob(ctx context.Context, req *pb.CancelJobRequest) (*
 	return &pb.CancelJobResponse{}, nil
 }
 
+func (s *jobService) ListCheckpoints(_ context.Context, req *pb.ListCheckpointsRequest) (*pb.ListCheckpointsResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	cps, err := s.jm.disp.checkpoints(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ListCheckpointsResponse{Checkpoints: cps}, nil
+}
+
+func (s *jobService) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) (*pb.TriggerCheckpointResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	info, err := s.jm.disp.triggerCheckpoint(ctx, req.GetJobId())
+	if err != nil {
+		if info != nil { // the checkpoint was triggered and failed: a normal outcome
+			return &pb.TriggerCheckpointResponse{Checkpoint: info}, nil
+		}
+		return nil, toStatus(err)
+	}
+	return &pb.TriggerCheckpointResponse{Checkpoint: info}, nil
+}
+
 func (s *jobService) WatchJob(req *pb.WatchJobRequest, stream pb.JobService_WatchJobServer) error {
 	ctx := stream.Context()
 	var last *pb.JobDetails
@@ -237,4 +262,26 @@ func (s *taskManagerService) UpdateTaskExecutionState(_ context.Context, req *pb
 	}
 	s.jm.disp.taskState(req)
 	return &pb.UpdateTaskExecutionStateResponse{}, nil
+}
+
+func (s *taskManagerService) AcknowledgeCheckpoint(_ context.Context, req *pb.AcknowledgeCheckpointRequest) (*pb.AcknowledgeCheckpointResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
+	}
+	s.jm.disp.checkpointAck(req)
+	return &pb.AcknowledgeCheckpointResponse{}, nil
+}
+
+func (s *taskManagerService) DeclineCheckpoint(_ context.Context, req *pb.DeclineCheckpointRequest) (*pb.DeclineCheckpointResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
+	}
+	s.jm.disp.checkpointDecline(req)
+	return &pb.DeclineCheckpointResponse{}, nil
 }

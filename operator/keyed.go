@@ -1,23 +1,37 @@
 package operator
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goflink/goflink/expression"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/state"
 )
 
-// The keyed aggregates keep their state in maps keyed by record.Value. Strings in keys are
-// cloned on insert because incoming rows may point into network buffers.
+// The keyed aggregates keep their state in the task's keyed state backend (value state per
+// key), so it is checkpointed and restored per key group.
+
+// errNotKeyed is returned when a keyed aggregate runs without a keyed state backend.
+var errNotKeyed = errors.New("needs a keyed stream (a key-by before it)")
+
+// keyedBackend returns the backend of a keyed operator's state context.
+func keyedBackend(sc StateContext) (state.KeyedBackend, error) {
+	kb := sc.KeyedBackend()
+	if kb == nil {
+		return nil, errNotKeyed
+	}
+	return kb, nil
+}
 
 // sumOp replaces one numeric field with its running sum per key.
 type sumOp struct {
 	base
 	field  int
 	float  bool
-	ints   map[record.Value]*int64
-	floats map[record.Value]*float64
+	ints   *state.ValueState[int64]
+	floats *state.ValueState[float64]
 	row    record.Row
 }
 
@@ -29,35 +43,49 @@ func newSum(s *pb.SumOperator, in *record.Schema) (*sumOp, error) {
 	op := &sumOp{field: i, row: make(record.Row, in.Len())}
 	switch in.Field(i).Type {
 	case record.Int64:
-		op.ints = map[record.Value]*int64{}
 	case record.Float64:
 		op.float = true
-		op.floats = map[record.Value]*float64{}
 	default:
 		return nil, fmt.Errorf("field %q is %v, want int64 or float64", s.GetField(), in.Field(i).Type)
 	}
 	return op, nil
 }
 
+func (s *sumOp) InitializeState(sc StateContext) error {
+	kb, err := keyedBackend(sc)
+	if err != nil {
+		return err
+	}
+	if s.float {
+		s.floats, err = state.NewValueState(kb, "sum", state.Codec[float64](state.Float64Codec{}))
+	} else {
+		s.ints, err = state.NewValueState(kb, "sum", state.Codec[int64](state.Int64Codec{}))
+	}
+	return err
+}
+
 func (s *sumOp) Process(row record.Row) error {
-	k := s.ctx.Key()
 	copy(s.row, row)
 	if s.float {
-		p := s.floats[k]
-		if p == nil {
-			p = new(float64)
-			s.floats[k.Clone()] = p
+		acc, _, err := s.floats.Value()
+		if err != nil {
+			return err
 		}
-		*p += row[s.field].Float()
-		s.row[s.field] = record.FloatValue(*p)
+		acc += row[s.field].Float()
+		if err := s.floats.Update(acc); err != nil {
+			return err
+		}
+		s.row[s.field] = record.FloatValue(acc)
 	} else {
-		p := s.ints[k]
-		if p == nil {
-			p = new(int64)
-			s.ints[k.Clone()] = p
+		acc, _, err := s.ints.Value()
+		if err != nil {
+			return err
 		}
-		*p += row[s.field].Int()
-		s.row[s.field] = record.IntValue(*p)
+		acc += row[s.field].Int()
+		if err := s.ints.Update(acc); err != nil {
+			return err
+		}
+		s.row[s.field] = record.IntValue(acc)
 	}
 	return s.out.Emit(s.row)
 }
@@ -66,26 +94,35 @@ func (s *sumOp) Process(row record.Row) error {
 type countOp struct {
 	base
 	width  int
-	counts map[record.Value]*int64
+	counts *state.ValueState[int64]
 	row    record.Row
 }
 
+func (c *countOp) InitializeState(sc StateContext) error {
+	kb, err := keyedBackend(sc)
+	if err != nil {
+		return err
+	}
+	c.counts, err = state.NewValueState(kb, "count", state.Codec[int64](state.Int64Codec{}))
+	return err
+}
+
 func (c *countOp) Open(ctx *Context, out Output) error {
-	c.counts = map[record.Value]*int64{}
 	c.row = make(record.Row, c.width+1)
 	return c.base.Open(ctx, out)
 }
 
 func (c *countOp) Process(row record.Row) error {
-	k := c.ctx.Key()
-	p := c.counts[k]
-	if p == nil {
-		p = new(int64)
-		c.counts[k.Clone()] = p
+	n, _, err := c.counts.Value()
+	if err != nil {
+		return err
 	}
-	*p++
+	n++
+	if err := c.counts.Update(n); err != nil {
+		return err
+	}
 	copy(c.row, row)
-	c.row[c.width] = record.IntValue(*p)
+	c.row[c.width] = record.IntValue(n)
 	return c.out.Emit(c.row)
 }
 
@@ -93,14 +130,15 @@ func (c *countOp) Process(row record.Row) error {
 // expression take the new row's value; the first row of a key is its first result.
 type reduceOp struct {
 	base
+	schema *record.Schema
 	fields []int
 	evals  []*expression.Evaluator
-	acc    map[record.Value]record.Row
+	acc    *state.ValueState[record.Row]
 	row    record.Row
 }
 
 func newReduce(r *pb.ReduceOperator, in *record.Schema) (*reduceOp, error) {
-	op := &reduceOp{acc: map[record.Value]record.Row{}, row: make(record.Row, in.Len())}
+	op := &reduceOp{schema: in, row: make(record.Row, in.Len())}
 	for _, f := range r.GetFields() {
 		i := in.Index(f.GetName())
 		if i < 0 {
@@ -116,9 +154,20 @@ func newReduce(r *pb.ReduceOperator, in *record.Schema) (*reduceOp, error) {
 	return op, nil
 }
 
+func (r *reduceOp) InitializeState(sc StateContext) error {
+	kb, err := keyedBackend(sc)
+	if err != nil {
+		return err
+	}
+	r.acc, err = state.NewValueState(kb, "reduce", state.RowCodec(r.schema))
+	return err
+}
+
 func (r *reduceOp) Process(row record.Row) error {
-	k := r.ctx.Key()
-	prev, ok := r.acc[k]
+	prev, ok, err := r.acc.Value()
+	if err != nil {
+		return err
+	}
 	copy(r.row, row)
 	if ok {
 		for j, e := range r.evals {
@@ -128,11 +177,9 @@ func (r *reduceOp) Process(row record.Row) error {
 			}
 			r.row[r.fields[j]] = v
 		}
-		for i, v := range r.row {
-			prev[i] = v.Clone()
-		}
-	} else {
-		r.acc[k.Clone()] = r.row.Clone()
+	}
+	if err := r.acc.Update(r.row.Clone()); err != nil {
+		return err
 	}
 	return r.out.Emit(r.row)
 }

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/state"
 )
 
 // capture is an Output that keeps a copy of every row (emitted rows are borrowed).
@@ -492,11 +492,39 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-// keyed feeds rows to a keyed operator, setting the key from field 0 like the task does.
+// keyedStateContext gives a keyed operator a real in-memory keyed backend (string keys).
+type keyedStateContext struct{ kb state.KeyedBackend }
+
+func (c *keyedStateContext) ListState(string, pb.ListDistribution) (ListState, error) {
+	return nil, fmt.Errorf("no list state in keyed tests")
+}
+func (c *keyedStateContext) KeyedBackend() state.KeyedBackend { return c.kb }
+func (c *keyedStateContext) RestoredCheckpointID() int64      { return 0 }
+
+// backends holds the keyed backend of each operator under test.
+var backends sync.Map // Operator -> state.KeyedBackend
+
+// keyed feeds rows to a keyed operator, setting the key from field 0 like the task does. The
+// first call initializes the operator's keyed state.
 func keyed(t *testing.T, op Operator, ctx *Context, rows ...record.Row) {
 	t.Helper()
+	v, ok := backends.Load(op)
+	if !ok {
+		kb, err := state.NewKeyedBackend(state.KeyedBackendOptions{KeyType: record.String, MaxParallelism: 128, Range: state.KeyGroupRange{Start: 0, End: 127}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { backends.Delete(op); kb.Close() })
+		if err := op.(Stateful).InitializeState(&keyedStateContext{kb: kb}); err != nil {
+			t.Fatalf("InitializeState: %v", err)
+		}
+		backends.Store(op, kb)
+		v = kb
+	}
+	kb := v.(state.KeyedBackend)
 	for _, r := range rows {
 		ctx.SetKey(r[0])
+		kb.SetCurrentKey(r[0])
 		if err := op.Process(r); err != nil {
 			t.Fatalf("Process(%v): %v", r, err)
 		}
@@ -770,89 +798,7 @@ func TestPrintSinkFlushesLargeOutput(t *testing.T) {
 	}
 }
 
-func TestFileSink(t *testing.T) {
-	tests := []struct {
-		name    string
-		subtask int
-		attempt int
-		rows    []record.Row
-	}{
-		{"subtask 0 attempt 0", 0, 0, []record.Row{kv("a", 1), kv("b", 2)}},
-		{"subtask 2 attempt 3", 2, 3, []record.Row{kv("line\nbreak", -1)}},
-		{"no records", 1, 0, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "nested", "out")
-			ctx := &Context{OperatorName: "file", Subtask: tc.subtask, Parallelism: 4, Attempt: tc.attempt}
-			op, _ := build(t, &pb.Operator{
-				InputSchema: kvSchema.Proto(), Spec: &pb.Operator_File{File: &pb.FileSink{Path: dir}},
-			}, ctx)
-			var want strings.Builder
-			for _, r := range tc.rows {
-				if err := op.Process(r); err != nil {
-					t.Fatal(err)
-				}
-				want.Write(record.AppendJSON(nil, kvSchema, r))
-				want.WriteByte('\n')
-			}
-			if err := op.EndInput(); err != nil {
-				t.Fatalf("EndInput: %v", err)
-			}
-			name := filepath.Join(dir, fmt.Sprintf("part-%d-%d.jsonl", tc.subtask, tc.attempt))
-			got, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatalf("after EndInput: %v", err)
-			}
-			if string(got) != want.String() {
-				t.Errorf("%s after EndInput = %q, want %q", name, got, want.String())
-			}
-			if err := op.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			if err := op.Close(); err != nil {
-				t.Errorf("second Close = %v, want nil", err)
-			}
-			got, err = os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != want.String() {
-				t.Errorf("%s after Close = %q, want %q", name, got, want.String())
-			}
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(entries) != 1 {
-				t.Errorf("%s holds %d files, want 1", dir, len(entries))
-			}
-		})
-	}
-}
-
-func TestFileSinkTruncatesOnReopen(t *testing.T) {
-	dir := t.TempDir()
-	for _, rows := range [][]record.Row{{kv("old", 1), kv("old", 2)}, {kv("new", 3)}} {
-		ctx := &Context{OperatorName: "file", Parallelism: 1}
-		op, _ := build(t, &pb.Operator{InputSchema: kvSchema.Proto(), Spec: &pb.Operator_File{File: &pb.FileSink{Path: dir}}}, ctx)
-		for _, r := range rows {
-			if err := op.Process(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := op.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(filepath.Join(dir, "part-0-0.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"key":"new","value":3}` + "\n"; string(got) != want {
-		t.Errorf("part file after a rerun = %q, want %q", got, want)
-	}
-}
+// The file sink is tested in sink_test.go.
 
 func TestRegistryRegister(t *testing.T) {
 	plan := func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil }

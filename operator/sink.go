@@ -2,10 +2,14 @@ package operator
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/goflink/goflink/record"
 )
@@ -51,62 +55,291 @@ func (p *printSink) Flush() error {
 func (p *printSink) EndInput() error { return p.Flush() }
 func (p *printSink) Close() error    { return p.Flush() }
 
-// fileSink writes JSON lines to <dir>/part-<subtask>-<attempt>.jsonl. This is a plain
-// (not yet two-phase-commit) write: a failed job leaves what it wrote.
+// fileSink is an exactly-once file sink (spec {type: file, path: DIR}) on the two-phase-commit
+// framework (twoPhaseSink): it writes JSON lines, one file per transaction, and a file becomes
+// visible only when its checkpoint completes (or, for a bounded job, at the end of input).
+//
+//	<dir>/.part-<subtask>-<attempt>-<n>.inprogress   open transaction (hidden)
+//	<dir>/.part-<subtask>-<attempt>-<n>.pending      pre-committed at a barrier (hidden)
+//	<dir>/part-<subtask>-<attempt>-<n>.jsonl         committed
+//
+// Readers must ignore hidden files (names starting with "."); the committed files hold each
+// record exactly once. Within a subtask of one job, committed files sort by name in commit
+// order (<attempt> and <n> are zero-padded to 4 and 8 digits; <n> counts this attempt's
+// transactions). A name is never reused: one whose file exists in any of the three forms is
+// skipped, so a job rerun into the same directory adds files instead of overwriting them.
+// A transaction without records creates no file. A file is created with its first record;
+// pre-committing fsyncs it and its directory.
+//
+// The directory belongs to one file sink of one job: on start and on restore, a subtask
+// deletes the hidden files of its subtask index (modulo the parallelism) that the restored
+// state does not reference. Without checkpointing, output appears only when a bounded job
+// finishes.
 type fileSink struct {
-	base
+	twoPhaseSink[*fileTxn]
 	schema *record.Schema
 	dir    string
-	f      *os.File
-	w      *bufio.Writer
+	seq    int // next transaction number to try
 	buf    []byte
 }
 
+// fileTxn is one transaction of the file sink. Its exported fields are its checkpoint state.
+type fileTxn struct {
+	// Name is "part-<subtask>-<attempt>-<n>"; empty until the first record.
+	Name string `json:"name,omitempty"`
+	// Size is the bytes written; final once Prepared.
+	Size     int64 `json:"size,omitempty"`
+	Prepared bool  `json:"prepared,omitempty"`
+
+	f *os.File
+	w *bufio.Writer
+}
+
+const (
+	inProgressSuffix = ".inprogress"
+	pendingSuffix    = ".pending"
+	committedSuffix  = ".jsonl"
+)
+
+func (s *fileSink) inProgress(t *fileTxn) string {
+	return filepath.Join(s.dir, "."+t.Name+inProgressSuffix)
+}
+func (s *fileSink) pending(t *fileTxn) string { return filepath.Join(s.dir, "."+t.Name+pendingSuffix) }
+func (s *fileSink) final(t *fileTxn) string   { return filepath.Join(s.dir, t.Name+committedSuffix) }
+
+func (s *fileSink) wire() {
+	s.twoPhaseSink.name = "file sink"
+	s.twoPhaseSink.committer = s
+}
+
+func (s *fileSink) InitializeState(sc StateContext) error {
+	s.wire()
+	return s.twoPhaseSink.InitializeState(sc)
+}
+
 func (s *fileSink) Open(ctx *Context, out Output) error {
+	s.wire()
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	name := filepath.Join(s.dir, fmt.Sprintf("part-%d-%d.jsonl", ctx.Subtask, ctx.Attempt))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
-	s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
-	return s.base.Open(ctx, out)
+	return s.twoPhaseSink.Open(ctx, out)
 }
 
-func (s *fileSink) Process(row record.Row) error {
+// BeginTransaction starts a transaction; its file is created with the first record.
+func (s *fileSink) BeginTransaction() (*fileTxn, error) { return &fileTxn{}, nil }
+
+func (s *fileSink) Write(t *fileTxn, row record.Row) error {
+	if t.Prepared {
+		return fmt.Errorf("write to pre-committed transaction %s", t.Name)
+	}
+	if t.f == nil {
+		if err := s.create(t); err != nil {
+			return err
+		}
+	}
 	s.buf = record.AppendJSON(s.buf[:0], s.schema, row)
 	s.buf = append(s.buf, '\n')
-	_, err := s.w.Write(s.buf)
+	n, err := t.w.Write(s.buf)
+	t.Size += int64(n)
 	return err
 }
 
-func (s *fileSink) Flush() error { return s.w.Flush() }
-
-// EndInput flushes and fsyncs, so a FINISHED job's output is durable.
-func (s *fileSink) EndInput() error {
-	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+// create names the transaction and creates its in-progress file, skipping names in use.
+func (s *fileSink) create(t *fileTxn) error {
+	for ; ; s.seq++ {
+		t.Name = fmt.Sprintf("part-%d-%04d-%08d", s.ctx.Subtask, s.ctx.Attempt, s.seq)
+		used := false
+		for _, p := range []string{s.final(t), s.pending(t)} {
+			if _, err := os.Lstat(p); err == nil {
+				used = true
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		if used {
+			continue
+		}
+		f, err := os.OpenFile(s.inProgress(t), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.seq++
+		t.f, t.w = f, bufio.NewWriterSize(f, 64<<10)
+		return nil
 	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+}
+
+// PreCommit flushes, fsyncs and closes the file and renames it to its pending name.
+func (s *fileSink) PreCommit(t *fileTxn) error {
+	if t.f != nil {
+		err := t.w.Flush()
+		if err == nil {
+			err = t.f.Sync()
+		}
+		if cerr := t.f.Close(); err == nil {
+			err = cerr
+		}
+		t.f, t.w = nil, nil
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(s.inProgress(t), s.pending(t)); err != nil {
+			return err
+		}
+		if err := syncDir(s.dir); err != nil {
+			return err
+		}
+	}
+	t.Prepared = true
+	return nil
+}
+
+// Commit renames the pending file to its visible name. A transaction whose visible file
+// exists and pending file does not is already committed.
+func (s *fileSink) Commit(t *fileTxn) error {
+	if !t.Prepared {
+		return fmt.Errorf("commit %s: %w", t.Name, errNotCommittable)
+	}
+	if t.Name == "" {
+		return nil // no records
+	}
+	st, err := os.Lstat(s.pending(t))
+	switch {
+	case err == nil:
+		if st.Size() != t.Size {
+			return fmt.Errorf("commit %s: pending file has %d bytes, %d were pre-committed", t.Name, st.Size(), t.Size)
+		}
+		if err := os.Rename(s.pending(t), s.final(t)); err != nil {
+			return err
+		}
+		return syncDir(s.dir)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, ferr := os.Lstat(s.final(t)); ferr == nil {
+			return nil // already committed
+		} else if !errors.Is(ferr, fs.ErrNotExist) {
+			return ferr
+		}
+		return fmt.Errorf("data loss: committed file missing: neither %s nor %s exists", s.pending(t), s.final(t))
+	default:
+		return err
+	}
+}
+
+// Abort closes and removes the transaction's hidden file, if any.
+func (s *fileSink) Abort(t *fileTxn) error {
+	if t.f != nil {
+		t.f.Close()
+		t.f, t.w = nil, nil
+	}
+	if t.Name == "" {
+		return nil
+	}
+	for _, p := range []string{s.inProgress(t), s.pending(t)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
 
-func (s *fileSink) Close() error {
-	if s.f == nil {
-		return nil
-	}
-	ferr := s.w.Flush()
-	cerr := s.f.Close()
-	s.f = nil
-	if ferr != nil {
-		return fmt.Errorf("file sink: %w", ferr)
-	}
-	return cerr
+func (s *fileSink) Encode(t *fileTxn) []byte {
+	b, _ := json.Marshal(t) // strings, ints and bools cannot fail
+	return b
 }
+
+func (s *fileSink) Decode(b []byte) (*fileTxn, error) {
+	t := &fileTxn{}
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, fmt.Errorf("file sink transaction: %w", err)
+	}
+	if t.Name != "" && !validPartName(t.Name) {
+		return nil, fmt.Errorf("file sink transaction: invalid name %q", t.Name)
+	}
+	return t, nil
+}
+
+// validPartName reports whether name is "part-<subtask>-..." without path separators.
+func validPartName(name string) bool {
+	_, ok := partSubtask(name)
+	return ok && !strings.ContainsAny(name, `/\`) && name != "." && name != ".."
+}
+
+// partSubtask parses the subtask index of "part-<subtask>-...".
+func partSubtask(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil && n >= 0
+}
+
+// AbortLingering removes the hidden files of subtasks i with i % parallelism == subtask that
+// no restored transaction references: transactions of earlier attempts begun or pre-committed
+// after the restored checkpoint (or, on a fresh start, all of them).
+func (s *fileSink) AbortLingering(referenced []*fileTxn) error {
+	keep := make(map[string]bool, len(referenced))
+	for _, t := range referenced {
+		keep[t.Name] = true
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	par := max(s.ctx.Parallelism, 1)
+	var removed []string
+	for _, e := range entries {
+		hidden, ok := strings.CutPrefix(e.Name(), ".")
+		if !ok || e.IsDir() {
+			continue
+		}
+		name, ok := strings.CutSuffix(hidden, inProgressSuffix)
+		if !ok {
+			if name, ok = strings.CutSuffix(hidden, pendingSuffix); !ok {
+				continue
+			}
+		}
+		i, ok := partSubtask(name)
+		if !ok || i%par != s.ctx.Subtask || keep[name] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed = append(removed, e.Name())
+	}
+	if len(removed) > 0 {
+		ctxLogger(s.ctx).Info("file sink removed lingering transactions", "dir", s.dir, "files", removed)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so renames in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	d.Close()
+	return err
+}
+
+var (
+	_ TwoPhaseCommitter[*fileTxn] = (*fileSink)(nil)
+	_ LingeringAborter[*fileTxn]  = (*fileSink)(nil)
+	_ Stateful                    = (*fileSink)(nil)
+	_ PreBarrier                  = (*fileSink)(nil)
+	_ Snapshotter                 = (*fileSink)(nil)
+	_ CheckpointListener          = (*fileSink)(nil)
+)
 
 // discardSink drops every record.
 type discardSink struct{ base }

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 
@@ -12,6 +14,11 @@ import (
 var SequenceSchema = record.MustSchema(record.Field{Name: "value", Type: record.Int64})
 
 // sequence emits from..to (or forever); subtask i of p emits from+i, from+i+p, ...
+//
+// It is checkpointable: its position is the operator list state "position" (union
+// distributed), one element per subtask. A restored subtask continues after the last value it
+// emitted before the checkpoint's barrier; the rate limit starts afresh from there (no burst to
+// catch up). It cannot be rescaled: a restore with another parallelism fails.
 type sequence struct {
 	from    int64
 	to      int64
@@ -26,6 +33,23 @@ type sequence struct {
 	done    bool
 	started time.Time
 	emitted float64 // records emitted since started (for the rate limit)
+	count   int64   // records emitted by this subtask in total, across restores
+
+	list       ListState
+	restoredID int64
+	restored   []sequencePosition // every subtask's position, applied in Open
+}
+
+// sequencePositionState is the operator list state of the sequence source.
+const sequencePositionState = "position"
+
+// sequencePosition is one subtask's element of the position state.
+type sequencePosition struct {
+	Subtask     int   `json:"subtask"`
+	Parallelism int   `json:"parallelism"`
+	Next        int64 `json:"next"`    // the next value to emit (unless Done)
+	Emitted     int64 `json:"emitted"` // records emitted so far
+	Done        bool  `json:"done,omitempty"`
 }
 
 func newSequence(s *pb.SequenceSource) *sequence {
@@ -39,6 +63,72 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 	s.row = make(record.Row, 1)
 	s.rate /= float64(ctx.Parallelism)
 	s.done = s.bounded && s.next > s.to
+	if s.restoredID > 0 {
+		return s.restore()
+	}
+	return nil
+}
+
+// InitializeState registers the position state; the restored position is applied in Open,
+// which knows the subtask.
+func (s *sequence) InitializeState(sc StateContext) error {
+	l, err := sc.ListState(sequencePositionState, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
+	if err != nil {
+		return fmt.Errorf("sequence source: %w", err)
+	}
+	s.list, s.restoredID, s.restored = l, sc.RestoredCheckpointID(), nil
+	for i, b := range l.Get() {
+		var p sequencePosition
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("sequence source: restoring checkpoint %d: position element %d: %w", s.restoredID, i, err)
+		}
+		s.restored = append(s.restored, p)
+	}
+	return nil
+}
+
+// restore rewinds to this subtask's position in the restored checkpoint.
+func (s *sequence) restore() error {
+	log := ctxLogger(s.ctx)
+	if len(s.restored) == 0 {
+		log.Warn("sequence source has no position in the restored checkpoint; starting from the beginning",
+			"checkpoint", s.restoredID)
+		return nil
+	}
+	var mine *sequencePosition
+	for i := range s.restored {
+		p := &s.restored[i]
+		if p.Parallelism != s.ctx.Parallelism {
+			return fmt.Errorf("sequence source cannot be rescaled: checkpoint has parallelism %d, job has %d",
+				p.Parallelism, s.ctx.Parallelism)
+		}
+		if p.Subtask == s.ctx.Subtask {
+			mine = p
+		}
+	}
+	if mine == nil {
+		return fmt.Errorf("sequence source: checkpoint %d holds no position of subtask %d", s.restoredID, s.ctx.Subtask)
+	}
+	s.next, s.count = mine.Next, mine.Emitted
+	s.done = mine.Done || (s.bounded && s.next > s.to)
+	s.restored = nil
+	log.Info("restored source position", "checkpoint", s.restoredID, "next", s.next,
+		"emitted", s.count, "done", s.done)
+	return nil
+}
+
+// SnapshotState stores this subtask's position.
+func (s *sequence) SnapshotState(id int64) error {
+	if s.list == nil {
+		return fmt.Errorf("sequence source: snapshot of checkpoint %d without InitializeState", id)
+	}
+	b, err := json.Marshal(sequencePosition{
+		Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism, Next: s.next, Emitted: s.count, Done: s.done,
+	})
+	if err != nil {
+		return fmt.Errorf("sequence source: %w", err)
+	}
+	s.list.Update([][]byte{b})
 	return nil
 }
 
@@ -60,6 +150,8 @@ func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
 	for n < max {
 		s.row[0] = record.IntValue(s.next)
 		if err := s.out.Emit(s.row); err != nil {
+			s.emitted += float64(n)
+			s.count += int64(n)
 			return n, 0, false, err
 		}
 		n++
@@ -70,6 +162,7 @@ func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
 		s.next += s.step
 	}
 	s.emitted += float64(n)
+	s.count += int64(n)
 	return n, 0, s.done, nil
 }
 
@@ -95,3 +188,9 @@ func (s *sequence) allowance() (int, time.Duration) {
 }
 
 func (s *sequence) Close() error { return nil }
+
+var (
+	_ Source      = (*sequence)(nil)
+	_ Stateful    = (*sequence)(nil)
+	_ Snapshotter = (*sequence)(nil)
+)

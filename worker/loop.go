@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
 
@@ -47,6 +48,10 @@ func (t *task) runSource() error {
 				select {
 				case <-wait.C:
 					waiting = false
+				case f := <-t.mail:
+					if err := f(); err != nil {
+						return err
+					}
 				case <-tick:
 					if err := t.flush(); err != nil {
 						return err
@@ -58,6 +63,10 @@ func (t *task) runSource() error {
 			continue
 		}
 		select {
+		case f := <-t.mail:
+			if err := f(); err != nil {
+				return err
+			}
 		case <-tick:
 			if err := t.flush(); err != nil {
 				return err
@@ -77,15 +86,27 @@ func (t *task) runInputs() error {
 	}
 	t.open = len(t.channels)
 	for t.open > 0 {
+		if len(t.replay) > 0 {
+			it := t.replay[0]
+			t.replay = t.replay[1:]
+			if err := t.dispatch(it); err != nil {
+				return err
+			}
+			continue
+		}
 		select {
 		case it := <-t.gate:
-			if err := t.process(it); err != nil {
+			if err := t.dispatch(it); err != nil {
 				return err
 			}
 			if tk == nil {
 				if err := t.flush(); err != nil {
 					return err
 				}
+			}
+		case f := <-t.mail:
+			if err := f(); err != nil {
+				return err
 			}
 		case <-tick:
 			if err := t.flush(); err != nil {
@@ -98,18 +119,39 @@ func (t *task) runInputs() error {
 	return nil
 }
 
-// process handles one buffer from an input channel.
-func (t *task) process(it gateItem) error {
+// dispatch processes a buffer, or stashes it while its channel is blocked by alignment.
+func (t *task) dispatch(it gateItem) error {
 	if it.err != nil {
 		return it.err
 	}
+	if ch := it.ch.idx; t.blocked[ch] {
+		t.stash[ch] = append(t.stash[ch], it)
+		return nil
+	}
+	return t.process(it)
+}
+
+// process handles one buffer from an input channel.
+func (t *task) process(it gateItem) error {
 	b := it.buf
 	if b.event != nil {
 		if b.isEndOfPartition() {
 			t.open--
+			if t.barriers != nil {
+				return t.barriers.processEndOfPartition(it.ch.idx)
+			}
 			return nil
 		}
 		it.ch.release() // every other event spent a credit like a buffer
+		if t.barriers == nil {
+			return nil // checkpointing is off
+		}
+		switch ev := b.event.GetKind().(type) {
+		case *pb.Event_Barrier:
+			return t.barriers.processBarrier(ev.Barrier, it.ch.idx)
+		case *pb.Event_CancelCheckpoint:
+			return t.barriers.processCancellation(ev.CancelCheckpoint.GetCheckpointId(), it.ch.idx)
+		}
 		return nil
 	}
 	in := t.inputs[it.ch.edge]
@@ -128,6 +170,9 @@ func (t *task) process(it gateItem) error {
 				return err
 			}
 			hctx.SetKey(k)
+			if t.keyed != nil {
+				t.keyed.SetCurrentKey(k)
+			}
 		}
 		if err := head.Process(in.row); err != nil {
 			return err

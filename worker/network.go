@@ -268,6 +268,7 @@ type gateItem struct {
 // credits bound the buffers in flight towards the task: a credit is spent per buffer and given
 // back when the task has processed it.
 type inputChannel struct {
+	idx      int // index into the task's channels
 	edge     int // index into the task's inputs
 	producer *pb.ExecutionAttemptID
 	credits  chan struct{} // local: tokens; remote: returned credits to announce

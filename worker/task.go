@@ -15,6 +15,7 @@ import (
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/state"
 )
 
 // sourceBatch is how many records a source emits between looks at the mailbox and clock.
@@ -29,6 +30,8 @@ type taskEnv struct {
 	partitions    *partitionRegistry
 	dataClient    func(addr string) (pb.DataExchangeServiceClient, error)
 	report        func(*pb.UpdateTaskExecutionStateRequest)
+	ack           func(*pb.AcknowledgeCheckpointRequest)
+	decline       func(*pb.DeclineCheckpointRequest)
 	operators     *operator.Registry
 	stdout        *lockedWriter
 	log           *slog.Logger
@@ -49,6 +52,7 @@ type task struct {
 	name         string
 	registration string
 	log          *slog.Logger
+	jobCfg       *config.Config
 
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
@@ -74,6 +78,19 @@ type task struct {
 	gate     chan gateItem
 	open     int            // input channels that have not ended yet
 	wg       sync.WaitGroup // input channel goroutines
+
+	// checkpointing, owned by the task goroutine
+	mail           chan func() error // actions from RPCs, run by the task goroutine
+	chain          []chainMember
+	keyed          state.KeyedBackend
+	barriers       barrierHandler // nil when checkpointing is off
+	blocked        []bool         // per input channel: blocked by alignment
+	stash          [][]gateItem   // per input channel: buffers that arrived while blocked
+	replay         []gateItem     // unblocked buffers to process before new ones
+	lastCheckpoint int64
+	lastCompleted  int64
+	aborted        map[int64]bool
+	async          sync.WaitGroup // asynchronous checkpoint parts
 }
 
 // taskInput is one input edge of a task.
@@ -99,6 +116,7 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	t := &task{
+		jobCfg: jobCfg, mail: make(chan func() error, 16), aborted: map[int64]bool{},
 		bufferTimeout: jobCfg.Duration(config.BufferTimeout),
 		env:           env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
 		name: fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
@@ -197,6 +215,7 @@ type closer struct {
 // invoke sets the task up, runs its loop and tears it down.
 func (t *task) invoke() (err error) {
 	defer func() {
+		t.async.Wait() // snapshots read the state backend until they are written
 		for i := len(t.closers) - 1; i >= 0; i-- {
 			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", t.closers[i].name, cerr)
@@ -258,6 +277,14 @@ func (t *task) setup() error {
 			return err
 		}
 		built[i] = o
+		t.chain = append(t.chain, chainMember{name: spec.GetName(), impl: o})
+	}
+	ki, err := t.keyInfo()
+	if err != nil {
+		return err
+	}
+	if err := t.initState(ki); err != nil {
+		return err
 	}
 	// Open from the tail to the head so every operator's output is ready before it runs.
 	for i := len(built) - 1; i >= 0; i-- {
@@ -269,6 +296,11 @@ func (t *task) setup() error {
 		}
 		if i == len(built)-1 && len(t.writers) == 0 {
 			out = noOutput{name: spec.GetName()}
+		}
+		if st, ok := built[i].(operator.Stateful); ok {
+			if err := st.InitializeState(t.stateContextFor(i)); err != nil {
+				return fmt.Errorf("initialize state of %s: %w", spec.GetName(), err)
+			}
 		}
 		switch o := built[i].(type) {
 		case operator.Source:
@@ -298,6 +330,35 @@ func (t *task) setup() error {
 	return nil
 }
 
+// keyInfo says whether the task runs on a keyed stream and the key's type.
+type keyInfo struct {
+	keyed bool
+	typ   record.Type
+}
+
+func (t *task) keyInfo() (keyInfo, error) {
+	g := t.req.GetJobGraph()
+	for idx, in := range t.req.GetInputs() {
+		if in.GetEdge() < 0 || int(in.GetEdge()) >= len(g.GetEdges()) {
+			return keyInfo{}, fmt.Errorf("input %d: edge %d out of range", idx, in.GetEdge())
+		}
+		e := g.GetEdges()[in.GetEdge()]
+		if e.GetPartitioner() != pb.Partitioner_PARTITIONER_HASH {
+			continue
+		}
+		schema, err := record.SchemaFromProto(e.GetSchema())
+		if err != nil {
+			return keyInfo{}, fmt.Errorf("input %d schema: %w", idx, err)
+		}
+		prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
+		if err != nil {
+			return keyInfo{}, fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
+		}
+		return keyInfo{keyed: true, typ: prog.Type()}, nil
+	}
+	return keyInfo{}, nil
+}
+
 // connectInputs starts one input channel per producer subtask of every input edge.
 func (t *task) connectInputs() error {
 	g := t.req.GetJobGraph()
@@ -310,6 +371,14 @@ func (t *task) connectInputs() error {
 	}
 	gate := make(chan gateItem, total*(t.env.credits+1))
 	t.gate = gate
+	t.blocked = make([]bool, total)
+	t.stash = make([][]gateItem, total)
+	switch t.req.GetCheckpointingMode() {
+	case pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE:
+		t.barriers = newAlignedHandler(total, t, time.Now)
+	case pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE:
+		t.barriers = newTrackerHandler(total, t, time.Now)
+	}
 	for idx, in := range t.req.GetInputs() {
 		if in.GetEdge() < 0 || int(in.GetEdge()) >= len(g.GetEdges()) {
 			return fmt.Errorf("input %d: edge %d out of range", idx, in.GetEdge())
@@ -329,7 +398,7 @@ func (t *task) connectInputs() error {
 		}
 		t.inputs = append(t.inputs, ti)
 		for _, p := range in.GetProducers() {
-			ch := &inputChannel{edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
+			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
 			t.channels = append(t.channels, ch)
 			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: t.id.GetSubtask(), Consumer: t.id, InitialCredit: int32(t.env.credits)}
 			t.wg.Add(1)

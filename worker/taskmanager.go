@@ -143,6 +143,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	partitions := newPartitionRegistry()
 	tm.env = &taskEnv{
 		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
+		ack: tm.sendAck, decline: tm.sendDecline,
 		operators: cfg.Operators, stdout: &lockedWriter{w: stdout}, log: tm.log,
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
@@ -588,6 +589,107 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	}
 	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)
 	return &pb.CancelTaskResponse{}, nil
+}
+
+// runningTask finds a task for a command of the current registration.
+func (tm *TaskManager) runningTask(registration string, id *pb.ExecutionAttemptID) (*task, error) {
+	if id == nil {
+		return nil, status.Error(codes.InvalidArgument, "execution is required")
+	}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if registration == "" || registration != tm.registration {
+		return nil, status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", registration)
+	}
+	t := tm.tasks[execid.Key(id)]
+	if t == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "execution %s: %v", execid.Key(id), errTaskNotRunning)
+	}
+	return t, nil
+}
+
+// checkpointRPCTimeout bounds one acknowledgement or decline to the JobManager.
+const checkpointRPCTimeout = 10 * time.Second
+
+// sendAck reports a task's part of a checkpoint to the JobManager of its registration. Lost
+// acknowledgements are not retried: the checkpoint expires and a later one succeeds.
+func (tm *TaskManager) sendAck(r *pb.AcknowledgeCheckpointRequest) {
+	client := tm.clientFor(r.GetRegistrationId())
+	if client == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tm.ctx, checkpointRPCTimeout)
+	defer cancel()
+	if _, err := client.AcknowledgeCheckpoint(ctx, r); err != nil {
+		tm.log.Debug("acknowledge checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
+	}
+}
+
+// sendDecline reports that a task does not take a checkpoint.
+func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
+	client := tm.clientFor(r.GetRegistrationId())
+	if client == nil {
+		return
+	}
+	tm.wg.Add(1)
+	go func() { // declines come from the task goroutine, which must not wait for the network
+		defer tm.wg.Done()
+		ctx, cancel := context.WithTimeout(tm.ctx, checkpointRPCTimeout)
+		defer cancel()
+		if _, err := client.DeclineCheckpoint(ctx, r); err != nil {
+			tm.log.Debug("decline checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
+		}
+	}()
+}
+
+// clientFor returns the JobManager client if registration is still the current one.
+func (tm *TaskManager) clientFor(registration string) pb.TaskManagerServiceClient {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if registration != tm.registration {
+		return nil
+	}
+	return tm.jmClient
+}
+
+// TriggerTaskCheckpoint starts a checkpoint at a source task.
+func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.TriggerTaskCheckpointRequest) (*pb.TriggerTaskCheckpointResponse, error) {
+	if req.GetBarrier().GetCheckpointId() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "barrier with a positive checkpoint_id is required")
+	}
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+		return t.triggerFromRPC(req.GetBarrier())
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return nil, err
+	}
+	return &pb.TriggerTaskCheckpointResponse{}, nil
+}
+
+// NotifyCheckpointComplete tells a task that a checkpoint is committed. Tasks that no longer
+// run ignore it.
+func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.NotifyCheckpointCompleteRequest) (*pb.NotifyCheckpointCompleteResponse, error) {
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+		return t.notifyComplete(req.GetCheckpointId())
+	})
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, err
+	}
+	return &pb.NotifyCheckpointCompleteResponse{}, nil
+}
+
+// NotifyCheckpointAborted tells a task that a checkpoint was aborted.
+func (s *executorServer) NotifyCheckpointAborted(ctx context.Context, req *pb.NotifyCheckpointAbortedRequest) (*pb.NotifyCheckpointAbortedResponse, error) {
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+		return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId())
+	})
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, err
+	}
+	return &pb.NotifyCheckpointAbortedResponse{}, nil
 }
 
 // lockedWriter serializes writes from parallel print sinks; each Write carries whole lines.

@@ -151,6 +151,20 @@ func (w *recordWriter) Flush() error {
 	return nil
 }
 
+// BroadcastEvent flushes and queues an event (a barrier, a cancellation marker) on every
+// channel, after the records before it.
+func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for c := range w.bufs {
+		if err := w.enqueue(c, &buffer{event: ev}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EndOfPartition flushes and queues the end-of-partition event on every channel.
 func (w *recordWriter) EndOfPartition() error {
 	if err := w.Flush(); err != nil {

@@ -1,0 +1,479 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// fakeJobService is a JobService on loopback that answers from canned data, so the checkpoint
+// commands can be tested without a cluster.
+type fakeJobService struct {
+	pb.UnimplementedJobServiceServer
+	checkpoints map[string][]*pb.CheckpointInfo
+	trigger     map[string]func(ctx context.Context) (*pb.CheckpointInfo, error)
+	jobs        map[string]*pb.JobDetails
+	notLeader   bool // answer everything with the NOT_LEADER status of a follower
+
+	mu            sync.Mutex
+	triggerCalls  int
+	triggerBudget time.Duration // time left until the deadline of the last TriggerCheckpoint
+}
+
+func (f *fakeJobService) checkLeader() error {
+	if !f.notLeader {
+		return nil
+	}
+	st, err := status.New(codes.FailedPrecondition, "this jobmanager is not the leader").
+		WithDetails(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "goflink"})
+	if err != nil {
+		return err
+	}
+	return st.Err()
+}
+
+func (f *fakeJobService) ListCheckpoints(_ context.Context, req *pb.ListCheckpointsRequest) (*pb.ListCheckpointsResponse, error) {
+	if err := f.checkLeader(); err != nil {
+		return nil, err
+	}
+	cps, ok := f.checkpoints[req.GetJobId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job %s: job not found", req.GetJobId())
+	}
+	return &pb.ListCheckpointsResponse{Checkpoints: cps}, nil
+}
+
+func (f *fakeJobService) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) (*pb.TriggerCheckpointResponse, error) {
+	if err := f.checkLeader(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.triggerCalls++
+	if dl, ok := ctx.Deadline(); ok {
+		f.triggerBudget = time.Until(dl)
+	} else {
+		f.triggerBudget = 0
+	}
+	f.mu.Unlock()
+	fn, ok := f.trigger[req.GetJobId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job %s: job not found", req.GetJobId())
+	}
+	cp, err := fn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.TriggerCheckpointResponse{Checkpoint: cp}, nil
+}
+
+func (f *fakeJobService) GetJob(_ context.Context, req *pb.GetJobRequest) (*pb.GetJobResponse, error) {
+	if err := f.checkLeader(); err != nil {
+		return nil, err
+	}
+	d, ok := f.jobs[req.GetJobId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job %s: job not found", req.GetJobId())
+	}
+	return &pb.GetJobResponse{Job: d}, nil
+}
+
+func (f *fakeJobService) lastTrigger() (calls int, budget time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.triggerCalls, f.triggerBudget
+}
+
+// serve starts f on a loopback port for the test and returns its address.
+func serve(t *testing.T, f *fakeJobService) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterJobServiceServer(srv, f)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+var (
+	// cpTime is the trigger time of the canned checkpoints.
+	cpTime = time.Date(2024, 5, 6, 7, 8, 9, 123_000_000, time.UTC)
+	// longFailure is longer than the table shows.
+	// preflightFailure is why a trigger could not start a checkpoint.
+	preflightFailure = "not all required tasks are currently running"
+	longFailure      = "checkpoint 11 expired before completing: tasks numbers (1/2), counts -> out (2/2) did not acknowledge within 10m0s"
+)
+
+// history is a job's checkpoint history, newest first: one in progress, one completed, one
+// expired and a trigger that could not start.
+func history() []*pb.CheckpointInfo {
+	ts := timestamppb.New(cpTime)
+	return []*pb.CheckpointInfo{
+		{Id: 13, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, TriggerTime: ts, Acknowledged: 1, Total: 4},
+		{Id: 12, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: ts, DurationMs: 35, StateSizeBytes: 1229,
+			AlignmentMs: 3, Acknowledged: 4, Total: 4, Path: "/var/checkpoints/j1/chk-12", Manual: true},
+		{Id: 11, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: ts, DurationMs: 600_000, Acknowledged: 2, Total: 4,
+			FailureReason: pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED, Failure: longFailure},
+		{Id: 0, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: ts,
+			FailureReason: pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, Failure: preflightFailure},
+	}
+}
+
+func completedCheckpoint() *pb.CheckpointInfo { return history()[1] }
+
+// newFake is a JobService knowing job j1 (checkpointing on) and job plain (checkpointing off).
+func newFake() *fakeJobService {
+	fail := func(cp *pb.CheckpointInfo, err error) func(context.Context) (*pb.CheckpointInfo, error) {
+		return func(context.Context) (*pb.CheckpointInfo, error) { return cp, err }
+	}
+	return &fakeJobService{
+		checkpoints: map[string][]*pb.CheckpointInfo{"j1": history(), "fresh": nil},
+		trigger: map[string]func(context.Context) (*pb.CheckpointInfo, error){
+			"j1": fail(completedCheckpoint(), nil),
+			"declined": fail(&pb.CheckpointInfo{Id: 14, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(cpTime),
+				DurationMs: 20, Acknowledged: 1, Total: 4, Manual: true,
+				FailureReason: pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, Failure: "task counts (1/2) declined: state backend closed"}, nil),
+			"starting": fail(&pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(cpTime), Manual: true,
+				FailureReason: pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, Failure: preflightFailure}, nil),
+			"plain": fail(nil, status.Error(codes.FailedPrecondition, "job plain: checkpointing is not enabled for this job (set execution.checkpointing.interval)")),
+			"slow": func(ctx context.Context) (*pb.CheckpointInfo, error) {
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			},
+		},
+		jobs: map[string]*pb.JobDetails{
+			"j1": {Id: "j1", Name: "keyed-count", Status: pb.JobStatus_JOB_STATUS_RUNNING, Parallelism: 2, StartTime: timestamppb.New(cpTime),
+				LastCheckpoint: completedCheckpoint(), RestoredCheckpointId: 11},
+			"plain": {Id: "plain", Name: "keyed-count", Status: pb.JobStatus_JOB_STATUS_RUNNING, Parallelism: 2, StartTime: timestamppb.New(cpTime)},
+		},
+	}
+}
+
+// checkpointKeys are the keys of a checkpoint in JSON output: the documented contract.
+var checkpointKeys = []string{"acknowledged", "alignment_ms", "duration_ms", "failure", "failure_reason", "id", "manual", "path",
+	"state_size_bytes", "status", "total", "trigger_time"}
+
+// requireCheckpointShape checks that m has exactly the checkpoint keys, and its trigger time.
+func requireCheckpointShape(t *testing.T, what string, m map[string]any) {
+	t.Helper()
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if strings.Join(keys, ",") != strings.Join(checkpointKeys, ",") {
+		t.Errorf("%s keys = %v, want %v", what, keys, checkpointKeys)
+	}
+	s, _ := m["trigger_time"].(string)
+	if tm, err := time.Parse(time.RFC3339Nano, s); err != nil || !tm.Equal(cpTime) || !strings.HasSuffix(s, "Z") {
+		t.Errorf("%s trigger_time = %v, want %s in RFC 3339, UTC", what, m["trigger_time"], cpTime.Format(time.RFC3339Nano))
+	}
+}
+
+// checkFields compares m's fields with want (JSON numbers are float64).
+func checkFields(t *testing.T, what string, m map[string]any, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s %s = %#v, want %#v", what, k, m[k], v)
+		}
+	}
+}
+
+// tableRows splits table output into rows of cells (tabwriter pads cells with 2+ spaces; cells
+// themselves hold single spaces only).
+func tableRows(out string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		rows = append(rows, regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1))
+	}
+	return rows
+}
+
+func TestCheckpointsTable(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "checkpoints", "j1")
+	if code != ExitOK {
+		t.Fatalf("checkpoints j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	local := cpTime.Local().Format("2006-01-02 15:04:05.000")
+	want := [][]string{
+		{"ID", "STATUS", "TRIGGERED", "DURATION", "SIZE", "ALIGNMENT", "ACKS", "FAILURE"},
+		{"13", "IN_PROGRESS", local, "-", "-", "-", "1/4", "-"},
+		{"12", "COMPLETED", local, "35 ms", "1.2 KiB", "3 ms", "4/4", "-"},
+		{"11", "FAILED", local, "10m0s", "-", "-", "2/4", "<truncated>"},
+		{"-", "FAILED", local, "-", "-", "-", "-", "NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running"},
+	}
+	rows := tableRows(stdout)
+	if len(rows) != len(want) {
+		t.Fatalf("checkpoints j1 printed %d lines, want %d:\n%s", len(rows), len(want), stdout)
+	}
+	for i, row := range rows {
+		if len(row) != len(want[i]) {
+			t.Errorf("line %d has %d columns, want %d: %q", i, len(row), len(want[i]), row)
+			continue
+		}
+		for j, cell := range row {
+			if want[i][j] == "<truncated>" {
+				// The reason, then as much of the message as fits, marked as cut.
+				full := "CHECKPOINT_EXPIRED: " + longFailure
+				if !strings.HasSuffix(cell, "…") || !strings.HasPrefix(full, strings.TrimSuffix(cell, "…")) ||
+					len([]rune(cell)) > 80 || len([]rune(cell)) < 40 {
+					t.Errorf("line %d %s = %q, want %q cut to at most 80 characters ending in …", i, want[0][j], cell, full)
+				}
+				continue
+			}
+			if cell != want[i][j] {
+				t.Errorf("line %d %s = %q, want %q", i, want[0][j], cell, want[i][j])
+			}
+		}
+	}
+}
+
+func TestCheckpointsJSON(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "-o", "json", "checkpoints", "j1")
+	if code != ExitOK {
+		t.Fatalf("checkpoints -o json j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	var cps []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &cps); err != nil {
+		t.Fatalf("output is not a JSON array of objects: %v\n%s", err, stdout)
+	}
+	if len(cps) != 4 {
+		t.Fatalf("got %d checkpoints, want 4:\n%s", len(cps), stdout)
+	}
+	for i, cp := range cps {
+		requireCheckpointShape(t, fmt.Sprintf("checkpoints[%d]", i), cp)
+	}
+	checkFields(t, "in progress", cps[0], map[string]any{"id": 13.0, "status": "IN_PROGRESS", "acknowledged": 1.0, "total": 4.0,
+		"failure_reason": "", "failure": "", "path": "", "manual": false})
+	checkFields(t, "completed", cps[1], map[string]any{"id": 12.0, "status": "COMPLETED", "duration_ms": 35.0, "state_size_bytes": 1229.0,
+		"alignment_ms": 3.0, "acknowledged": 4.0, "total": 4.0, "failure_reason": "", "failure": "", "path": "/var/checkpoints/j1/chk-12", "manual": true})
+	checkFields(t, "expired", cps[2], map[string]any{"id": 11.0, "status": "FAILED", "duration_ms": 600000.0,
+		"failure_reason": "CHECKPOINT_EXPIRED", "failure": longFailure}) // JSON is never truncated
+	checkFields(t, "pre-flight", cps[3], map[string]any{"id": 0.0, "status": "FAILED", "failure_reason": "NOT_ALL_REQUIRED_TASKS_RUNNING",
+		"failure": preflightFailure, "total": 0.0})
+
+	// No checkpoints yet: an empty array, not null.
+	code, stdout, stderr = execute(t, "-m", addr, "-o", "json", "checkpoints", "fresh")
+	if code != ExitOK || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("checkpoints -o json fresh = exit %d, output %q, want 0 and []; stderr:\n%s", code, stdout, stderr)
+	}
+}
+
+func TestCheckpointsUnknownJob(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "checkpoints", "nope")
+	if code != ExitFailure || !strings.Contains(stderr, "job nope: job not found") || stdout != "" {
+		t.Errorf("checkpoints nope = exit %d, stdout %q, stderr %q; want exit 1 naming the missing job", code, stdout, stderr)
+	}
+}
+
+// executeNoDeadline is execute without the test's own deadline, for checking the deadline
+// flinkctl itself puts on a call.
+func executeNoDeadline(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Execute(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestCheckpointCompleted(t *testing.T) {
+	f := newFake()
+	addr := serve(t, f)
+	code, stdout, stderr := executeNoDeadline(t, "-m", addr, "checkpoint", "j1")
+	if code != ExitOK {
+		t.Fatalf("checkpoint j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	if want := "Checkpoint 12 of job j1 completed in 35 ms (1.2 KiB) at /var/checkpoints/j1/chk-12\n"; stdout != want {
+		t.Errorf("checkpoint j1 printed %q, want %q", stdout, want)
+	}
+	// The JobManager may take up to execution.checkpointing.timeout (10 min by default): the
+	// call must not give up sooner.
+	if calls, budget := f.lastTrigger(); calls != 1 || budget < 9*time.Minute || budget > 10*time.Minute {
+		t.Errorf("TriggerCheckpoint called %d times with %v left until the deadline, want once with about 10m", calls, budget)
+	}
+
+	code, stdout, stderr = executeNoDeadline(t, "-m", addr, "-o", "json", "checkpoint", "--timeout", "3m", "j1")
+	if code != ExitOK {
+		t.Fatalf("checkpoint -o json --timeout 3m j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	m := decodeObject(t, stdout)
+	requireCheckpointShape(t, "checkpoint", m)
+	checkFields(t, "checkpoint", m, map[string]any{"id": 12.0, "status": "COMPLETED", "duration_ms": 35.0, "state_size_bytes": 1229.0,
+		"path": "/var/checkpoints/j1/chk-12", "manual": true, "failure_reason": ""})
+	if _, budget := f.lastTrigger(); budget < 2*time.Minute || budget > 3*time.Minute {
+		t.Errorf("with --timeout 3m, TriggerCheckpoint had %v left until the deadline, want about 3m", budget)
+	}
+}
+
+func TestCheckpointFailed(t *testing.T) {
+	addr := serve(t, newFake())
+	for _, tc := range []struct {
+		job, want string
+		id        float64
+		reason    string
+	}{
+		{"declined", "Checkpoint 14 of job declined failed: CHECKPOINT_DECLINED: task counts (1/2) declined: state backend closed\n", 14, "CHECKPOINT_DECLINED"},
+		// A trigger that could not start has no ID.
+		{"starting", "Checkpoint of job starting failed: NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running\n", 0, "NOT_ALL_REQUIRED_TASKS_RUNNING"},
+	} {
+		t.Run(tc.job, func(t *testing.T) {
+			code, stdout, stderr := execute(t, "-m", addr, "checkpoint", tc.job)
+			if code != ExitFailure {
+				t.Errorf("checkpoint %s = exit %d, want %d; stderr:\n%s", tc.job, code, ExitFailure, stderr)
+			}
+			if stdout != tc.want {
+				t.Errorf("checkpoint %s printed %q, want %q", tc.job, stdout, tc.want)
+			}
+			code, stdout, stderr = execute(t, "-m", addr, "-o", "json", "checkpoint", tc.job)
+			if code != ExitFailure {
+				t.Errorf("checkpoint -o json %s = exit %d, want %d; stderr:\n%s", tc.job, code, ExitFailure, stderr)
+			}
+			m := decodeObject(t, stdout)
+			requireCheckpointShape(t, "checkpoint", m)
+			checkFields(t, "checkpoint", m, map[string]any{"id": tc.id, "status": "FAILED", "failure_reason": tc.reason, "manual": true})
+		})
+	}
+}
+
+func TestCheckpointDisabled(t *testing.T) {
+	addr := serve(t, newFake())
+	for _, output := range []string{"table", "json"} {
+		code, stdout, stderr := execute(t, "-m", addr, "-o", output, "checkpoint", "plain")
+		want := "flinkctl: job plain: checkpointing is not enabled for this job (set execution.checkpointing.interval)\n"
+		if code != ExitFailure || stderr != want || stdout != "" {
+			t.Errorf("checkpoint -o %s plain = exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout and stderr %q",
+				output, code, stdout, stderr, ExitFailure, want)
+		}
+	}
+}
+
+func TestCheckpointTimeout(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "checkpoint", "--timeout", "200ms", "slow")
+	if code != ExitFailure || stdout != "" {
+		t.Errorf("checkpoint --timeout 200ms slow = exit %d, stdout %q, want exit %d and nothing on stdout", code, stdout, ExitFailure)
+	}
+	for _, want := range []string{"checkpoint of job slow did not end within 200ms", "--timeout", "flinkctl checkpoints slow"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("checkpoint --timeout 200ms slow stderr = %q, want it to contain %q", stderr, want)
+		}
+	}
+}
+
+// A follower's NOT_LEADER answer sends the call on to the next JobManager.
+func TestCheckpointRetriesOnFollower(t *testing.T) {
+	follower := newFake()
+	follower.notLeader = true
+	leader := newFake()
+	addrs := serve(t, follower) + "," + serve(t, leader)
+	code, stdout, stderr := execute(t, "-m", addrs, "checkpoint", "j1")
+	if code != ExitOK || !strings.HasPrefix(stdout, "Checkpoint 12 of job j1 completed") {
+		t.Errorf("checkpoint j1 via a follower = exit %d, stdout %q, stderr %q; want the leader's answer", code, stdout, stderr)
+	}
+	code, stdout, stderr = execute(t, "-m", addrs, "-o", "json", "checkpoints", "j1")
+	var cps []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &cps); code != ExitOK || err != nil || len(cps) != 4 {
+		t.Errorf("checkpoints j1 via a follower = exit %d, stdout %q, stderr %q; want the leader's 4 checkpoints", code, stdout, stderr)
+	}
+}
+
+func TestStatusCheckpointJSON(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "-o", "json", "status", "j1")
+	if code != ExitOK {
+		t.Fatalf("status -o json j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	m := decodeObject(t, stdout)
+	requireKeys(t, "status JSON", m, "id", "status", "last_checkpoint", "restored_checkpoint_id")
+	if m["restored_checkpoint_id"] != 11.0 {
+		t.Errorf("restored_checkpoint_id = %v, want 11", m["restored_checkpoint_id"])
+	}
+	last, ok := m["last_checkpoint"].(map[string]any)
+	if !ok {
+		t.Fatalf("last_checkpoint = %v, want an object", m["last_checkpoint"])
+	}
+	requireCheckpointShape(t, "last_checkpoint", last)
+	checkFields(t, "last_checkpoint", last, map[string]any{"id": 12.0, "status": "COMPLETED", "duration_ms": 35.0,
+		"state_size_bytes": 1229.0, "path": "/var/checkpoints/j1/chk-12"})
+
+	// Without checkpoints: null and 0, both present.
+	code, stdout, stderr = execute(t, "-m", addr, "-o", "json", "status", "plain")
+	if code != ExitOK {
+		t.Fatalf("status -o json plain = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	m = decodeObject(t, stdout)
+	requireKeys(t, "status JSON", m, "last_checkpoint", "restored_checkpoint_id")
+	if m["last_checkpoint"] != nil || m["restored_checkpoint_id"] != 0.0 {
+		t.Errorf("last_checkpoint, restored_checkpoint_id = %v, %v, want null, 0", m["last_checkpoint"], m["restored_checkpoint_id"])
+	}
+}
+
+func TestStatusCheckpointTable(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "status", "j1")
+	if code != ExitOK {
+		t.Fatalf("status j1 = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	for _, want := range []string{
+		`(?m)^Last checkpoint:\s+12 \(COMPLETED, 35 ms, 1\.2 KiB\)$`,
+		`(?m)^Restored from checkpoint:\s+11$`,
+		`(?m)^Job:\s+j1$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("status j1 output does not match %s:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = execute(t, "-m", addr, "status", "plain")
+	if code != ExitOK || strings.Contains(stdout, "checkpoint") {
+		t.Errorf("status plain = exit %d, stderr %q; want no checkpoint lines for a job without checkpoints:\n%s", code, stderr, stdout)
+	}
+}
+
+func TestCheckpointFormatting(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1229, "1.2 KiB"}, {1048524, "1023.9 KiB"}, {1048575, "1.0 MiB"}, {3 << 30, "3.0 GiB"}} {
+		if got := bytesText(tc.n); got != tc.want {
+			t.Errorf("bytesText(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		ms   int64
+		want string
+	}{{0, "0 ms"}, {35, "35 ms"}, {999, "999 ms"}, {2500, "2.5 s"}, {200_000, "3m20s"}} {
+		if got := msText(tc.ms); got != tc.want {
+			t.Errorf("msText(%d) = %q, want %q", tc.ms, got, tc.want)
+		}
+	}
+}

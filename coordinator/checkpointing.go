@@ -1,0 +1,499 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/goflink/goflink/config"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// The checkpoint coordinator of one job (Flink's CheckpointCoordinator, reference §1). It is
+// decision logic owned by the job master's loop goroutine: it never blocks on the network and
+// takes the time from an injectable clock. What it needs done goes through checkpointIO; the
+// synchronous calls there (ID allocation and the completion commit through Raft, the metadata
+// write) are short, the RPCs to tasks are asynchronous.
+
+// maxHistory bounds the checkpoint history kept for flinkctl checkpoints.
+const maxHistory = 100
+
+// recentExpiredSize is how many expired checkpoint IDs are remembered to tell late acks apart.
+const recentExpiredSize = 16
+
+// checkpointSettings are the job's checkpointing keys.
+type checkpointSettings struct {
+	interval      time.Duration // 0: periodic checkpoints are off
+	timeout       time.Duration
+	minPause      time.Duration
+	maxConcurrent int
+	tolerable     int
+	numRetained   int
+	mode          pb.CheckpointingMode
+}
+
+// checkpointSettingsFrom reads the checkpointing keys of a job's configuration.
+func checkpointSettingsFrom(cfg *config.Config) checkpointSettings {
+	s := checkpointSettings{
+		timeout:       cfg.Duration(config.CheckpointTimeout),
+		minPause:      cfg.Duration(config.CheckpointMinPause),
+		maxConcurrent: cfg.Int(config.CheckpointMaxConcurrent),
+		tolerable:     cfg.Int(config.CheckpointTolerable),
+		numRetained:   cfg.Int(config.CheckpointNumRetained),
+		mode:          pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
+	}
+	if cfg.IsSet(config.CheckpointInterval) {
+		s.interval = cfg.Duration(config.CheckpointInterval)
+	}
+	if cfg.String(config.CheckpointMode) == "AT_LEAST_ONCE" {
+		s.mode = pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
+	}
+	return s
+}
+
+// enabled reports whether the job takes checkpoints.
+func (s checkpointSettings) enabled() bool { return s.interval > 0 }
+
+// checkpointPlan is the set of tasks one checkpoint involves.
+type checkpointPlan struct {
+	trigger []string // execution keys of the source tasks
+	wait    []string // execution keys of every task
+}
+
+// checkpointIO is what the coordinator needs from the job master.
+type checkpointIO interface {
+	// plan returns the tasks of a checkpoint, or ok=false when not all of them are running.
+	plan() (p checkpointPlan, ok bool)
+	// allocateID takes the next checkpoint ID from the replicated counter.
+	allocateID() (int64, error)
+	// triggerTasks sends the barrier to the source tasks (asynchronously; a failed RPC comes
+	// back as triggerFailed).
+	triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier)
+	// finalize writes the checkpoint's metadata and returns its store record.
+	finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error)
+	// commit adds the checkpoint to the replicated store: the commit point. It returns the
+	// checkpoints the store subsumed.
+	commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error)
+	// notifyComplete and notifyAborted tell every task (best effort, asynchronous).
+	notifyComplete(id int64)
+	notifyAborted(id, latestCompleted int64)
+	// discard deletes a checkpoint's files (asynchronously).
+	discard(id int64)
+	// failJob triggers a failover because the checkpoint failures exceeded the tolerance.
+	failJob(cause string)
+}
+
+// pendingCheckpoint is a checkpoint that was triggered and is not complete yet.
+type pendingCheckpoint struct {
+	id       int64
+	trigger  time.Time
+	deadline time.Time
+	manual   bool
+	waiting  map[string]bool // tasks that have not acknowledged yet
+	states   []*pb.OperatorSubtaskState
+	size     int64
+	align    int64
+	info     *pb.CheckpointInfo
+	replies  []chan<- checkpointResult
+}
+
+// checkpointResult answers a manual trigger.
+type checkpointResult struct {
+	info *pb.CheckpointInfo
+	err  error
+}
+
+// checkpointCoordinator triggers, tracks and completes the checkpoints of one job.
+type checkpointCoordinator struct {
+	s   checkpointSettings
+	io  checkpointIO
+	now func() time.Time
+	rnd func(n int64) int64
+
+	periodic       bool
+	nextPeriodic   time.Time // zero: no periodic trigger scheduled
+	periodicQueued bool      // a periodic request waits for max-concurrent
+	manualQueue    []chan<- checkpointResult
+	pending        []*pendingCheckpoint // ascending IDs
+	lastCompletion time.Time
+	latestComplete int64
+	retained       []*pb.CompletedCheckpoint // the store, oldest first
+
+	// failure accounting (CheckpointFailureManager)
+	lastSucceeded int64
+	consecutive   int
+	countedIDs    map[int64]bool
+
+	recentExpired []int64
+	history       []*pb.CheckpointInfo // newest last
+}
+
+func newCheckpointCoordinator(s checkpointSettings, io checkpointIO, now func() time.Time, retained []*pb.CompletedCheckpoint) *checkpointCoordinator {
+	c := &checkpointCoordinator{
+		s: s, io: io, now: now, rnd: rand.Int64N, countedIDs: map[int64]bool{},
+		retained: slices.Clone(retained),
+	}
+	if n := len(retained); n > 0 {
+		c.latestComplete = retained[n-1].GetId()
+		c.lastSucceeded = c.latestComplete
+	}
+	return c
+}
+
+// start begins periodic checkpoints: the first after a random delay in [minPause, interval]
+// (reference §1.2), then at a fixed rate.
+func (c *checkpointCoordinator) start() {
+	if !c.s.enabled() || c.periodic {
+		return
+	}
+	c.periodic = true
+	base := max(c.s.interval, c.s.minPause)
+	delay := c.s.minPause
+	if span := int64(base - c.s.minPause); span > 0 {
+		delay += time.Duration(c.rnd(span + 1))
+	}
+	c.nextPeriodic = c.now().Add(delay)
+}
+
+// stop ends periodic checkpoints and aborts every queued and pending checkpoint with reason
+// (a job failover, suspension or the job's end: none of these count as failures).
+func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg string) {
+	c.periodic = false
+	c.nextPeriodic = time.Time{}
+	c.periodicQueued = false
+	for _, r := range c.manualQueue {
+		r <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+	}
+	c.manualQueue = nil
+	for len(c.pending) > 0 {
+		c.abort(c.pending[0], reason, msg)
+	}
+}
+
+// triggerManual queues a checkpoint requested by a user; reply receives its outcome.
+func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult) {
+	c.manualQueue = append(c.manualQueue, reply)
+	c.runQueued()
+}
+
+// nextDeadline is when the coordinator must run onTimer next (zero: nothing scheduled).
+func (c *checkpointCoordinator) nextDeadline() time.Time {
+	d := c.nextPeriodic
+	for _, p := range c.pending {
+		if d.IsZero() || p.deadline.Before(d) {
+			d = p.deadline
+		}
+	}
+	return d
+}
+
+// onTimer fires the periodic trigger and expires checkpoints whose time is up.
+func (c *checkpointCoordinator) onTimer() {
+	now := c.now()
+	for _, p := range slices.Clone(c.pending) {
+		if !now.Before(p.deadline) {
+			c.recentExpired = append(c.recentExpired, p.id)
+			if len(c.recentExpired) > recentExpiredSize {
+				c.recentExpired = c.recentExpired[1:]
+			}
+			c.abort(p, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED,
+				fmt.Sprintf("checkpoint expired before completing (timeout %v)", c.s.timeout))
+		}
+	}
+	if c.periodic && !c.nextPeriodic.IsZero() && !now.Before(c.nextPeriodic) {
+		// Fixed rate: the next firing is one interval after this one was due.
+		for !c.nextPeriodic.After(now) {
+			c.nextPeriodic = c.nextPeriodic.Add(c.s.interval)
+		}
+		c.periodicQueued = true
+		c.runQueued()
+	}
+}
+
+// runQueued executes queued requests while max-concurrent allows (CheckpointRequestDecider).
+// Manual requests go first and ignore the minimum pause; a periodic request within the pause is
+// dropped and the periodic trigger moved to the end of the pause.
+func (c *checkpointCoordinator) runQueued() {
+	for len(c.pending) < c.s.maxConcurrent {
+		switch {
+		case len(c.manualQueue) > 0:
+			reply := c.manualQueue[0]
+			c.manualQueue = c.manualQueue[1:]
+			c.triggerNow(reply)
+		case c.periodicQueued:
+			c.periodicQueued = false
+			if wait := c.lastCompletion.Add(c.s.minPause).Sub(c.now()); !c.lastCompletion.IsZero() && wait > 0 {
+				c.record(&pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED,
+					TriggerTime: timestamppb.New(c.now()), FailureReason: pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_MINIMUM_TIME_BETWEEN_CHECKPOINTS,
+					Failure: fmt.Sprintf("minimum pause %v since the last completion not over", c.s.minPause)})
+				c.nextPeriodic = c.now().Add(wait)
+				continue
+			}
+			c.triggerNow(nil)
+		default:
+			return
+		}
+	}
+}
+
+// triggerNow starts one checkpoint: plan, ID, pending entry, barriers to the sources.
+func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
+	now := c.now()
+	fail := func(reason pb.CheckpointFailureReason, msg string) {
+		info := &pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(now),
+			FailureReason: reason, Failure: msg, Manual: reply != nil}
+		c.record(info)
+		c.onFailure(-1, reason)
+		if reply != nil {
+			reply <- checkpointResult{info: info, err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+		}
+	}
+	plan, ok := c.io.plan()
+	if !ok {
+		fail(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, "not all required tasks are currently running")
+		return
+	}
+	id, err := c.io.allocateID()
+	if err != nil {
+		fail(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, fmt.Sprintf("allocating a checkpoint ID: %v", err))
+		return
+	}
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, waiting: map[string]bool{}}
+	for _, k := range plan.wait {
+		p.waiting[k] = true
+	}
+	if reply != nil {
+		p.replies = append(p.replies, reply)
+	}
+	p.info = &pb.CheckpointInfo{Id: id, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, TriggerTime: timestamppb.New(now),
+		Total: int32(len(plan.wait)), Manual: reply != nil}
+	c.record(p.info)
+	c.pending = append(c.pending, p)
+	c.io.triggerTasks(plan, &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode})
+}
+
+// ack handles a task's acknowledgement. It returns false when the checkpoint is not pending
+// (late, unknown, aborted): the caller then discards the acknowledged state.
+func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSnapshot, m *pb.CheckpointMetrics) bool {
+	p := c.find(id)
+	if p == nil || !p.waiting[task] {
+		return false
+	}
+	delete(p.waiting, task)
+	p.states = append(p.states, snap.GetOperators()...)
+	p.size += m.GetStateSizeBytes()
+	p.align = max(p.align, m.GetAlignmentMs())
+	p.info.Acknowledged++
+	p.info.StateSizeBytes, p.info.AlignmentMs = p.size, p.align
+	if len(p.waiting) == 0 {
+		c.complete(p)
+	}
+	return true
+}
+
+// isLateAck reports whether an unknown checkpoint ID is one that expired recently.
+func (c *checkpointCoordinator) isLateAck(id int64) bool { return slices.Contains(c.recentExpired, id) }
+
+// isRetained reports whether a checkpoint is in the store (its files must never be deleted
+// because of a duplicate acknowledgement).
+func (c *checkpointCoordinator) isRetained(id int64) bool {
+	return slices.ContainsFunc(c.retained, func(cp *pb.CompletedCheckpoint) bool { return cp.GetId() == id })
+}
+
+// decline handles a task's refusal to take a checkpoint.
+func (c *checkpointCoordinator) decline(task string, id int64, reason pb.CheckpointFailureReason, msg string) {
+	if p := c.find(id); p != nil {
+		c.abort(p, reason, fmt.Sprintf("declined by %s: %s", task, msg))
+	}
+}
+
+// triggerFailed handles a failed trigger RPC.
+func (c *checkpointCoordinator) triggerFailed(id int64, msg string) {
+	if p := c.find(id); p != nil {
+		c.abort(p, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, msg)
+	}
+}
+
+func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
+	for _, p := range c.pending {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// complete finalizes a fully acknowledged checkpoint: metadata, then the Raft commit (the
+// commit point), then subsumption and notifications.
+func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
+	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.size)
+	if err == nil {
+		var subsumed []*pb.CompletedCheckpoint
+		subsumed, err = c.io.commit(cp)
+		if err == nil {
+			c.completed(p, cp, subsumed)
+			return
+		}
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShuttingDown) {
+			// The outcome is unknown to us: a new leader decides. Keep the files, stop here.
+			c.remove(p)
+			c.reply(p, checkpointResult{info: p.info, err: err})
+			return
+		}
+	}
+	c.abort(p, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE, err.Error())
+}
+
+func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.CompletedCheckpoint, subsumed []*pb.CompletedCheckpoint) {
+	now := c.now()
+	c.remove(p)
+	c.retained = append(c.retained, cp)
+	for _, s := range subsumed {
+		c.retained = slices.DeleteFunc(c.retained, func(r *pb.CompletedCheckpoint) bool { return r.GetId() == s.GetId() })
+		c.io.discard(s.GetId())
+	}
+	c.latestComplete = p.id
+	c.lastCompletion = now
+	p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
+	p.info.DurationMs = now.Sub(p.trigger).Milliseconds()
+	p.info.Path = cp.GetPath()
+	c.onSuccess(p.id)
+	// Older pending checkpoints can no longer matter: subsume them (not counted).
+	for len(c.pending) > 0 && c.pending[0].id < p.id {
+		c.abort(c.pending[0], pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED,
+			fmt.Sprintf("subsumed by checkpoint %d", p.id))
+	}
+	c.io.notifyComplete(p.id)
+	c.reply(p, checkpointResult{info: p.info})
+	c.runQueued()
+}
+
+// abort disposes a pending checkpoint, counts the failure if its reason counts, tells the
+// tasks and deletes its files.
+func (c *checkpointCoordinator) abort(p *pendingCheckpoint, reason pb.CheckpointFailureReason, msg string) {
+	c.remove(p)
+	p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED
+	p.info.FailureReason, p.info.Failure = reason, msg
+	p.info.DurationMs = c.now().Sub(p.trigger).Milliseconds()
+	c.io.notifyAborted(p.id, c.latestComplete)
+	c.io.discard(p.id)
+	c.reply(p, checkpointResult{info: p.info, err: fmt.Errorf("checkpoint %d failed: %s", p.id, msg)})
+	c.onFailure(p.id, reason)
+	if c.periodic || len(c.manualQueue) > 0 {
+		c.runQueued()
+	}
+}
+
+func (c *checkpointCoordinator) remove(p *pendingCheckpoint) {
+	c.pending = slices.DeleteFunc(c.pending, func(q *pendingCheckpoint) bool { return q == p })
+}
+
+func (c *checkpointCoordinator) reply(p *pendingCheckpoint, r checkpointResult) {
+	for _, ch := range p.replies {
+		ch <- r
+	}
+	p.replies = nil
+}
+
+// countedReason reports whether a failure counts against the tolerance (reference §1.6).
+func countedReason(r pb.CheckpointFailureReason) bool {
+	switch r {
+	case pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION,
+		pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION,
+		pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
+		pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED,
+		pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE:
+		return true
+	}
+	return false
+}
+
+// onFailure counts a checkpoint failure: at most once per ID, never for IDs at or below the
+// last success, and only for counted reasons. Past the tolerance the job fails over.
+func (c *checkpointCoordinator) onFailure(id int64, reason pb.CheckpointFailureReason) {
+	if !countedReason(reason) {
+		return
+	}
+	if id != -1 && id <= c.lastSucceeded {
+		return
+	}
+	if id != -1 {
+		if c.countedIDs[id] {
+			return
+		}
+		c.countedIDs[id] = true
+	}
+	c.consecutive++
+	if c.consecutive > c.s.tolerable {
+		c.consecutive = 0
+		clear(c.countedIDs)
+		c.io.failJob(fmt.Sprintf("Exceeded checkpoint tolerable failure threshold (%s = %d).", config.CheckpointTolerable, c.s.tolerable))
+	}
+}
+
+func (c *checkpointCoordinator) onSuccess(id int64) {
+	if id > c.lastSucceeded {
+		c.lastSucceeded = id
+		c.consecutive = 0
+		clear(c.countedIDs)
+	}
+}
+
+// record adds an entry to the history; pending ones are updated in place.
+func (c *checkpointCoordinator) record(info *pb.CheckpointInfo) {
+	c.history = append(c.history, info)
+	if len(c.history) > maxHistory {
+		c.history = slices.Clone(c.history[len(c.history)-maxHistory:])
+	}
+}
+
+// historyView returns copies of the history, newest first, including retained checkpoints
+// from the store that this coordinator did not take (an earlier run or leader).
+func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
+	var out []*pb.CheckpointInfo
+	seen := map[int64]bool{}
+	for i := len(c.history) - 1; i >= 0; i-- {
+		h := c.history[i]
+		out = append(out, cloneInfo(h))
+		if h.GetId() > 0 {
+			seen[h.GetId()] = true
+		}
+	}
+	for i := len(c.retained) - 1; i >= 0; i-- {
+		r := c.retained[i]
+		if seen[r.GetId()] {
+			continue
+		}
+		out = append(out, completedInfo(r))
+	}
+	slices.SortStableFunc(out, func(a, b *pb.CheckpointInfo) int {
+		return b.GetTriggerTime().AsTime().Compare(a.GetTriggerTime().AsTime())
+	})
+	return out
+}
+
+// lastCompleted describes the newest retained checkpoint, or nil.
+func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
+	if len(c.retained) == 0 {
+		return nil
+	}
+	r := c.retained[len(c.retained)-1]
+	for i := len(c.history) - 1; i >= 0; i-- {
+		if c.history[i].GetId() == r.GetId() {
+			return cloneInfo(c.history[i])
+		}
+	}
+	return completedInfo(r)
+}
+
+func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
+	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: r.GetPath()}
+}
+
+func cloneInfo(i *pb.CheckpointInfo) *pb.CheckpointInfo { return proto.Clone(i).(*pb.CheckpointInfo) }

@@ -1,0 +1,140 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
+)
+
+// checkpointRPCTimeout bounds one checkpoint RPC to a task.
+const checkpointRPCTimeout = 10 * time.Second
+
+// jobCheckpointIO is the job master seen as the checkpoint coordinator's I/O. Its methods run
+// on the job master's loop goroutine; RPCs and file deletions run on goroutines of m.wg.
+type jobCheckpointIO jobMaster
+
+func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
+
+func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
+	m := io.m()
+	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting || !m.allRunning() {
+		return checkpointPlan{}, false
+	}
+	sources := map[int32]bool{}
+	for _, v := range m.graph.GetVertices() {
+		sources[v.GetId()] = true
+	}
+	for _, e := range m.graph.GetEdges() {
+		sources[e.GetTarget()] = false
+	}
+	var p checkpointPlan
+	for _, e := range m.execs {
+		p.wait = append(p.wait, e.key)
+		if sources[e.vertex.GetId()] {
+			p.trigger = append(p.trigger, e.key)
+		}
+	}
+	return p, true
+}
+
+func (io *jobCheckpointIO) allocateID() (int64, error) {
+	return io.m().host.allocateCheckpointID(io.m().id)
+}
+
+func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier) {
+	m := io.m()
+	for _, k := range p.trigger {
+		e := m.byKey[k]
+		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, Execution: e.id, Barrier: b}
+		client, name := e.tm.client, e.name
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
+			defer cancel()
+			if _, err := client.TriggerTaskCheckpoint(ctx, req); err != nil && m.ctx.Err() == nil {
+				m.send(evTriggerFailed{id: b.GetCheckpointId(), msg: fmt.Sprintf("triggering %s: %v", name, err)})
+			}
+		}()
+	}
+}
+
+func (io *jobCheckpointIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
+	m := io.m()
+	md := &pb.CheckpointMetadata{Version: 1, JobId: m.id, CheckpointId: id, TriggerTimeMs: trigger.UnixMilli(), States: states}
+	path, err := storage.WriteMetadata(m.jobDir, md)
+	if err != nil {
+		return nil, fmt.Errorf("write checkpoint %d metadata: %w", id, err)
+	}
+	return &pb.CompletedCheckpoint{Id: id, Path: path, TriggerTime: timestamppb.New(trigger), CompletionTime: timestamppb.Now(),
+		StateSizeBytes: size, BaseDir: m.jobDir}, nil
+}
+
+func (io *jobCheckpointIO) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error) {
+	m := io.m()
+	subsumed, err := m.host.completeCheckpoint(m.id, cp, m.cpSettings.numRetained)
+	if err == nil {
+		m.log.Info("checkpoint completed", "checkpoint_id", cp.GetId(), "size_bytes", cp.GetStateSizeBytes(),
+			"duration", cp.GetCompletionTime().AsTime().Sub(cp.GetTriggerTime().AsTime()).Round(time.Millisecond))
+	}
+	return subsumed, err
+}
+
+// notifyTasks sends one notification to every task of the current run that may still run.
+func (io *jobCheckpointIO) notifyTasks(send func(ctx context.Context, e *execution) error) {
+	m := io.m()
+	for _, e := range m.execs {
+		if !e.submitted || e.terminal() || e.tm.client == nil {
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
+			defer cancel()
+			if err := send(ctx, e); err != nil && m.ctx.Err() == nil {
+				m.log.Debug("checkpoint notification not delivered", "task", e.name, "err", err)
+			}
+		}()
+	}
+}
+
+func (io *jobCheckpointIO) notifyComplete(id int64) {
+	io.notifyTasks(func(ctx context.Context, e *execution) error {
+		_, err := e.tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: e.tm.regID, Execution: e.id, CheckpointId: id})
+		return err
+	})
+}
+
+func (io *jobCheckpointIO) notifyAborted(id, latestCompleted int64) {
+	io.notifyTasks(func(ctx context.Context, e *execution) error {
+		_, err := e.tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: e.tm.regID, Execution: e.id,
+			CheckpointId: id, LatestCompletedId: latestCompleted})
+		return err
+	})
+}
+
+func (io *jobCheckpointIO) discard(id int64) {
+	m := io.m()
+	dir := m.jobDir
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := storage.Discard(dir, id); err != nil {
+			m.log.Warn("cannot delete checkpoint files", "checkpoint_id", id, "err", err)
+		}
+	}()
+}
+
+func (io *jobCheckpointIO) failJob(cause string) {
+	m := io.m()
+	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
+		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint coordinator", Cause: cause})
+		m.failJob(cause)
+	}
+}

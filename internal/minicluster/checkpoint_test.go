@@ -1,0 +1,203 @@
+package minicluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// The founding example (reference/seeds): numbers keyed by parity, a running sum per key, and
+// a failure while the odd sum processes a given number on the first attempt. Exactly-once must
+// end with the failure-free sums and output; at-least-once must lose nothing; without
+// checkpoints (at-most-once) the failure loses what the job had done.
+
+// foundingSpec builds the job: 1..n at rate records per second, failing on the first attempt
+// when the odd sum includes failAt (an odd number).
+func foundingSpec(n, rate, failAt int, out, config string) string {
+	oddSum := ((failAt + 1) / 2) * ((failAt + 1) / 2) // 1+3+…+failAt
+	return fmt.Sprintf(`name: odd-even
+parallelism: 2
+config:
+%s
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: %d}
+  - {name: parity, type: map, fields: {parity: "value %% 2 == 0 ? 'even' : 'odd'", value: "value"}}
+  - {name: by-parity, type: key-by, key: "parity"}
+  - {name: sum_odd_even, type: sum, field: value}
+  - {name: fail_at, type: fail, when: "parity == 'odd' && value == %d", attempt: 0}
+  - {name: out, type: file, path: %q}
+`, config, n, rate, oddSum, out)
+}
+
+// failureFreeOutput is what the job writes without failures: per key, the running sums.
+func failureFreeOutput(n int) map[string][]int64 {
+	want := map[string][]int64{}
+	var odd, even int64
+	for v := int64(1); v <= int64(n); v++ {
+		if v%2 == 0 {
+			even += v
+			want["even"] = append(want["even"], even)
+		} else {
+			odd += v
+			want["odd"] = append(want["odd"], odd)
+		}
+	}
+	return want
+}
+
+// committedOutput reads the visible (committed) part files of a file sink, per key.
+func committedOutput(t *testing.T, dir string) (map[string]map[int64]int, int) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	got := map[string]map[int64]int{}
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var row struct {
+				Parity string `json:"parity"`
+				Value  int64  `json:"value"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+				t.Fatalf("%s: bad line %q: %v", e.Name(), sc.Text(), err)
+			}
+			if got[row.Parity] == nil {
+				got[row.Parity] = map[int64]int{}
+			}
+			got[row.Parity][row.Value]++
+			n++
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got, n
+}
+
+func runFounding(t *testing.T, config string) (*pb.JobDetails, string, []*pb.CheckpointInfo) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	out := filepath.Join(t.TempDir(), "out")
+	spec := foundingSpec(120, 40, 31, out, config+"\n  execution.checkpointing.dir: "+filepath.Join(t.TempDir(), "checkpoints"))
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	cps, err := cl.Checkpoints(ctx, id)
+	if err != nil {
+		t.Fatalf("Checkpoints(%s) = %v", id, err)
+	}
+	return last, out, cps
+}
+
+func TestFoundingExampleExactlyOnce(t *testing.T) {
+	last, out, cps := runFounding(t, `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.mode: EXACTLY_ONCE
+  restart-strategy.fixed-delay.delay: 50ms
+  restart-strategy.type: fixed-delay`)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	if last.GetRestarts() != 1 {
+		t.Errorf("restarts = %d, want 1 (the injected failure)", last.GetRestarts())
+	}
+	if last.GetRestoredCheckpointId() <= 0 {
+		t.Errorf("the restarted run restored no checkpoint (restored_checkpoint_id = %d)", last.GetRestoredCheckpointId())
+	}
+	completed := 0
+	for _, c := range cps {
+		if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			completed++
+		}
+	}
+	if completed == 0 {
+		t.Errorf("no completed checkpoint in the history %v", cps)
+	}
+	got, n := committedOutput(t, out)
+	t.Logf("restarts %d, restored from checkpoint %d, %d completed checkpoints, %d committed records",
+		last.GetRestarts(), last.GetRestoredCheckpointId(), completed, n)
+	want := failureFreeOutput(120)
+	total := 0
+	for key, sums := range want {
+		total += len(sums)
+		for _, s := range sums {
+			if c := got[key][s]; c != 1 {
+				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
+			}
+		}
+	}
+	if n != total {
+		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
+	}
+	if odd, even := maxOf(got["odd"]), maxOf(got["even"]); odd != 3600 || even != 3660 {
+		t.Errorf("final sums odd=%d even=%d, want 3600 and 3660", odd, even)
+	}
+}
+
+func TestFoundingExampleAtLeastOnce(t *testing.T) {
+	last, out, _ := runFounding(t, `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.mode: AT_LEAST_ONCE
+  restart-strategy.fixed-delay.delay: 50ms
+  restart-strategy.type: fixed-delay`)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	if last.GetRestarts() != 1 {
+		t.Errorf("restarts = %d, want 1", last.GetRestarts())
+	}
+	// Nothing is lost: every input reached the sums at least once, so the final sums are at
+	// least the failure-free ones (duplicates may raise them).
+	got, n := committedOutput(t, out)
+	t.Logf("at-least-once: %d committed records, final sums odd=%d even=%d (failure-free: 3600, 3660)", n, maxOf(got["odd"]), maxOf(got["even"]))
+	if odd, even := maxOf(got["odd"]), maxOf(got["even"]); odd < 3600 || even < 3660 {
+		t.Errorf("final sums odd=%d even=%d, want at least 3600 and 3660", odd, even)
+	}
+}
+
+func TestFoundingExampleAtMostOnce(t *testing.T) {
+	// Checkpointing off: no checkpoint to return to, so the default restart strategy is none
+	// and the failure fails the job. The two-phase-commit file sink never committed: what the
+	// job computed before the failure is lost.
+	last, out, cps := runFounding(t, `  parallelism.default: 2`)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED {
+		t.Fatalf("job ended %v, want FAILED", last.GetStatus())
+	}
+	if !strings.Contains(last.GetFailureCause(), "Recovery is suppressed by NoRestartBackoffTimeStrategy") {
+		t.Errorf("failure cause %q does not say recovery was suppressed", last.GetFailureCause())
+	}
+	if len(cps) != 0 {
+		t.Errorf("checkpoint history %v, want none with checkpointing off", cps)
+	}
+	if _, n := committedOutput(t, out); n != 0 {
+		t.Errorf("committed %d records; at-most-once with a failure before the end commits nothing", n)
+	}
+}
+
+func maxOf(m map[int64]int) int64 {
+	var best int64
+	for v := range m {
+		best = max(best, v)
+	}
+	return best
+}

@@ -1,0 +1,193 @@
+package operator
+
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// seqRun is one attempt of a sequence source subtask with operator state.
+type seqRun struct {
+	*sequence
+	out *capture
+	sc  *fakeStateContext
+}
+
+func openSeqRun(t *testing.T, spec *pb.SequenceSource, ctx *Context, restoredID int64, restored [][]byte) (*seqRun, error) {
+	t.Helper()
+	src := newSequence(spec)
+	sc := newStateContext(restoredID, map[string][][]byte{sequencePositionState: restored})
+	if err := src.InitializeState(sc); err != nil {
+		t.Fatalf("InitializeState: %v", err)
+	}
+	out := &capture{}
+	err := src.Open(ctx, out)
+	return &seqRun{src, out, sc}, err
+}
+
+func mustOpenSeqRun(t *testing.T, spec *pb.SequenceSource, ctx *Context, restoredID int64, restored [][]byte) *seqRun {
+	t.Helper()
+	r, err := openSeqRun(t, spec, ctx, restoredID, restored)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return r
+}
+
+func (r *seqRun) emit(t *testing.T, max int) (n int, done bool) {
+	t.Helper()
+	n, _, done, err := r.Emit(max)
+	if err != nil {
+		t.Fatalf("Emit(%d): %v", max, err)
+	}
+	return n, done
+}
+
+func (r *seqRun) snapshot(t *testing.T, id int64) [][]byte {
+	t.Helper()
+	if err := r.SnapshotState(id); err != nil {
+		t.Fatalf("SnapshotState(%d): %v", id, err)
+	}
+	return checkpointOf(t, sequencePositionState, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
+}
+
+func TestSequenceRestoreRewinds(t *testing.T) {
+	const p = 3
+	spec := unbounded(100)
+	var chk [][]byte
+	var before [p][]int64
+	for sub := range p {
+		r := mustOpenSeqRun(t, spec, &Context{Subtask: sub, Parallelism: p}, 0, nil)
+		r.emit(t, 4+sub)
+		before[sub] = r.out.ints(0)
+		chk = append(chk, r.snapshot(t, 7)...)
+		r.emit(t, 10) // lost with the failure
+	}
+	for sub := range p {
+		var logs bytes.Buffer
+		ctx := &Context{Subtask: sub, Parallelism: p, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		r := mustOpenSeqRun(t, spec, ctx, 7, chk)
+		r.emit(t, 5)
+		got := append(slices.Clone(before[sub]), r.out.ints(0)...)
+		var want []int64
+		for i := range len(got) {
+			want = append(want, 100+int64(sub)+int64(i*p))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("subtask %d: before the checkpoint %v, after the restore %v, want %v together", sub, before[sub], r.out.ints(0), want)
+		}
+		next := 100 + int64(sub) + int64((4+sub)*p)
+		if line := logs.String(); !strings.Contains(line, "level=INFO") || !strings.Contains(line, `msg="restored source position"`) ||
+			!strings.Contains(line, "checkpoint=7") || !strings.Contains(line, "next="+itoa(next)) {
+			t.Errorf("subtask %d logged %q, want an INFO restored source position with checkpoint=7 next=%d", sub, line, next)
+		}
+		// The position state counts every record, across restores.
+		chk2 := r.snapshot(t, 8)
+		if !strings.Contains(string(chk2[0]), `"emitted":`+itoa(int64(4+sub+5))) {
+			t.Errorf("subtask %d state after the restore = %s, want emitted %d", sub, chk2[0], 4+sub+5)
+		}
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func TestSequenceRestoreBounded(t *testing.T) {
+	tests := []struct {
+		name   string
+		before int // records emitted before the checkpoint
+	}{
+		{"nothing emitted", 0},
+		{"middle", 4},
+		{"all but the last", 9},
+		{"done", 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := seqSpec(1, 10)
+			a := mustOpenSeqRun(t, spec, &Context{Parallelism: 1}, 0, nil)
+			if tc.before > 0 {
+				a.emit(t, tc.before)
+			}
+			chk := a.snapshot(t, 1)
+			b := mustOpenSeqRun(t, spec, &Context{Parallelism: 1}, 1, chk)
+			drain(t, b.sequence, b.out, 3)
+			got := append(a.out.ints(0), b.out.ints(0)...)
+			if want := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
+				t.Errorf("before the checkpoint %v, after the restore %v, want %v together", a.out.ints(0), b.out.ints(0), want)
+			}
+		})
+	}
+}
+
+func TestSequenceRestoreRejectsRescale(t *testing.T) {
+	var chk [][]byte
+	for sub := range 2 {
+		r := mustOpenSeqRun(t, unbounded(0), &Context{Subtask: sub, Parallelism: 2}, 0, nil)
+		r.emit(t, 3)
+		chk = append(chk, r.snapshot(t, 4)...)
+	}
+	for _, p := range []int{1, 3} {
+		_, err := openSeqRun(t, unbounded(0), &Context{Subtask: 0, Parallelism: p}, 4, chk)
+		want := "sequence source cannot be rescaled: checkpoint has parallelism 2, job has " + itoa(int64(p))
+		if err == nil || err.Error() != want {
+			t.Errorf("restore at parallelism %d = %v, want %q", p, err, want)
+		}
+	}
+	// A position of another subtask only: the checkpoint is inconsistent.
+	if _, err := openSeqRun(t, unbounded(0), &Context{Subtask: 0, Parallelism: 2}, 4, chk[1:]); err == nil {
+		t.Errorf("restore without this subtask's position = nil error")
+	}
+	sc := newStateContext(4, map[string][][]byte{sequencePositionState: {[]byte("{")}})
+	if err := newSequence(unbounded(0)).InitializeState(sc); err == nil {
+		t.Errorf("InitializeState with a corrupt position = nil error")
+	}
+}
+
+func TestSequenceRestoreWithoutPosition(t *testing.T) {
+	// A checkpoint without the source's state (e.g. taken before the source had any): start
+	// from the beginning.
+	r := mustOpenSeqRun(t, seqSpec(1, 3), &Context{Parallelism: 1}, 5, nil)
+	drain(t, r.sequence, r.out, 10)
+	if got, want := r.out.ints(0), []int64{1, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("emitted %v, want %v", got, want)
+	}
+}
+
+func TestSequenceRestoreRateNoBurst(t *testing.T) {
+	spec := unbounded(0)
+	spec.Rate = 100
+	clock := newFakeClock()
+	a := mustOpenSeqRun(t, spec, &Context{Parallelism: 1, Now: clock.Now}, 0, nil)
+	total := runRated(t, a.sequence, clock, 10*time.Millisecond, 2*time.Second, func(time.Duration, int) {})
+	chk := a.snapshot(t, 1)
+
+	// The restore happens a minute later: the source continues from its position at the
+	// configured rate, without bursting to catch up.
+	clock.advance(time.Minute)
+	b := mustOpenSeqRun(t, spec, &Context{Parallelism: 1, Now: clock.Now}, 1, chk)
+	n, _, _, err := b.Emit(rateBatch)
+	if err != nil || n > 1 {
+		t.Fatalf("first Emit after the restore = %d, %v, want at most one record", n, err)
+	}
+	clock.advance(time.Second)
+	m, _, _, err := b.Emit(rateBatch)
+	if err != nil || m < 99 || m > 101 {
+		t.Errorf("Emit one second after the restore = %d, %v, want about 100", m, err)
+	}
+	if got := b.out.ints(0); len(got) == 0 || got[0] != int64(total) {
+		t.Errorf("first value after the restore = %v, want %d", got, total)
+	}
+}
+
+func TestSequenceSnapshotWithoutInitializeState(t *testing.T) {
+	src, _ := openSeq(t, unbounded(0), &Context{Parallelism: 1})
+	if err := src.SnapshotState(1); err == nil {
+		t.Errorf("SnapshotState without InitializeState = nil error")
+	}
+}

@@ -1,0 +1,351 @@
+package operator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// TwoPhaseCommitter is the transactional system a two-phase-commit sink writes to, after
+// Flink's TwoPhaseCommitSinkFunction (reference §3.1). A transaction's data must stay invisible
+// to readers until Commit.
+type TwoPhaseCommitter[Txn any] interface {
+	// BeginTransaction starts a transaction.
+	BeginTransaction() (Txn, error)
+	// Write adds a record to the transaction.
+	Write(txn Txn, row record.Row) error
+	// PreCommit makes the transaction durable so that a later Commit, possibly by another
+	// process after a failure, cannot fail for lack of data. No writes follow.
+	PreCommit(txn Txn) error
+	// Commit makes a pre-committed transaction visible. It must be idempotent: a transaction
+	// that is already committed is a success. After a restore it is called again for every
+	// transaction pre-committed into the restored checkpoint; an error there means data loss
+	// and fails the task.
+	Commit(txn Txn) error
+	// Abort discards a transaction that is open or pre-committed (never a committed one). It
+	// must be idempotent.
+	Abort(txn Txn) error
+	// Encode and Decode store a transaction in checkpoint state. Encode is called for open
+	// and pre-committed transactions and must capture whatever Commit and Abort need.
+	Encode(txn Txn) []byte
+	Decode(b []byte) (Txn, error)
+}
+
+// LingeringAborter is optionally implemented by a TwoPhaseCommitter whose transactions can
+// outlive every record of them in checkpoint state: ones an earlier attempt began or
+// pre-committed after the checkpoint the job restores from (Flink aborts these through
+// transactional-ID probing in Kafka). The sink calls AbortLingering once in Open, after
+// re-committing and aborting the restored transactions and before beginning its first one.
+//
+// In subtask s of p it must abort exactly the transactions begun by subtasks i with
+// i % p == s (by any earlier attempt) that are not in referenced. referenced holds every
+// transaction of every subtask's restored state (empty on a fresh start), so transactions a
+// concurrently recovering subtask still has to commit are never touched, also after
+// rescaling.
+type LingeringAborter[Txn any] interface {
+	AbortLingering(referenced []Txn) error
+}
+
+// twoPhaseStateName is the operator list state of a two-phase-commit sink.
+const twoPhaseStateName = "pending-transactions"
+
+// twoPhaseState is one element of the pending-transactions list state: what one subtask had
+// open and pre-committed at a checkpoint. The state is union-distributed: on restore every
+// subtask sees every element, recovers the elements of the subtasks i with i % p == itself,
+// and knows all transactions still referenced (for LingeringAborter). Flink splits the list
+// instead; a union lets a subtask tell a lingering transaction from one that another subtask
+// is about to re-commit, whatever the rescaling.
+type twoPhaseState struct {
+	Version     int              `json:"v"`
+	Subtask     int              `json:"subtask"`
+	Parallelism int              `json:"parallelism"`
+	Current     []byte           `json:"current,omitempty"`
+	Pending     []twoPhasePended `json:"pending,omitempty"`
+}
+
+type twoPhasePended struct {
+	Checkpoint int64  `json:"checkpoint"`
+	Txn        []byte `json:"txn"`
+}
+
+// endOfInput is the checkpoint ID under which EndInput pre-commits the last transaction
+// (Flink's CommittableMessage.EOI).
+const endOfInput = math.MaxInt64
+
+type pendingTxn[Txn any] struct {
+	checkpoint int64
+	txn        Txn
+}
+
+// twoPhaseSink runs a TwoPhaseCommitter as an exactly-once sink on the checkpoint hooks:
+//
+//   - records go to the current transaction;
+//   - PrepareSnapshotPreBarrier(N) pre-commits it as pending[N] and begins the next one, so
+//     records after barrier N land in the next transaction;
+//   - SnapshotState(N) stores the current transaction and every pending one;
+//   - NotifyCheckpointComplete(N) commits every pending transaction ≤ N in order (a
+//     notification may be skipped or lost: the next one, or the restore, commits them);
+//   - NotifyCheckpointAborted is a no-op: its transaction is committed with the next completed
+//     checkpoint, or aborted on restore if no completed checkpoint holds it;
+//   - on restore (in Open, as InitializeState runs before the Context exists) every restored
+//     pending transaction is committed again, then the restored open ones are aborted, then
+//     lingering ones (LingeringAborter);
+//   - EndInput pre-commits and commits everything: a bounded job's output is complete and
+//     visible when it finishes (goflink takes no final checkpoint; a failure after EndInput
+//     but before the job finishes restores the last checkpoint and may write the tail after it
+//     a second time);
+//   - Close aborts the current transaction, not the pending ones.
+//
+// Without checkpointing (no PrepareSnapshotPreBarrier or notifications) a subtask writes one
+// transaction, committed at its EndInput: a bounded job's output appears when it finishes, an
+// unbounded job's never (the transaction is aborted at Close), and a subtask that fails
+// before its EndInput leaves nothing visible. There is no exactly-once guarantee then: a
+// restart runs from the beginning, so the output of subtasks that had already reached
+// EndInput is written again.
+type twoPhaseSink[Txn any] struct {
+	base
+	name      string // for errors, e.g. "file sink"
+	committer TwoPhaseCommitter[Txn]
+
+	list       ListState
+	restoredID int64
+	restored   [][]byte
+
+	cur     Txn
+	hasCur  bool
+	pending []pendingTxn[Txn] // ascending checkpoint IDs
+}
+
+func (s *twoPhaseSink[Txn]) errorf(format string, args ...any) error {
+	return fmt.Errorf(s.name+": "+format, args...)
+}
+
+// InitializeState registers the pending-transactions state and keeps what was restored;
+// recovery happens in Open.
+func (s *twoPhaseSink[Txn]) InitializeState(sc StateContext) error {
+	l, err := sc.ListState(twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	s.list, s.restoredID = l, sc.RestoredCheckpointID()
+	s.restored = nil
+	for _, e := range l.Get() {
+		s.restored = append(s.restored, slices.Clone(e))
+	}
+	return nil
+}
+
+// Open recovers the restored transactions and begins the first one.
+func (s *twoPhaseSink[Txn]) Open(ctx *Context, out Output) error {
+	if err := s.base.Open(ctx, out); err != nil {
+		return err
+	}
+	if err := s.recover(); err != nil {
+		return err
+	}
+	return s.begin()
+}
+
+func (s *twoPhaseSink[Txn]) begin() error {
+	txn, err := s.committer.BeginTransaction()
+	if err != nil {
+		return s.errorf("begin transaction: %w", err)
+	}
+	s.cur, s.hasCur = txn, true
+	return nil
+}
+
+// recover commits every pending transaction of the restored elements this subtask is
+// responsible for, aborts their open transactions, then lets the committer abort lingering
+// ones.
+func (s *twoPhaseSink[Txn]) recover() error {
+	sub, par := s.ctx.Subtask, max(s.ctx.Parallelism, 1)
+	var referenced []Txn
+	committed, aborted := 0, 0
+	for i, b := range s.restored {
+		var st twoPhaseState
+		if err := json.Unmarshal(b, &st); err != nil {
+			return s.errorf("restoring checkpoint %d: transaction state element %d: %w", s.restoredID, i, err)
+		}
+		if st.Version != 1 || st.Subtask < 0 || st.Parallelism < 1 {
+			return s.errorf("restoring checkpoint %d: invalid transaction state element %d (version %d, subtask %d of %d)",
+				s.restoredID, i, st.Version, st.Subtask, st.Parallelism)
+		}
+		mine := st.Subtask%par == sub
+		for _, p := range st.Pending {
+			txn, err := s.committer.Decode(p.Txn)
+			if err != nil {
+				return s.errorf("restoring checkpoint %d: transaction of checkpoint %d: %w", s.restoredID, p.Checkpoint, err)
+			}
+			referenced = append(referenced, txn)
+			if !mine {
+				continue
+			}
+			// Always commit: the checkpoint may have completed with the notification lost.
+			if err := s.committer.Commit(txn); err != nil {
+				return s.errorf("restoring checkpoint %d: re-committing the transaction of checkpoint %d of subtask %d failed (its data would be lost): %w",
+					s.restoredID, p.Checkpoint, st.Subtask, err)
+			}
+			committed++
+		}
+		if st.Current == nil {
+			continue
+		}
+		txn, err := s.committer.Decode(st.Current)
+		if err != nil {
+			return s.errorf("restoring checkpoint %d: open transaction of subtask %d: %w", s.restoredID, st.Subtask, err)
+		}
+		referenced = append(referenced, txn)
+		if mine {
+			if err := s.committer.Abort(txn); err != nil {
+				return s.errorf("restoring checkpoint %d: aborting the open transaction of subtask %d: %w", s.restoredID, st.Subtask, err)
+			}
+			aborted++
+		}
+	}
+	s.restored = nil
+	if la, ok := s.committer.(LingeringAborter[Txn]); ok {
+		if err := la.AbortLingering(referenced); err != nil {
+			return s.errorf("aborting lingering transactions: %w", err)
+		}
+	}
+	if s.restoredID > 0 {
+		ctxLogger(s.ctx).Info("restored two-phase-commit sink", "checkpoint", s.restoredID,
+			"recommitted", committed, "aborted", aborted)
+	}
+	return nil
+}
+
+func (s *twoPhaseSink[Txn]) Process(row record.Row) error {
+	if !s.hasCur {
+		return s.errorf("record after end of input")
+	}
+	if err := s.committer.Write(s.cur, row); err != nil {
+		return s.errorf("%w", err)
+	}
+	return nil
+}
+
+// PrepareSnapshotPreBarrier pre-commits the current transaction as the one of checkpoint id
+// and begins the next.
+func (s *twoPhaseSink[Txn]) PrepareSnapshotPreBarrier(id int64) error {
+	if !s.hasCur {
+		return nil // after EndInput
+	}
+	if n := len(s.pending); n > 0 && s.pending[n-1].checkpoint >= id {
+		return s.errorf("checkpoint %d prepared after checkpoint %d", id, s.pending[n-1].checkpoint)
+	}
+	if err := s.committer.PreCommit(s.cur); err != nil {
+		return s.errorf("pre-commit for checkpoint %d: %w", id, err)
+	}
+	s.pending = append(s.pending, pendingTxn[Txn]{id, s.cur})
+	s.hasCur = false
+	return s.begin()
+}
+
+// SnapshotState stores the open transaction and every pre-committed one.
+func (s *twoPhaseSink[Txn]) SnapshotState(id int64) error {
+	if s.list == nil {
+		return s.errorf("snapshot of checkpoint %d without InitializeState", id)
+	}
+	st := twoPhaseState{Version: 1, Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism}
+	if s.hasCur {
+		st.Current = s.committer.Encode(s.cur)
+	}
+	for _, p := range s.pending {
+		st.Pending = append(st.Pending, twoPhasePended{p.checkpoint, s.committer.Encode(p.txn)})
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return s.errorf("snapshot of checkpoint %d: %w", id, err)
+	}
+	s.list.Update([][]byte{b})
+	return nil
+}
+
+// NotifyCheckpointComplete commits every pending transaction of a checkpoint ≤ id.
+func (s *twoPhaseSink[Txn]) NotifyCheckpointComplete(id int64) error {
+	return s.commitUpTo(id)
+}
+
+// NotifyCheckpointAborted does nothing: the aborted checkpoint's transaction stays pending.
+func (s *twoPhaseSink[Txn]) NotifyCheckpointAborted(int64) error { return nil }
+
+// commitUpTo commits the pending transactions ≤ id in ascending order. One that fails stays
+// pending (and in the next snapshot); the first error is returned after trying them all.
+func (s *twoPhaseSink[Txn]) commitUpTo(id int64) error {
+	var first error
+	kept := s.pending[:0]
+	for _, p := range s.pending {
+		if p.checkpoint > id {
+			kept = append(kept, p)
+			continue
+		}
+		if err := s.committer.Commit(p.txn); err != nil {
+			kept = append(kept, p)
+			if first == nil {
+				if p.checkpoint == endOfInput {
+					first = s.errorf("commit at end of input: %w", err)
+				} else {
+					first = s.errorf("commit of checkpoint %d: %w", p.checkpoint, err)
+				}
+			}
+		}
+	}
+	clear(s.pending[len(kept):])
+	s.pending = kept
+	return first
+}
+
+// EndInput pre-commits the current transaction and commits everything.
+func (s *twoPhaseSink[Txn]) EndInput() error {
+	if s.hasCur {
+		if err := s.committer.PreCommit(s.cur); err != nil {
+			return s.errorf("pre-commit at end of input: %w", err)
+		}
+		s.pending = append(s.pending, pendingTxn[Txn]{endOfInput, s.cur})
+		var zero Txn
+		s.cur, s.hasCur = zero, false
+	}
+	return s.commitUpTo(endOfInput)
+}
+
+// Close aborts the current transaction; pending ones are left for a restore to commit.
+func (s *twoPhaseSink[Txn]) Close() error {
+	if !s.hasCur {
+		return nil
+	}
+	var zero Txn
+	txn := s.cur
+	s.cur, s.hasCur = zero, false
+	if err := s.committer.Abort(txn); err != nil {
+		return s.errorf("abort: %w", err)
+	}
+	return nil
+}
+
+var (
+	_ Operator           = (*twoPhaseSink[int])(nil)
+	_ Stateful           = (*twoPhaseSink[int])(nil)
+	_ PreBarrier         = (*twoPhaseSink[int])(nil)
+	_ Snapshotter        = (*twoPhaseSink[int])(nil)
+	_ CheckpointListener = (*twoPhaseSink[int])(nil)
+)
+
+// ctxLogger is ctx's logger, or one that discards when the task set none (tests).
+func ctxLogger(ctx *Context) *slog.Logger {
+	if ctx != nil && ctx.Logger != nil {
+		return ctx.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// errNotCommittable is returned by committers asked to commit a transaction that was never
+// pre-committed.
+var errNotCommittable = errors.New("transaction was not pre-committed")

@@ -1,0 +1,119 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/record"
+)
+
+// BenchmarkValueStateUpdate measures the hot path of a keyed operator: set the key, read the
+// value, write it back, over 10k existing keys.
+func BenchmarkValueStateUpdate(b *testing.B) {
+	const keys = 10_000
+	ks := make([]record.Value, keys)
+	for i := range ks {
+		ks[i] = record.IntValue(int64(i) * 7919)
+	}
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			be := newBackend(b, kind, record.Int64, fullRange, 0)
+			vs, err := NewValueState(be, "v", Int64Codec{})
+			must(b, err)
+			for _, k := range ks {
+				be.SetCurrentKey(k)
+				must(b, vs.Update(1))
+			}
+			b.Run("update", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					be.SetCurrentKey(ks[i%keys])
+					if err := vs.Update(int64(i)); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.Run("get-update", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					be.SetCurrentKey(ks[i%keys])
+					v, _, err := vs.Value()
+					if err == nil {
+						err = vs.Update(v + 1)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkSnapshot takes full snapshots of int64 ValueState entries to a file with fsync.
+// Before each snapshot (untimed) it updates min(keys, 50k) keys, as a task does between
+// checkpoints: the bbolt backend's synchronous part flushes them. sync-ns/op is the
+// synchronous part (on the task goroutine); ns/op is the whole snapshot.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, kind := range kinds {
+		for _, keys := range []int{10_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/%dk", kind, keys/1000), func(b *testing.B) {
+				be := newBackend(b, kind, record.Int64, fullRange, 0)
+				vs, err := NewValueState(be, "v", Int64Codec{})
+				must(b, err)
+				for i := range keys {
+					be.SetCurrentKey(record.IntValue(int64(i)))
+					must(b, vs.Update(int64(i)))
+				}
+				dir := b.TempDir()
+				var sync time.Duration
+				var size int64
+				dirty := min(keys, 50_000)
+				next := 0
+				for b.Loop() {
+					b.StopTimer()
+					for range dirty {
+						be.SetCurrentKey(record.IntValue(int64(next % keys)))
+						must(b, vs.Update(int64(next)))
+						next++
+					}
+					b.StartTimer()
+					f, err := os.Create(dir + "/snap")
+					must(b, err)
+					start := time.Now()
+					snap, err := be.Snapshot()
+					must(b, err)
+					sync += time.Since(start)
+					_, err = snap.WriteTo(f)
+					must(b, err)
+					snap.Release()
+					must(b, f.Sync())
+					st, err := f.Stat()
+					must(b, err)
+					size = st.Size()
+					must(b, f.Close())
+				}
+				b.ReportMetric(float64(sync.Nanoseconds())/float64(b.N), "sync-ns/op")
+				b.ReportMetric(float64(size), "bytes")
+			})
+		}
+	}
+}
+
+func TestMeasureSnapshot(t *testing.T) {
+	for _, kind := range kinds {
+		sync, total, size, err := MeasureSnapshot(kind, 1000, t.TempDir())
+		if err != nil || sync <= 0 || total < sync || size <= 0 {
+			t.Errorf("MeasureSnapshot(%s) = %v, %v, %d, %v", kind, sync, total, size, err)
+		}
+	}
+	if _, _, _, err := MeasureSnapshot("nope", 1, t.TempDir()); err == nil {
+		t.Errorf("MeasureSnapshot(nope) = nil error")
+	}
+}

@@ -1,0 +1,673 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// hashMapBackend keeps keyed state in Go maps: per state, per key group, a map from the key
+// to the entry. Value and reducing state store *T so that updating an existing key writes in
+// place without allocating.
+//
+// Snapshots are copy-on-write per key group. Snapshot only records which states exist and
+// marks every key group; the key groups are encoded later, each exactly once, by whichever
+// comes first: the snapshot's WriteTo (on the upload goroutine), or the task's first write
+// into that key group (before it writes). A per-group mutex in the snapshot decides the race;
+// after a group is encoded the task writes into it freely. So the synchronous part costs
+// O(key groups), and the task pays for encoding only the groups it writes into before the
+// upload reaches them.
+type hashMapBackend struct {
+	keyContext
+
+	tables  map[string]hmTable
+	pending map[string]*rawState // restored, not yet registered
+	closed  bool
+	// epoch changes with the current key and on Restore: a state's cached entry of the
+	// current key is valid while its epoch matches.
+	epoch uint64
+
+	// cow[i] means a snapshot may still need key group i as it was: the task must call
+	// capture before writing into it. Owned by the task goroutine.
+	cow []bool
+
+	mu    sync.Mutex // guards snaps
+	snaps []*hmSnapshot
+}
+
+// hmTable is one registered state of a hashmap backend.
+type hmTable interface {
+	meta() stateMeta
+	// appendGroup appends the snapshot entries of key group index i.
+	appendGroup(b []byte, i int, sc *scratch) []byte
+	// load adds restored entries of key group index i.
+	load(i int, entries []byte) error
+}
+
+// rawState is restored state not yet registered: per key-group index, encoded entry blocks.
+type rawState struct {
+	kind   stateKind
+	groups [][][]byte
+}
+
+// scratch is reusable encoding space.
+type scratch struct{ a, b []byte }
+
+func newHashMapBackend(o KeyedBackendOptions) *hashMapBackend {
+	return &hashMapBackend{
+		keyContext: newKeyContext(o),
+		tables:     make(map[string]hmTable),
+		pending:    make(map[string]*rawState),
+		cow:        make([]bool, o.Range.Len()),
+	}
+}
+
+// SetCurrentKey sets the key that state accesses refer to. The key is cloned only when an
+// entry for it is created.
+func (b *hashMapBackend) SetCurrentKey(k record.Value) {
+	b.setKey(k)
+	b.epoch++
+}
+
+// beforeWrite must precede every write into key group index i.
+func (b *hashMapBackend) beforeWrite(i int) {
+	if b.cow[i] {
+		b.capture(i)
+	}
+}
+
+func (b *hashMapBackend) capture(i int) {
+	b.cow[i] = false
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.snaps {
+		s.capture(i)
+	}
+}
+
+// register checks that name can be registered as kind and returns its restored entries.
+func (b *hashMapBackend) register(name string, kind stateKind) (*rawState, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if b.closed {
+		return nil, fmt.Errorf("state %q: %w", name, ErrClosed)
+	}
+	if _, ok := b.tables[name]; ok {
+		return nil, fmt.Errorf("state %q: %w", name, ErrStateExists)
+	}
+	raw := b.pending[name]
+	if raw != nil {
+		if err := checkKind(name, kind, raw.kind); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// add registers t, loading the restored entries raw.
+func (b *hashMapBackend) add(t hmTable, raw *rawState) error {
+	name := t.meta().name
+	if raw != nil {
+		for i, blocks := range raw.groups {
+			for _, entries := range blocks {
+				if err := t.load(i, entries); err != nil {
+					return fmt.Errorf("state %q: restore: %w", name, err)
+				}
+			}
+		}
+	}
+	delete(b.pending, name)
+	b.tables[name] = t
+	return nil
+}
+
+// Snapshot takes the synchronous part of a snapshot: O(states + key groups).
+func (b *hashMapBackend) Snapshot() (Snapshot, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	s := &hmSnapshot{b: b, keyType: b.keyType, rng: b.rng}
+	for name, t := range b.tables {
+		s.states = append(s.states, hmSnapState{meta: stateMeta{name: name, kind: t.meta().kind}, table: t})
+	}
+	for name, raw := range b.pending {
+		s.states = append(s.states, hmSnapState{meta: stateMeta{name: name, kind: raw.kind}, raw: raw})
+	}
+	slices.SortFunc(s.states, func(x, y hmSnapState) int { return strings.Compare(x.meta.name, y.meta.name) })
+	metas := make([]stateMeta, len(s.states))
+	for i, st := range s.states {
+		metas[i] = st.meta
+	}
+	s.header = appendHeader(nil, b.keyType, b.maxP, b.rng, metas)
+	s.groups = make([]hmGroup, b.rng.Len())
+	for i := range b.cow {
+		b.cow[i] = true
+	}
+	b.mu.Lock()
+	b.snaps = append(b.snaps, s)
+	b.mu.Unlock()
+	return s, nil
+}
+
+// Restore loads the key groups of this backend's range. Entries of registered states are
+// decoded at once; others are kept encoded until the state is registered (and are included in
+// snapshots meanwhile). After an error the backend holds part of the state.
+func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error {
+	if b.closed {
+		return ErrClosed
+	}
+	b.epoch++
+	return restoreHandles(handles, read, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, entries []byte) error {
+		i := kg - b.rng.Start
+		b.beforeWrite(i)
+		if t, ok := b.tables[st.name]; ok {
+			if err := checkKind(st.name, t.meta().kind, st.kind); err != nil {
+				return err
+			}
+			if err := t.load(i, entries); err != nil {
+				return fmt.Errorf("state %q: %w", st.name, err)
+			}
+			return nil
+		}
+		raw := b.pending[st.name]
+		if raw == nil {
+			raw = &rawState{kind: st.kind, groups: make([][][]byte, b.rng.Len())}
+			b.pending[st.name] = raw
+		} else if err := checkKind(st.name, raw.kind, st.kind); err != nil {
+			return err
+		}
+		raw.groups[i] = append(raw.groups[i], bytes.Clone(entries))
+		return nil
+	})
+}
+
+// Close drops the state. Snapshots taken before remain writable.
+func (b *hashMapBackend) Close() error {
+	b.closed = true
+	b.tables = nil
+	b.pending = nil
+	return nil
+}
+
+// hmSnapshot is a copy-on-write snapshot of a hashmap backend.
+type hmSnapshot struct {
+	b       *hashMapBackend
+	keyType record.Type
+	rng     KeyGroupRange
+	header  []byte
+	states  []hmSnapState
+	groups  []hmGroup
+}
+
+type hmSnapState struct {
+	meta  stateMeta
+	table hmTable   // registered state, or
+	raw   *rawState // restored state not registered
+}
+
+// hmGroup is the encoded section of one key group, once someone encoded it.
+type hmGroup struct {
+	mu   sync.Mutex
+	done bool
+	data []byte
+}
+
+// capture encodes key group index i unless already done. Called by the task, under b.mu.
+func (s *hmSnapshot) capture(i int) {
+	g := &s.groups[i]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done {
+		g.data = s.encodeGroup(i)
+		g.done = true
+	}
+}
+
+// take returns the encoded section of key group index i, encoding it from the live maps when
+// the task has not written into it yet (the task waits on g.mu meanwhile).
+func (s *hmSnapshot) take(i int) []byte {
+	g := &s.groups[i]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	data := g.data
+	if !g.done {
+		data = s.encodeGroup(i)
+		g.done = true
+	}
+	g.data = nil
+	return data
+}
+
+func (s *hmSnapshot) encodeGroup(i int) []byte {
+	var sc scratch
+	b := binary.AppendUvarint(nil, uint64(s.rng.Start+i))
+	for idx, st := range s.states {
+		mark := len(b)
+		b = binary.AppendUvarint(b, uint64(idx+1))
+		body := len(b)
+		if st.table != nil {
+			b = st.table.appendGroup(b, i, &sc)
+		} else {
+			for _, entries := range st.raw.groups[i] {
+				b = append(b, entries...)
+			}
+		}
+		if len(b) == body {
+			b = b[:mark]
+			continue
+		}
+		b = append(b, 0)
+	}
+	return append(b, 0)
+}
+
+// WriteTo writes the snapshot; it may run on another goroutine than the task.
+func (s *hmSnapshot) WriteTo(w io.Writer) ([]int64, error) {
+	sw := newSnapWriter(w)
+	sw.write(s.header)
+	offsets := make([]int64, len(s.groups))
+	for i := range s.groups {
+		offsets[i] = sw.n
+		sw.write(s.take(i))
+	}
+	if err := sw.finish(); err != nil {
+		return nil, fmt.Errorf("write keyed state snapshot: %w", err)
+	}
+	return offsets, nil
+}
+
+// Release stops the copy-on-write for this snapshot. Safe on any goroutine.
+func (s *hmSnapshot) Release() {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.b.snaps = slices.DeleteFunc(s.b.snaps, func(x *hmSnapshot) bool { return x == s })
+	s.groups = nil
+}
+
+// hmValue is value or reducing state in a hashmap backend.
+type hmValue[T any] struct {
+	b      *hashMapBackend
+	m      stateMeta
+	c      Codec[T]
+	groups []map[record.Value]*T
+
+	// last is the current key's entry (nil: none) while lastEpoch == b.epoch, so that a
+	// read-modify-write of one key looks the map up once.
+	last      *T
+	lastEpoch uint64
+}
+
+func newHMValue[T any](b *hashMapBackend, name string, kind stateKind, c Codec[T]) (*hmValue[T], error) {
+	raw, err := b.register(name, kind)
+	if err != nil {
+		return nil, err
+	}
+	s := &hmValue[T]{b: b, m: stateMeta{name: name, kind: kind}, c: c, groups: make([]map[record.Value]*T, b.rng.Len()), lastEpoch: b.epoch - 1}
+	if err := b.add(s, raw); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *hmValue[T]) meta() stateMeta { return s.m }
+
+// lookup returns the current key's entry in key group index i, or nil.
+func (s *hmValue[T]) lookup(i int) *T {
+	if s.lastEpoch != s.b.epoch {
+		s.last = s.groups[i][s.b.key]
+		s.lastEpoch = s.b.epoch
+	}
+	return s.last
+}
+
+func (s *hmValue[T]) get() (T, bool, error) {
+	var zero T
+	i, err := s.b.group()
+	if err != nil {
+		return zero, false, err
+	}
+	if p := s.lookup(i); p != nil {
+		return *p, true, nil
+	}
+	return zero, false, nil
+}
+
+func (s *hmValue[T]) set(v T) error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	s.b.beforeWrite(i)
+	if p := s.lookup(i); p != nil {
+		*p = v
+		return nil
+	}
+	if s.groups[i] == nil {
+		s.groups[i] = make(map[record.Value]*T)
+	}
+	p := new(T)
+	*p = v
+	s.groups[i][s.b.key.Clone()] = p
+	s.last = p
+	return nil
+}
+
+func (s *hmValue[T]) clear() error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	if s.lookup(i) != nil {
+		s.b.beforeWrite(i)
+		delete(s.groups[i], s.b.key)
+		s.last = nil
+	}
+	return nil
+}
+
+func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
+	for k, p := range s.groups[i] {
+		sc.a = s.c.Append(sc.a[:0], *p)
+		b = appendEntry(b, k, s.b.keyType, nil, sc.a)
+	}
+	return b
+}
+
+func (s *hmValue[T]) load(i int, entries []byte) error {
+	return forEachEntry(entries, func(kp, val []byte) error {
+		k, _, err := decodeKey(kp, s.b.keyType)
+		if err != nil {
+			return err
+		}
+		v, err := s.c.Decode(val)
+		if err != nil {
+			return err
+		}
+		if s.groups[i] == nil {
+			s.groups[i] = make(map[record.Value]*T)
+		}
+		s.groups[i][k] = &v
+		return nil
+	})
+}
+
+// hmList is list state in a hashmap backend.
+type hmList[T any] struct {
+	b      *hashMapBackend
+	m      stateMeta
+	c      Codec[T]
+	groups []map[record.Value]*[]T
+}
+
+func newHMList[T any](b *hashMapBackend, name string, c Codec[T]) (*hmList[T], error) {
+	raw, err := b.register(name, kindList)
+	if err != nil {
+		return nil, err
+	}
+	s := &hmList[T]{b: b, m: stateMeta{name: name, kind: kindList}, c: c, groups: make([]map[record.Value]*[]T, b.rng.Len())}
+	if err := b.add(s, raw); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *hmList[T]) meta() stateMeta { return s.m }
+
+func (s *hmList[T]) get() ([]T, error) {
+	i, err := s.b.group()
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := s.groups[i][s.b.key]; ok {
+		return slices.Clone(*p), nil
+	}
+	return nil, nil
+}
+
+func (s *hmList[T]) add(v T) error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	s.b.beforeWrite(i)
+	if p, ok := s.groups[i][s.b.key]; ok {
+		*p = append(*p, v)
+		return nil
+	}
+	s.store(i, []T{v})
+	return nil
+}
+
+func (s *hmList[T]) update(vs []T) error {
+	if len(vs) == 0 {
+		return s.clear()
+	}
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	s.b.beforeWrite(i)
+	if p, ok := s.groups[i][s.b.key]; ok {
+		*p = append((*p)[:0], vs...)
+		return nil
+	}
+	s.store(i, slices.Clone(vs))
+	return nil
+}
+
+func (s *hmList[T]) store(i int, vs []T) {
+	if s.groups[i] == nil {
+		s.groups[i] = make(map[record.Value]*[]T)
+	}
+	s.groups[i][s.b.key.Clone()] = &vs
+}
+
+func (s *hmList[T]) clear() error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	if _, ok := s.groups[i][s.b.key]; ok {
+		s.b.beforeWrite(i)
+		delete(s.groups[i], s.b.key)
+	}
+	return nil
+}
+
+func (s *hmList[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
+	for k, p := range s.groups[i] {
+		sc.a = sc.a[:0]
+		for _, v := range *p {
+			sc.b = s.c.Append(sc.b[:0], v)
+			sc.a = appendElem(sc.a, sc.b)
+		}
+		b = appendEntry(b, k, s.b.keyType, nil, sc.a)
+	}
+	return b
+}
+
+func (s *hmList[T]) load(i int, entries []byte) error {
+	return forEachEntry(entries, func(kp, val []byte) error {
+		k, _, err := decodeKey(kp, s.b.keyType)
+		if err != nil {
+			return err
+		}
+		vs, err := decodeList(val, s.c)
+		if err != nil {
+			return err
+		}
+		if len(vs) == 0 {
+			return nil
+		}
+		if s.groups[i] == nil {
+			s.groups[i] = make(map[record.Value]*[]T)
+		}
+		s.groups[i][k] = &vs
+		return nil
+	})
+}
+
+// decodeList decodes a list value: length-prefixed elements.
+func decodeList[T any](b []byte, c Codec[T]) ([]T, error) {
+	var vs []T
+	for len(b) > 0 {
+		elem, rest, err := nextElem(b)
+		if err != nil {
+			return nil, err
+		}
+		v, err := c.Decode(elem)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+		b = rest
+	}
+	return vs, nil
+}
+
+// hmMap is map state in a hashmap backend.
+type hmMap[K comparable, V any] struct {
+	b      *hashMapBackend
+	m      stateMeta
+	kc     Codec[K]
+	vc     Codec[V]
+	groups []map[record.Value]map[K]V
+}
+
+func newHMMap[K comparable, V any](b *hashMapBackend, name string, kc Codec[K], vc Codec[V]) (*hmMap[K, V], error) {
+	raw, err := b.register(name, kindMap)
+	if err != nil {
+		return nil, err
+	}
+	s := &hmMap[K, V]{b: b, m: stateMeta{name: name, kind: kindMap}, kc: kc, vc: vc, groups: make([]map[record.Value]map[K]V, b.rng.Len())}
+	if err := b.add(s, raw); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *hmMap[K, V]) meta() stateMeta { return s.m }
+
+func (s *hmMap[K, V]) get(k K) (V, bool, error) {
+	i, err := s.b.group()
+	if err != nil {
+		var zero V
+		return zero, false, err
+	}
+	v, ok := s.groups[i][s.b.key][k]
+	return v, ok, nil
+}
+
+func (s *hmMap[K, V]) put(k K, v V) error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	s.b.beforeWrite(i)
+	s.userMap(i)[k] = v
+	return nil
+}
+
+// userMap returns the current key's map in key group index i, creating it.
+func (s *hmMap[K, V]) userMap(i int) map[K]V {
+	if s.groups[i] == nil {
+		s.groups[i] = make(map[record.Value]map[K]V)
+	}
+	um, ok := s.groups[i][s.b.key]
+	if !ok {
+		um = make(map[K]V)
+		s.groups[i][s.b.key.Clone()] = um
+	}
+	return um
+}
+
+func (s *hmMap[K, V]) remove(k K) error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	um, ok := s.groups[i][s.b.key]
+	if !ok {
+		return nil
+	}
+	if _, ok := um[k]; !ok {
+		return nil
+	}
+	s.b.beforeWrite(i)
+	delete(um, k)
+	if len(um) == 0 {
+		delete(s.groups[i], s.b.key)
+	}
+	return nil
+}
+
+func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	for k, v := range s.groups[i][s.b.key] {
+		if !fn(k, v) {
+			break
+		}
+	}
+	return nil
+}
+
+func (s *hmMap[K, V]) clear() error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	if _, ok := s.groups[i][s.b.key]; ok {
+		s.b.beforeWrite(i)
+		delete(s.groups[i], s.b.key)
+	}
+	return nil
+}
+
+func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
+	for k, um := range s.groups[i] {
+		for uk, v := range um {
+			sc.a = s.kc.Append(sc.a[:0], uk)
+			sc.b = s.vc.Append(sc.b[:0], v)
+			b = appendEntry(b, k, s.b.keyType, sc.a, sc.b)
+		}
+	}
+	return b
+}
+
+func (s *hmMap[K, V]) load(i int, entries []byte) error {
+	return forEachEntry(entries, func(kp, val []byte) error {
+		k, n, err := decodeKey(kp, s.b.keyType)
+		if err != nil {
+			return err
+		}
+		uk, err := s.kc.Decode(kp[n:])
+		if err != nil {
+			return err
+		}
+		v, err := s.vc.Decode(val)
+		if err != nil {
+			return err
+		}
+		if s.groups[i] == nil {
+			s.groups[i] = make(map[record.Value]map[K]V)
+		}
+		um := s.groups[i][k]
+		if um == nil {
+			um = make(map[K]V)
+			s.groups[i][k] = um
+		}
+		um[uk] = v
+		return nil
+	})
+}

@@ -1,0 +1,197 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Keyed states. Each is registered on a backend under a name unique in that backend, and
+// every access refers to the backend's current key (SetCurrentKey). Like the backend, a state
+// belongs to the task's goroutine. Accessing a state without a current key, or with a key
+// outside the backend's key groups, returns an error.
+//
+// Values of reference types (record.Row, []byte, slices) handed to a state or returned by it
+// must not be modified afterwards: the hashmap backend keeps them as they are, and a snapshot
+// may be encoding them on another goroutine.
+
+// ValueState is a single value per key.
+type ValueState[T any] struct{ s valueStore[T] }
+
+// ListState is a list of values per key.
+type ListState[T any] struct{ s listStore[T] }
+
+// MapState is a map per key.
+type MapState[K comparable, V any] struct{ s mapStore[K, V] }
+
+// ReducingState is a value per key that Add folds new values into with a reduce function.
+type ReducingState[T any] struct {
+	s      valueStore[T]
+	reduce func(acc, v T) T
+}
+
+type valueStore[T any] interface {
+	get() (T, bool, error)
+	set(v T) error
+	clear() error
+}
+
+type listStore[T any] interface {
+	get() ([]T, error)
+	add(v T) error
+	update(vs []T) error
+	clear() error
+}
+
+type mapStore[K comparable, V any] interface {
+	get(k K) (V, bool, error)
+	put(k K, v V) error
+	remove(k K) error
+	forEach(fn func(K, V) bool) error
+	clear() error
+}
+
+// NewValueState registers a value state named name on b. Restored entries of that name become
+// visible. It fails when the name is taken or was restored as another kind of state, or when
+// restored entries do not decode.
+func NewValueState[T any](b KeyedBackend, name string, c Codec[T]) (*ValueState[T], error) {
+	s, err := newValueStore(b, name, kindValue, c)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueState[T]{s: s}, nil
+}
+
+// NewReducingState registers a reducing state named name on b; see NewValueState.
+func NewReducingState[T any](b KeyedBackend, name string, c Codec[T], reduce func(acc, v T) T) (*ReducingState[T], error) {
+	if reduce == nil {
+		return nil, fmt.Errorf("state %q: nil reduce function", name)
+	}
+	s, err := newValueStore(b, name, kindReducing, c)
+	if err != nil {
+		return nil, err
+	}
+	return &ReducingState[T]{s: s, reduce: reduce}, nil
+}
+
+func newValueStore[T any](b KeyedBackend, name string, kind stateKind, c Codec[T]) (valueStore[T], error) {
+	if c == nil {
+		return nil, fmt.Errorf("state %q: nil codec", name)
+	}
+	switch b := b.(type) {
+	case *hashMapBackend:
+		return newHMValue(b, name, kind, c)
+	case *boltBackend:
+		return newBoltValue(b, name, kind, c)
+	}
+	return nil, fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
+}
+
+// NewListState registers a list state named name on b; see NewValueState.
+func NewListState[T any](b KeyedBackend, name string, c Codec[T]) (*ListState[T], error) {
+	if c == nil {
+		return nil, fmt.Errorf("state %q: nil codec", name)
+	}
+	var (
+		s   listStore[T]
+		err error
+	)
+	switch b := b.(type) {
+	case *hashMapBackend:
+		s, err = newHMList(b, name, c)
+	case *boltBackend:
+		s, err = newBoltList(b, name, c)
+	default:
+		err = fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ListState[T]{s: s}, nil
+}
+
+// NewMapState registers a map state named name on b; see NewValueState. kc encodes the user
+// keys: two keys must be equal exactly when their encodings are.
+func NewMapState[K comparable, V any](b KeyedBackend, name string, kc Codec[K], vc Codec[V]) (*MapState[K, V], error) {
+	if kc == nil || vc == nil {
+		return nil, fmt.Errorf("state %q: nil codec", name)
+	}
+	var (
+		s   mapStore[K, V]
+		err error
+	)
+	switch b := b.(type) {
+	case *hashMapBackend:
+		s, err = newHMMap(b, name, kc, vc)
+	case *boltBackend:
+		s, err = newBoltMap(b, name, kc, vc)
+	default:
+		err = fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &MapState[K, V]{s: s}, nil
+}
+
+// Value returns the current key's value, and false when it has none.
+func (s *ValueState[T]) Value() (T, bool, error) { return s.s.get() }
+
+// Update sets the current key's value.
+func (s *ValueState[T]) Update(v T) error { return s.s.set(v) }
+
+// Clear removes the current key's value.
+func (s *ValueState[T]) Clear() error { return s.s.clear() }
+
+// Get returns the current key's list (nil when empty). The slice is the caller's.
+func (s *ListState[T]) Get() ([]T, error) { return s.s.get() }
+
+// Add appends v to the current key's list.
+func (s *ListState[T]) Add(v T) error { return s.s.add(v) }
+
+// Update replaces the current key's list with a copy of vs; an empty vs clears it.
+func (s *ListState[T]) Update(vs []T) error { return s.s.update(vs) }
+
+// Clear removes the current key's list.
+func (s *ListState[T]) Clear() error { return s.s.clear() }
+
+// Get returns the value of user key k under the current key, and false when absent.
+func (s *MapState[K, V]) Get(k K) (V, bool, error) { return s.s.get(k) }
+
+// Put sets user key k to v under the current key.
+func (s *MapState[K, V]) Put(k K, v V) error { return s.s.put(k, v) }
+
+// Remove deletes user key k under the current key.
+func (s *MapState[K, V]) Remove(k K) error { return s.s.remove(k) }
+
+// Range calls fn for every entry of the current key's map, in no particular order, until fn
+// returns false. fn must not modify this MapState (other states may be used).
+func (s *MapState[K, V]) Range(fn func(K, V) bool) error { return s.s.forEach(fn) }
+
+// Clear removes the current key's whole map.
+func (s *MapState[K, V]) Clear() error { return s.s.clear() }
+
+// Get returns the current key's accumulated value, and false when nothing was added.
+func (s *ReducingState[T]) Get() (T, bool, error) { return s.s.get() }
+
+// Add folds v into the current key's value: reduce(acc, v), or v for the first value.
+func (s *ReducingState[T]) Add(v T) error {
+	acc, ok, err := s.s.get()
+	if err != nil {
+		return err
+	}
+	if ok {
+		v = s.reduce(acc, v)
+	}
+	return s.s.set(v)
+}
+
+// Clear removes the current key's value.
+func (s *ReducingState[T]) Clear() error { return s.s.clear() }
+
+// checkName validates a state name for registration.
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("empty state name")
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package systemtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// The exactly-once chaos test: a deterministic source of per-key sequence numbers, a keyed
+// count, a two-phase-commit file sink, and TaskManager processes killed with SIGKILL at seeded
+// moments (at a random time, while a checkpoint is in progress, right after one completed).
+// At the end the committed files must hold every (key, seq) exactly once, and every row's
+// count must equal seq+1: the keyed state went through the failures exactly once too.
+//
+// GOFLINK_CHAOS_SEEDS sets the seeds: a number N (seeds 1..N) or a list "3,17,42". CI runs 5.
+
+const (
+	chaosKeys    = 8
+	chaosRecords = 3200 // 400 per key
+	chaosRate    = 200  // records per second over the whole job: about 16 s per run
+)
+
+func chaosSeeds(t *testing.T) []uint64 {
+	v := os.Getenv("GOFLINK_CHAOS_SEEDS")
+	if v == "" {
+		v = "5"
+	}
+	if !strings.Contains(v, ",") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("GOFLINK_CHAOS_SEEDS=%q: want a count or a comma-separated list of seeds", v)
+		}
+		seeds := make([]uint64, n)
+		for i := range seeds {
+			seeds[i] = uint64(i + 1)
+		}
+		return seeds
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(v, ",") {
+		s, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			t.Fatalf("GOFLINK_CHAOS_SEEDS=%q: %q is not a seed", v, f)
+		}
+		seeds = append(seeds, s)
+	}
+	return seeds
+}
+
+func TestChaosExactlyOnce(t *testing.T) {
+	skipShort(t)
+	for _, seed := range chaosSeeds(t) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosRun(t, seed) })
+	}
+}
+
+// fault is one way to pick the moment of a kill.
+type fault int
+
+const (
+	faultRandomTime fault = iota
+	faultDuringCheckpoint
+	faultAfterCompletion
+)
+
+func (f fault) String() string {
+	return [...]string{"at a random time", "while a checkpoint is in progress", "right after a checkpoint completed"}[f]
+}
+
+func chaosRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	c := startCluster(t, 3, 1)
+	out := filepath.Join(t.TempDir(), "out")
+	spec := writeSpec(t, fmt.Sprintf(`name: chaos-%d
+parallelism: 2
+config:
+  execution.checkpointing.interval: 200ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 100
+  restart-strategy.fixed-delay.delay: 100ms
+operators:
+  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
+  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
+  - {name: by-key, type: key-by, key: key}
+  - {name: counts, type: count}
+  - {name: out, type: file, path: %s}
+`, seed, filepath.Join(t.TempDir(), "checkpoints"), chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
+	stdout, stderr, code := c.flinkctl("run", "-d", spec, "-o", "json")
+	if code != 0 {
+		t.Fatalf("flinkctl run: exit %d: %s %s", code, stdout, stderr)
+	}
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sub); err != nil {
+		t.Fatalf("flinkctl run output %q: %v", stdout, err)
+	}
+	cl, err := client.New(c.jm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	live := map[string]*proc{}
+	for i, p := range c.TMs {
+		live[fmt.Sprintf("tm-%d", i)] = p
+	}
+	kills := 1 + rng.IntN(3)
+	var log []string
+	for k := range kills {
+		d := waitJobRunning(t, ctx, cl, sub.JobID)
+		if d == nil {
+			break // finished before all faults ran
+		}
+		f := fault(rng.IntN(3))
+		if !waitForFault(ctx, cl, sub.JobID, f, rng) {
+			break
+		}
+		victim := pickVictim(d, live, rng)
+		if victim == "" {
+			break
+		}
+		at := time.Now()
+		live[victim].kill()
+		delete(live, victim)
+		id := fmt.Sprintf("tm-r%d", k)
+		live[id] = startProc(t, "taskmanager "+id, "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", id)
+		log = append(log, fmt.Sprintf("kill %s %v (%s)", victim, f, at.Format("15:04:05.000")))
+	}
+	last, err := cl.Watch(ctx, sub.JobID, func(*pb.JobDetails) error { return nil })
+	if err != nil {
+		t.Fatalf("watch job: %v", err)
+	}
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("seed %d: job ended %v: %s\nfaults: %v", seed, last.GetStatus(), last.GetFailureCause(), log)
+	}
+	cps, _ := cl.Checkpoints(ctx, sub.JobID)
+	completed := 0
+	for _, cp := range cps {
+		if cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			completed++
+		}
+	}
+	rows := checkExactlyOnce(t, out)
+	t.Logf("seed %d: %d faults %v; %d restarts; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, len(log), log, last.GetRestarts(), completed, rows)
+}
+
+// waitJobRunning waits until every task of the job runs, and returns its details (nil once the
+// job ended).
+func waitJobRunning(t *testing.T, ctx context.Context, cl *client.Client, id string) *pb.JobDetails {
+	t.Helper()
+	for {
+		d, err := cl.Job(ctx, id)
+		if err != nil {
+			t.Fatalf("job %s: %v", id, err)
+		}
+		if client.IsTerminal(d.GetStatus()) {
+			return nil
+		}
+		running := d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && len(d.GetTasks()) > 0
+		for _, task := range d.GetTasks() {
+			running = running && task.GetStatus() == pb.ExecutionState_EXECUTION_STATE_RUNNING
+		}
+		if running {
+			return d
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("job %s did not run again: %v", id, ctx.Err())
+		}
+	}
+}
+
+// waitForFault waits for the moment a fault kind wants; false when the job ended first.
+func waitForFault(ctx context.Context, cl *client.Client, id string, f fault, rng *rand.Rand) bool {
+	if f == faultRandomTime {
+		select {
+		case <-time.After(time.Duration(500+rng.IntN(3000)) * time.Millisecond):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var seen int64
+	if cps, err := cl.Checkpoints(ctx, id); err == nil && len(cps) > 0 {
+		seen = cps[0].GetId()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := cl.Job(ctx, id)
+		if err != nil || client.IsTerminal(d.GetStatus()) {
+			return false
+		}
+		cps, err := cl.Checkpoints(ctx, id)
+		if err == nil {
+			for _, cp := range cps {
+				if cp.GetId() <= seen {
+					continue
+				}
+				if f == faultDuringCheckpoint && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+					return true
+				}
+				if f == faultAfterCompletion && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+					return true
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true // no such moment came; kill anyway
+}
+
+// pickVictim chooses a live TaskManager that runs tasks of the job.
+func pickVictim(d *pb.JobDetails, live map[string]*proc, rng *rand.Rand) string {
+	var hosts []string
+	seen := map[string]bool{}
+	for _, task := range d.GetTasks() {
+		tm := task.GetTaskmanager()
+		if live[tm] != nil && !seen[tm] {
+			seen[tm] = true
+			hosts = append(hosts, tm)
+		}
+	}
+	if len(hosts) == 0 {
+		return ""
+	}
+	return hosts[rng.IntN(len(hosts))]
+}
+
+// checkExactlyOnce reads the committed part files and checks the oracle; it returns the number
+// of rows.
+func checkExactlyOnce(t *testing.T, dir string) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := chaosRecords / chaosKeys
+	seen := make([][]int, chaosKeys)
+	for k := range seen {
+		seen[k] = make([]int, perKey)
+	}
+	rows := 0
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			var r struct{ Key, Seq, Count int64 }
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %q: %v", f, sc.Text(), err)
+			}
+			rows++
+			if r.Key < 0 || r.Key >= chaosKeys || r.Seq < 0 || r.Seq >= int64(perKey) {
+				t.Fatalf("%s: row %+v out of range", f, r)
+			}
+			seen[r.Key][r.Seq]++
+			if r.Count != r.Seq+1 {
+				t.Errorf("key %d seq %d has count %d, want %d: the keyed state saw a record twice or missed one", r.Key, r.Seq, r.Count, r.Seq+1)
+			}
+		}
+		fh.Close()
+	}
+	for k, seqs := range seen {
+		for s, n := range seqs {
+			if n != 1 {
+				t.Errorf("key %d seq %d committed %d times, want exactly once", k, s, n)
+			}
+		}
+	}
+	if want := chaosKeys * perKey; rows != want {
+		t.Errorf("committed %d rows, want %d", rows, want)
+	}
+	return rows
+}

@@ -1,0 +1,321 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/state"
+	"github.com/goflink/goflink/storage"
+)
+
+// maxAbortedIDs bounds the checkpoint IDs a task remembers as aborted (Flink: 128).
+const maxAbortedIDs = 128
+
+// errTaskNotRunning is returned for checkpoint commands to a task that does not run.
+var errTaskNotRunning = errors.New("task is not running")
+
+// stateContext is what one operator of a task sees of its state (operator.StateContext).
+type stateContext struct {
+	store    *state.OperatorStateStore
+	keyed    state.KeyedBackend
+	restored int64
+}
+
+func (s *stateContext) ListState(name string, d pb.ListDistribution) (operator.ListState, error) {
+	return s.store.ListState(name, d)
+}
+
+func (s *stateContext) KeyedBackend() state.KeyedBackend { return s.keyed }
+func (s *stateContext) RestoredCheckpointID() int64      { return s.restored }
+
+// chainMember is one operator (or the source) of the task's chain, in chain order.
+type chainMember struct {
+	name  string
+	impl  any
+	store *state.OperatorStateStore
+}
+
+// post hands an action to the task's goroutine (the mailbox). It fails when the task has
+// ended or ends before taking the action.
+func (t *task) post(ctx context.Context, f func() error) error {
+	select {
+	case t.mail <- f:
+		return nil
+	case <-t.done:
+		return errTaskNotRunning
+	case <-t.ctx.Done():
+		return errTaskNotRunning
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// jobDir is the job's checkpoint directory.
+func (t *task) jobDir() string {
+	return storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId())
+}
+
+// initState creates the task's state before its operators open: the keyed backend for a keyed
+// stream, and the operator state stores, restored from the checkpoint the task starts from.
+func (t *task) initState(keyType keyInfo) error {
+	r := t.req.GetRestore()
+	states := map[string][]*pb.OperatorSubtaskState{}
+	var keyed []*pb.KeyedStateHandle
+	for _, st := range r.GetStates() {
+		states[st.GetOperator()] = append(states[st.GetOperator()], st)
+		if st.GetKeyed() != nil {
+			keyed = append(keyed, st.GetKeyed())
+		}
+	}
+	for i := range t.chain {
+		m := &t.chain[i]
+		m.store = state.NewOperatorStateStore()
+		if err := m.store.Restore(states[m.name], int(t.id.GetSubtask()), int(t.vertex.GetParallelism())); err != nil {
+			return fmt.Errorf("restore operator state of %s: %w", m.name, err)
+		}
+	}
+	if !keyType.keyed {
+		return nil
+	}
+	maxP := int(t.vertex.GetMaxParallelism())
+	kr := state.RangeForOperator(int(t.id.GetSubtask()), maxP, int(t.vertex.GetParallelism()))
+	kb, err := state.NewKeyedBackend(state.KeyedBackendOptions{
+		Kind: t.jobCfg.String(config.StateBackend), KeyType: keyType.typ, MaxParallelism: maxP, Range: kr, Dir: os.TempDir(),
+	})
+	if err != nil {
+		return fmt.Errorf("keyed state backend: %w", err)
+	}
+	t.keyed = kb
+	t.closers = append(t.closers, closer{"keyed state backend", kb})
+	if len(keyed) > 0 {
+		base := r.GetBaseDir()
+		read := func(h *pb.FileHandle) ([]byte, error) { return storage.ReadFile(base, h) }
+		if err := kb.Restore(keyed, read); err != nil {
+			return fmt.Errorf("restore keyed state from checkpoint %d: %w", r.GetCheckpointId(), err)
+		}
+	}
+	if r != nil {
+		t.log.Info("restored state from checkpoint", "task", t.name, "checkpoint_id", r.GetCheckpointId(),
+			"key_groups", fmt.Sprintf("%d-%d", kr.Start, kr.End), "keyed_files", len(keyed))
+	}
+	return nil
+}
+
+// stateContextFor is the state context of chain member i.
+func (t *task) stateContextFor(i int) *stateContext {
+	return &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}
+}
+
+// barrierActions of the task (see barrier.go).
+
+func (t *task) blockChannel(ch int) { t.blocked[ch] = true }
+
+// unblockAll resumes every blocked channel; what was stashed meanwhile is processed first, in
+// arrival order per channel.
+func (t *task) unblockAll() {
+	var replay []gateItem
+	for ch, items := range t.stash {
+		replay = append(replay, items...)
+		t.stash[ch] = nil
+		t.blocked[ch] = false
+	}
+	t.replay = append(replay, t.replay...)
+}
+
+func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error {
+	return t.performCheckpoint(b, alignment)
+}
+
+func (t *task) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) error {
+	t.decline(id, reason, "aborted at the barrier")
+	return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
+}
+
+// triggerFromRPC starts a checkpoint at a source task.
+func (t *task) triggerFromRPC(b *pb.CheckpointBarrier) error {
+	if t.source == nil {
+		t.decline(b.GetCheckpointId(), pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, "only source tasks are triggered")
+		return nil
+	}
+	return t.performCheckpoint(b, 0)
+}
+
+// performCheckpoint takes the task's part of a checkpoint, in Flink's order: sinks pre-commit,
+// the barrier goes downstream, the synchronous snapshot, then the upload and the
+// acknowledgement off the task goroutine. An error fails the task (a synchronous-phase
+// failure).
+func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error {
+	id := b.GetCheckpointId()
+	if id <= t.lastCheckpoint {
+		return nil // out of order: a newer checkpoint was already taken
+	}
+	t.lastCheckpoint = id
+	if t.aborted[id] {
+		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
+	}
+	start := time.Now()
+	for _, m := range t.chain {
+		if p, ok := m.impl.(operator.PreBarrier); ok {
+			if err := p.PrepareSnapshotPreBarrier(id); err != nil {
+				return fmt.Errorf("checkpoint %d: pre-barrier of %s: %w", id, m.name, err)
+			}
+		}
+	}
+	if err := t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}); err != nil {
+		return err
+	}
+	states := make([]*pb.OperatorSubtaskState, 0, len(t.chain))
+	for _, m := range t.chain {
+		if s, ok := m.impl.(operator.Snapshotter); ok {
+			if err := s.SnapshotState(id); err != nil {
+				return fmt.Errorf("checkpoint %d: snapshot of %s: %w", id, m.name, err)
+			}
+		}
+		states = append(states, &pb.OperatorSubtaskState{
+			Operator: m.name, Subtask: t.id.GetSubtask(), Parallelism: t.vertex.GetParallelism(),
+			MaxParallelism: t.vertex.GetMaxParallelism(), Lists: m.store.Snapshot(),
+		})
+	}
+	var snap state.Snapshot
+	if t.keyed != nil {
+		var err error
+		if snap, err = t.keyed.Snapshot(); err != nil {
+			return fmt.Errorf("checkpoint %d: keyed state snapshot: %w", id, err)
+		}
+	}
+	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds()}
+	t.async.Add(1)
+	go func() {
+		defer t.async.Done()
+		t.finishCheckpoint(id, snap, states, metrics)
+	}()
+	return nil
+}
+
+// finishCheckpoint is the asynchronous part: write the keyed state, then acknowledge. A
+// failure here declines the checkpoint; the task keeps running.
+func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics) {
+	start := time.Now()
+	if snap != nil {
+		keyed, err := t.writeKeyed(id, snap)
+		if err != nil {
+			if t.ctx.Err() == nil {
+				t.log.Warn("checkpoint upload failed", "checkpoint_id", id, "err", err)
+				t.decline(id, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+			}
+			return
+		}
+		states[0].Keyed = keyed
+		m.StateSizeBytes += keyed.GetFile().GetSize()
+	}
+	for _, s := range states {
+		for _, l := range s.GetLists() {
+			for _, e := range l.GetElements() {
+				m.StateSizeBytes += int64(len(e))
+			}
+		}
+	}
+	m.AsyncMs = time.Since(start).Milliseconds()
+	if t.ctx.Err() != nil {
+		return // the task is gone; the JobManager aborts the checkpoint and deletes its files
+	}
+	t.env.ack(&pb.AcknowledgeCheckpointRequest{
+		RegistrationId: t.registration, Execution: t.id, CheckpointId: id,
+		State: &pb.TaskStateSnapshot{Operators: states}, Metrics: m,
+	})
+}
+
+func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, error) {
+	defer snap.Release()
+	name := fmt.Sprintf("keyed-v%d-s%d-a%d", t.id.GetVertexId(), t.id.GetSubtask(), t.id.GetAttempt())
+	f, err := storage.CreateFile(t.jobDir(), id, name)
+	if err != nil {
+		return nil, err
+	}
+	offsets, err := snap.WriteTo(f)
+	if err != nil {
+		f.Abort()
+		return nil, fmt.Errorf("write keyed state: %w", err)
+	}
+	h, err := f.Commit()
+	if err != nil {
+		return nil, err
+	}
+	kr := t.keyed.KeyGroupRange()
+	return &pb.KeyedStateHandle{File: h, KeyGroupStart: int32(kr.Start), KeyGroupEnd: int32(kr.End), Offsets: offsets}, nil
+}
+
+// decline tells the JobManager that this task does not take checkpoint id.
+func (t *task) decline(id int64, reason pb.CheckpointFailureReason, msg string) {
+	t.env.decline(&pb.DeclineCheckpointRequest{
+		RegistrationId: t.registration, Execution: t.id, CheckpointId: id, Reason: reason, Message: fmt.Sprintf("%s: %s", t.name, msg),
+	})
+}
+
+// broadcastEvent sends an event on every output channel, after the records before it.
+func (t *task) broadcastEvent(ev *pb.Event) error {
+	for _, w := range t.writers {
+		if err := w.BroadcastEvent(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notifyComplete delivers a completion: everything up to id is committed. Completions are
+// monotonic; older ones are ignored.
+func (t *task) notifyComplete(id int64) error {
+	if id <= t.lastCompleted {
+		return nil
+	}
+	t.lastCompleted = id
+	for _, m := range t.chain {
+		if l, ok := m.impl.(operator.CheckpointListener); ok {
+			if err := l.NotifyCheckpointComplete(id); err != nil {
+				return fmt.Errorf("checkpoint %d complete: %s: %w", id, m.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// notifyAborted delivers an abort, after redelivering the latest completion (which may have
+// been lost).
+func (t *task) notifyAborted(id, latestCompleted int64) error {
+	if latestCompleted > 0 {
+		if err := t.notifyComplete(latestCompleted); err != nil {
+			return err
+		}
+	}
+	if id > t.lastCheckpoint {
+		t.aborted[id] = true // its barrier, when it comes, is skipped
+		for a := range t.aborted {
+			if a < id-maxAbortedIDs {
+				delete(t.aborted, a)
+			}
+		}
+	}
+	for _, m := range t.chain {
+		if l, ok := m.impl.(operator.CheckpointListener); ok {
+			if err := l.NotifyCheckpointAborted(id); err != nil {
+				return fmt.Errorf("checkpoint %d aborted: %s: %w", id, m.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkpointCommand runs a checkpoint RPC on the task's goroutine.
+func (tm *TaskManager) checkpointCommand(ctx context.Context, registration string, id *pb.ExecutionAttemptID, f func(t *task) error) error {
+	t, err := tm.runningTask(registration, id)
+	if err != nil {
+		return err
+	}
+	return t.post(ctx, func() error { return f(t) })
+}

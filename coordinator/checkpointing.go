@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -340,8 +341,12 @@ func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
 			return
 		}
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShuttingDown) {
-			// The outcome is unknown to us: a new leader decides. Keep the files, stop here.
+			// The outcome is unknown to us: a new leader decides. Keep the files; nothing
+			// counts, nothing is notified (this job master stops).
 			c.remove(p)
+			p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED
+			p.info.FailureReason = pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND
+			p.info.Failure = fmt.Sprintf("completion not recorded, outcome unknown: %v", err)
 			c.reply(p, checkpointResult{info: p.info, err: err})
 			return
 		}
@@ -361,7 +366,7 @@ func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.Completed
 	c.lastCompletion = now
 	p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	p.info.DurationMs = now.Sub(p.trigger).Milliseconds()
-	p.info.Path = cp.GetPath()
+	p.info.Path = filepath.Join(cp.GetBaseDir(), cp.GetPath())
 	c.onSuccess(p.id)
 	// Older pending checkpoints can no longer matter: subsume them (not counted).
 	for len(c.pending) > 0 && c.pending[0].id < p.id {
@@ -493,7 +498,7 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 
 func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
-		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: r.GetPath()}
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath())}
 }
 
 func cloneInfo(i *pb.CheckpointInfo) *pb.CheckpointInfo { return proto.Clone(i).(*pb.CheckpointInfo) }

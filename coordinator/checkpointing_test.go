@@ -997,8 +997,8 @@ func TestCheckpointCompletion(t *testing.T) {
 
 	i := h.info(1)
 	if i.GetStatus() != ckptStatusDone || i.GetDurationMs() != 2500 || i.GetStateSizeBytes() != 600 ||
-		i.GetAlignmentMs() != 40 || i.GetAcknowledged() != 3 || i.GetPath() != "chk-1" || !i.GetManual() {
-		t.Fatalf("completed info %v, want COMPLETED, 2500ms, 600 bytes, alignment 40ms (max), 3/3, chk-1, manual", i)
+		i.GetAlignmentMs() != 40 || i.GetAcknowledged() != 3 || i.GetPath() != "/ckpt/job/chk-1" || !i.GetManual() {
+		t.Fatalf("completed info %v, want COMPLETED, 2500ms, 600 bytes, alignment 40ms (max), 3/3, /ckpt/job/chk-1, manual", i)
 	}
 	r := ckptRecv(t, ch)
 	if r.err != nil || r.info.GetId() != 1 || r.info.GetStatus() != ckptStatusDone {
@@ -1393,8 +1393,8 @@ func TestCheckpointHistoryView(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("history\n got %v\nwant %v (newest first, restored checkpoints included, each once)", got, want)
 	}
-	if v := view[4]; v.GetPath() != "chk-4" || v.GetDurationMs() != 2000 || v.GetStateSizeBytes() != 1004 {
-		t.Fatalf("restored checkpoint entry %v, want path chk-4, 2000ms, 1004 bytes", v)
+	if v := view[4]; v.GetPath() != "/ckpt/job/chk-4" || v.GetDurationMs() != 2000 || v.GetStateSizeBytes() != 1004 {
+		t.Fatalf("restored checkpoint entry %v, want path /ckpt/job/chk-4, 2000ms, 1004 bytes", v)
 	}
 	if v := view[3]; v.GetDurationMs() != 2000 || v.GetStateSizeBytes() != 600 || v.GetAlignmentMs() != 40 {
 		t.Fatalf("checkpoint 5 entry %v, want the coordinator's own record", v)

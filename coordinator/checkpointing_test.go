@@ -1403,7 +1403,7 @@ func TestCheckpointHistoryView(t *testing.T) {
 	// The view is a copy.
 	view[0].Status = ckptStatusDone
 	view[3].Path = "changed"
-	if h.info(7).GetStatus() != ckptStatusRunning || h.info(5).GetPath() != "chk-5" {
+	if h.info(7).GetStatus() != ckptStatusRunning || h.info(5).GetPath() != "/ckpt/job/chk-5" {
 		t.Fatalf("historyView returned the coordinator's own records")
 	}
 	if lc := h.c.lastCompleted(); lc.GetId() != 5 || lc.GetAlignmentMs() != 40 {

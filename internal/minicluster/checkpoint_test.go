@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -200,4 +201,88 @@ func maxOf(m map[int64]int) int64 {
 		best = max(best, v)
 	}
 	return best
+}
+
+// TestCorruptCheckpointFallsBack corrupts the newest retained checkpoint's state file; the
+// restart after a TaskManager loss detects it and restores the one before, loudly.
+func TestCorruptCheckpointFallsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	spec := fmt.Sprintf(`name: corrupt
+parallelism: 1
+config:
+  execution.checkpointing.interval: 1 h
+  execution.checkpointing.num-retained: 2
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.delay: 10ms
+operators:
+  - {name: numbers, type: sequence, from: 1, rate: 500}
+  - {name: by-key, type: key-by, key: "value %% 10"}
+  - {name: total, type: sum, field: value}
+  - {name: out, type: discard}
+`, filepath.Join(t.TempDir(), "checkpoints"))
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	waitRunning(t, ctx, cl, id, 2)
+	var taken []*pb.CheckpointInfo
+	for len(taken) < 2 {
+		info, err := cl.TriggerCheckpoint(ctx, id)
+		if err != nil {
+			t.Fatalf("TriggerCheckpoint() = %v", err)
+		}
+		if info.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			t.Fatalf("manual checkpoint %v did not complete", info)
+		}
+		taken = append(taken, info)
+	}
+	older, newer := taken[0], taken[1]
+
+	// Flip one byte of the newer checkpoint's keyed state file.
+	files, err := filepath.Glob(filepath.Join(newer.GetPath(), "keyed-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no keyed state file in %s (%v)", newer.GetPath(), err)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Lose the TaskManager (a spare takes over): the job restarts from a checkpoint.
+	if _, err := c.AddTaskManager(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TMs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	var d *pb.JobDetails
+	waitFor(t, ctx, 30*time.Second, "the job to restart", func() error {
+		if d, err = cl.Job(ctx, id); err != nil {
+			return err
+		}
+		if d.GetRestarts() < 1 || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+			return fmt.Errorf("job %v after %d restarts", d.GetStatus(), d.GetRestarts())
+		}
+		return nil
+	})
+	if d.GetRestoredCheckpointId() != older.GetId() {
+		t.Errorf("restored checkpoint %d, want %d (the newer %d is corrupt)", d.GetRestoredCheckpointId(), older.GetId(), newer.GetId())
+	}
+	loud := false
+	for _, e := range d.GetExceptions() {
+		if strings.Contains(e.GetCause(), fmt.Sprintf("checkpoint %d cannot be restored", newer.GetId())) &&
+			strings.Contains(e.GetCause(), fmt.Sprintf("falling back to checkpoint %d", older.GetId())) {
+			loud = true
+		}
+	}
+	if !loud {
+		t.Errorf("exception history %v does not report the corrupt checkpoint and the fallback", d.GetExceptions())
+	}
 }

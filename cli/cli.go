@@ -422,15 +422,39 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	return nil
 }
 
-// follow prints the job's status changes until it ends.
+// follow prints the job's status changes, its completed checkpoints, the latest exception and
+// the checkpoint a restart restored, until the job ends.
 func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet bool) (*pb.JobDetails, error) {
 	var lastStatus pb.JobStatus
+	var lastCheckpoint int64
+	exceptions := 0
 	return c.Watch(ctx, id, func(d *pb.JobDetails) error {
-		if quiet || d.GetStatus() == lastStatus {
+		if quiet {
+			return nil
+		}
+		now := time.Now().Format("15:04:05.000")
+		if cp := d.GetLastCheckpoint(); cp.GetId() > lastCheckpoint {
+			lastCheckpoint = cp.GetId()
+			fmt.Fprintf(g.stdout, "%s  checkpoint %d completed in %d ms (%s)\n", now, cp.GetId(), cp.GetDurationMs(), bytesText(cp.GetStateSizeBytes()))
+		}
+		for ; exceptions < len(d.GetExceptions()); exceptions++ {
+			e := d.GetExceptions()[exceptions]
+			fmt.Fprintf(g.stdout, "%s  failure: %s: %s\n", now, e.GetTask(), e.GetCause())
+		}
+		if d.GetStatus() == lastStatus {
 			return nil
 		}
 		lastStatus = d.GetStatus()
-		line := fmt.Sprintf("%s  job %s %s", time.Now().Format("15:04:05.000"), id, JobStatusName(d.GetStatus()))
+		line := fmt.Sprintf("%s  job %s %s", now, id, JobStatusName(d.GetStatus()))
+		if d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && d.GetRestarts() > 0 {
+			line += fmt.Sprintf(" (restart %d", d.GetRestarts())
+			if r := d.GetRestoredCheckpointId(); r > 0 {
+				line += fmt.Sprintf(", state and source offsets restored from checkpoint %d", r)
+			} else {
+				line += ", no completed checkpoint: starting over"
+			}
+			line += ")"
+		}
 		if client.IsTerminal(d.GetStatus()) && d.GetStartTime() != nil && d.GetEndTime() != nil {
 			line += fmt.Sprintf(" after %v", d.GetEndTime().AsTime().Sub(d.GetStartTime().AsTime()).Round(time.Millisecond))
 		}

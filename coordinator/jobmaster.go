@@ -266,13 +266,13 @@ func (m *jobMaster) run() {
 	}
 }
 
-// startRun starts one run of the job: status RUNNING (a new attempt number), the latest valid
-// checkpoint to restore, slots, deployment.
+// startRun starts one run of the job: the latest valid checkpoint to restore, status RUNNING
+// (a new attempt number), slots, deployment.
 func (m *jobMaster) startRun() bool {
-	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
+	if !m.pickRestore() {
 		return false
 	}
-	if !m.pickRestore() {
+	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
 		return false
 	}
 	return m.acquireAndDeploy()

@@ -164,8 +164,8 @@ func TestFoundingExampleAtLeastOnce(t *testing.T) {
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
 	}
-	if last.GetRestarts() != 1 {
-		t.Errorf("restarts = %d, want 1", last.GetRestarts())
+	if last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
+		t.Errorf("restarts = %d, restored checkpoint %d; want 1 restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
 	}
 	// Nothing is lost: every input reached the sums at least once, so the final sums are at
 	// least the failure-free ones (duplicates may raise them).

@@ -14,7 +14,7 @@ const (
 )
 
 // KeyedBackend holds the keyed state of one task, partitioned by key groups. It is owned by
-// the task's goroutine; only a Snapshot's WriteTo may run on another goroutine.
+// the task's goroutine; only a Snapshot's WriteSnapshot may run on another goroutine.
 type KeyedBackend interface {
 	// SetCurrentKey sets the key that keyed state accesses refer to.
 	SetCurrentKey(k record.Value)
@@ -34,8 +34,8 @@ type KeyedBackend interface {
 
 // Snapshot is the asynchronous part of a keyed state snapshot.
 type Snapshot interface {
-	// WriteTo writes the snapshot and returns the offset of every key group of the range.
-	WriteTo(w io.Writer) (offsets []int64, err error)
-	// Release frees what the snapshot holds; it is called once, after WriteTo or instead of it.
+	// WriteSnapshot writes the snapshot and returns the offset of every key group of the range.
+	WriteSnapshot(w io.Writer) (offsets []int64, err error)
+	// Release frees what the snapshot holds; it is called once, after WriteSnapshot or instead of it.
 	Release()
 }

@@ -23,7 +23,7 @@ import (
 // Writes go to a write-back cache of dirty entries and deletions, flushed in one write
 // transaction when it holds more than CacheEntries entries and at Snapshot; reads look in the
 // cache, then in the file through a read transaction that is renewed after every flush.
-// Snapshot flushes and opens a read transaction (bbolt MVCC) that WriteTo streams from on
+// Snapshot flushes and opens a read transaction (bbolt MVCC) that WriteSnapshot streams from on
 // another goroutine while the task keeps writing.
 type boltBackend struct {
 	keyContext
@@ -291,9 +291,9 @@ type boltSnapshot struct {
 	states []stateMeta
 }
 
-// WriteTo writes the snapshot from the read transaction; it may run on another goroutine
+// WriteSnapshot writes the snapshot from the read transaction; it may run on another goroutine
 // while the backend keeps processing.
-func (s *boltSnapshot) WriteTo(w io.Writer) ([]int64, error) {
+func (s *boltSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 	sw := newSnapWriter(w)
 	sw.write(s.header)
 	cursors := make([]*bbolt.Cursor, len(s.states))
@@ -439,8 +439,15 @@ func (t *boltTable) flushTo(tx *bbolt.Tx) error {
 	if err != nil {
 		return fmt.Errorf("state %q: %w", t.ref.name, err)
 	}
-	for k, e := range t.dirty {
-		if e.deleted {
+	// In key order: bbolt splits nodes only at commit, so unordered inserts into one node
+	// would shift its entries again and again.
+	keys := make([]string, 0, len(t.dirty))
+	for k := range t.dirty {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if e := t.dirty[k]; e.deleted {
 			err = bkt.Delete([]byte(k))
 		} else {
 			err = bkt.Put([]byte(k), e.val)

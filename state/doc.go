@@ -14,10 +14,10 @@
 //   - "hashmap" keeps the state in Go maps (per state, per key group, key -> *T). Updating an
 //     existing key does not allocate. Snapshots are copy-on-write per key group: the
 //     synchronous part is O(key groups), and a key group is encoded once, either by the
-//     snapshot's WriteTo or by the task just before it first writes into it.
+//     snapshot's WriteSnapshot or by the task just before it first writes into it.
 //   - "bbolt" keeps the state in a local bbolt file with a write-back cache. The synchronous
 //     part of a snapshot flushes the cache (at most CacheEntries entries) and opens a read
-//     transaction, which WriteTo streams while the task keeps writing (bbolt MVCC).
+//     transaction, which WriteSnapshot streams while the task keeps writing (bbolt MVCC).
 //
 // States (ValueState, ListState, MapState, ReducingState) are registered on a backend by
 // name with a Codec for their values and refer to the backend's current key. Both backends
@@ -27,7 +27,7 @@
 // # Goroutines
 //
 // A backend, its states and an OperatorStateStore belong to the task's goroutine. Only a
-// Snapshot's WriteTo and Release may run on another goroutine. No goroutines are started.
+// Snapshot's WriteSnapshot and Release may run on another goroutine. No goroutines are started.
 //
 // # Operator state
 //

@@ -19,7 +19,7 @@ import (
 //
 // Snapshots are copy-on-write per key group. Snapshot only records which states exist and
 // marks every key group; the key groups are encoded later, each exactly once, by whichever
-// comes first: the snapshot's WriteTo (on the upload goroutine), or the task's first write
+// comes first: the snapshot's WriteSnapshot (on the upload goroutine), or the task's first write
 // into that key group (before it writes). A per-group mutex in the snapshot decides the race;
 // after a group is encoded the task writes into it freely. So the synchronous part costs
 // O(key groups), and the task pays for encoding only the groups it writes into before the
@@ -269,8 +269,8 @@ func (s *hmSnapshot) encodeGroup(i int) []byte {
 	return append(b, 0)
 }
 
-// WriteTo writes the snapshot; it may run on another goroutine than the task.
-func (s *hmSnapshot) WriteTo(w io.Writer) ([]int64, error) {
+// WriteSnapshot writes the snapshot; it may run on another goroutine than the task.
+func (s *hmSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 	sw := newSnapWriter(w)
 	sw.write(s.header)
 	offsets := make([]int64, len(s.groups))
@@ -374,9 +374,16 @@ func (s *hmValue[T]) clear() error {
 }
 
 func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
-	for k, p := range s.groups[i] {
+	m := s.groups[i]
+	first := true
+	for k, p := range m {
+		start := len(b)
 		sc.a = s.c.Append(sc.a[:0], *p)
 		b = appendEntry(b, k, s.b.keyType, nil, sc.a)
+		if first {
+			b = slices.Grow(b, (len(b)-start)*(len(m)-1)) // entries tend to have one size
+			first = false
+		}
 	}
 	return b
 }

@@ -61,9 +61,9 @@ func (fs files) snapshot(t testing.TB, b KeyedBackend, path string) *pb.KeyedSta
 	}
 	defer snap.Release()
 	var buf bytes.Buffer
-	offsets, err := snap.WriteTo(&buf)
+	offsets, err := snap.WriteSnapshot(&buf)
 	if err != nil {
-		t.Fatalf("WriteTo() = %v", err)
+		t.Fatalf("WriteSnapshot() = %v", err)
 	}
 	fs[path] = buf.Bytes()
 	r := b.KeyGroupRange()

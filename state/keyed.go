@@ -5,16 +5,18 @@ import (
 	"fmt"
 )
 
-// Keyed states. Each is registered on a backend under a name unique in that backend, and
-// every access refers to the backend's current key (SetCurrentKey). Like the backend, a state
-// belongs to the task's goroutine. Accessing a state without a current key, or with a key
-// outside the backend's key groups, returns an error.
+// ValueState is a single value per key.
+//
+// Every keyed state (ValueState, ListState, MapState, ReducingState) is registered on a
+// backend under a name unique in that backend, and every access refers to the backend's
+// current key (SetCurrentKey). Like the backend, a state belongs to the task's goroutine and
+// must not be used after the backend's Close. Accessing a state without a current key
+// (ErrNoCurrentKey) or with a key outside the backend's key groups (ErrKeyOutOfRange) returns
+// an error, as do storage failures of the bbolt backend.
 //
 // Values of reference types (record.Row, []byte, slices) handed to a state or returned by it
 // must not be modified afterwards: the hashmap backend keeps them as they are, and a snapshot
 // may be encoding them on another goroutine.
-
-// ValueState is a single value per key.
 type ValueState[T any] struct{ s valueStore[T] }
 
 // ListState is a list of values per key.

@@ -98,11 +98,7 @@ func newKeyContext(o KeyedBackendOptions) keyContext {
 func (c *keyContext) setKey(k record.Value) {
 	c.key = k
 	c.hasKey = true
-	if c.maxP&(c.maxP-1) == 0 {
-		c.kg = int(MurmurHash(KeyHash(k, c.keyType))) & (c.maxP - 1) // = KeyGroup, without a division
-	} else {
-		c.kg = KeyGroup(k, c.keyType, c.maxP)
-	}
+	c.kg = KeyGroup(k, c.keyType, c.maxP)
 	if c.rng.Contains(c.kg) {
 		c.kgIdx = c.kg - c.rng.Start
 	} else {

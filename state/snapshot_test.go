@@ -187,11 +187,11 @@ func TestWritesContinueDuringSnapshot(t *testing.T) {
 			}
 			done := make(chan result)
 			go func() {
-				offsets, err := snap.WriteTo(g)
+				offsets, err := snap.WriteSnapshot(g)
 				done <- result{offsets, err}
 			}()
 			<-g.started
-			// WriteTo is blocked in the middle of the snapshot: change every key.
+			// WriteSnapshot is blocked in the middle of the snapshot: change every key.
 			rng := rand.New(rand.NewPCG(99, 1))
 			after := newModel()
 			for k := range int64(keys) {
@@ -205,7 +205,7 @@ func TestWritesContinueDuringSnapshot(t *testing.T) {
 			snap.Release()
 			must(t, res.err)
 
-			if n := g.buf.Len(); n < 3*64<<10 { // WriteTo buffers 64 KiB
+			if n := g.buf.Len(); n < 3*64<<10 { // WriteSnapshot buffers 64 KiB
 				t.Fatalf("snapshot of %d bytes is too small to be interrupted mid-stream", n)
 			}
 			fs := files{"chk": g.buf.Bytes()}
@@ -251,8 +251,8 @@ func TestConcurrentSnapshots(t *testing.T) {
 			var wg sync.WaitGroup
 			var o1, o2 []int64
 			var e1, e2 error
-			wg.Go(func() { o1, e1 = s1.WriteTo(&w1) })
-			wg.Go(func() { o2, e2 = s2.WriteTo(&w2) })
+			wg.Go(func() { o1, e1 = s1.WriteSnapshot(&w1) })
+			wg.Go(func() { o2, e2 = s2.WriteSnapshot(&w2) })
 			wg.Wait()
 			s1.Release()
 			s2.Release()

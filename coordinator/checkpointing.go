@@ -62,8 +62,11 @@ func (s checkpointSettings) enabled() bool { return s.interval > 0 }
 
 // checkpointPlan is the set of tasks one checkpoint involves.
 type checkpointPlan struct {
-	trigger []string // execution keys of the source tasks
-	wait    []string // execution keys of every task
+	trigger []string // execution keys of the running source tasks
+	wait    []string // execution keys of every running task
+	// finished holds the state of tasks that finished before the checkpoint: their state in
+	// the last checkpoint they took part in (a restore must not run them again).
+	finished []*pb.OperatorSubtaskState
 }
 
 // checkpointIO is what the coordinator needs from the job master.
@@ -264,7 +267,8 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		fail(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, fmt.Sprintf("allocating a checkpoint ID: %v", err))
 		return
 	}
-	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, waiting: map[string]bool{}}
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, waiting: map[string]bool{},
+		states: slices.Clone(plan.finished)}
 	for _, k := range plan.wait {
 		p.waiting[k] = true
 	}
@@ -295,6 +299,22 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 		c.complete(p)
 	}
 	return true
+}
+
+// taskFinished handles a task that finished: pending checkpoints stop waiting for it and take
+// the state it finished with.
+func (c *checkpointCoordinator) taskFinished(task string, states []*pb.OperatorSubtaskState) {
+	for _, p := range slices.Clone(c.pending) {
+		if !p.waiting[task] {
+			continue
+		}
+		delete(p.waiting, task)
+		p.states = append(p.states, states...)
+		p.info.Acknowledged++
+		if len(p.waiting) == 0 {
+			c.complete(p)
+		}
+	}
 }
 
 // isLateAck reports whether an unknown checkpoint ID is one that expired recently.

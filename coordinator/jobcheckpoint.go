@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -20,9 +21,12 @@ type jobCheckpointIO jobMaster
 
 func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
 
+// plan returns the running tasks to wait for, the running sources to trigger, and the state
+// of finished tasks. Any task that is neither running nor finished (deploying, failing) makes
+// the checkpoint wait for a later trigger.
 func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	m := io.m()
-	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting || !m.allRunning() {
+	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting || len(m.execs) == 0 {
 		return checkpointPlan{}, false
 	}
 	sources := map[int32]bool{}
@@ -34,12 +38,19 @@ func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	}
 	var p checkpointPlan
 	for _, e := range m.execs {
-		p.wait = append(p.wait, e.key)
-		if sources[e.vertex.GetId()] {
-			p.trigger = append(p.trigger, e.key)
+		switch e.state {
+		case pb.ExecutionState_EXECUTION_STATE_RUNNING:
+			p.wait = append(p.wait, e.key)
+			if sources[e.vertex.GetId()] {
+				p.trigger = append(p.trigger, e.key)
+			}
+		case pb.ExecutionState_EXECUTION_STATE_FINISHED:
+			p.finished = append(p.finished, m.finishedState(e)...)
+		default:
+			return checkpointPlan{}, false
 		}
 	}
-	return p, true
+	return p, len(p.trigger) > 0
 }
 
 func (io *jobCheckpointIO) allocateID() (int64, error) {
@@ -66,6 +77,7 @@ func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrie
 
 func (io *jobCheckpointIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
 	m := io.m()
+	m.rememberStates(states)
 	md := &pb.CheckpointMetadata{Version: 1, JobId: m.id, CheckpointId: id, TriggerTimeMs: trigger.UnixMilli(), States: states}
 	path, err := storage.WriteMetadata(m.jobDir, md)
 	if err != nil {
@@ -137,4 +149,44 @@ func (io *jobCheckpointIO) failJob(cause string) {
 		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint coordinator", Cause: cause})
 		m.failJob(cause)
 	}
+}
+
+// subtaskKey names a subtask across attempts: vertex and subtask index.
+func subtaskKey(vertex, subtask int32) string { return fmt.Sprintf("%d/%d", vertex, subtask) }
+
+// rememberStates keeps, per subtask, its states in the newest checkpoint (restored or
+// completed), so that a subtask that finishes can hand them to later checkpoints.
+func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
+	byOp := map[string]int32{}
+	for _, v := range m.graph.GetVertices() {
+		for _, op := range v.GetOperators() {
+			byOp[op.GetName()] = v.GetId()
+		}
+	}
+	fresh := map[string][]*pb.OperatorSubtaskState{}
+	for _, st := range states {
+		v, ok := byOp[st.GetOperator()]
+		if !ok {
+			continue
+		}
+		k := subtaskKey(v, st.GetSubtask())
+		fresh[k] = append(fresh[k], st)
+	}
+	for k, sts := range fresh {
+		m.lastStates[k] = sts
+	}
+}
+
+// finishedState is the state a finished task contributes to later checkpoints: its operator
+// state in the last checkpoint it took part in (a finished source restores as finished). Its
+// keyed state is left out: a finished task receives no more records, and the files may be
+// deleted with their checkpoint.
+func (m *jobMaster) finishedState(e *execution) []*pb.OperatorSubtaskState {
+	var out []*pb.OperatorSubtaskState
+	for _, st := range m.lastStates[subtaskKey(e.vertex.GetId(), e.id.GetSubtask())] {
+		c := proto.Clone(st).(*pb.OperatorSubtaskState)
+		c.Keyed = nil
+		out = append(out, c)
+	}
+	return out
 }

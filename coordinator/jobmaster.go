@@ -135,6 +135,9 @@ type jobMaster struct {
 	restartTimer *time.Timer
 	restoredID   int64 // checkpoint the current run restored from
 	restore      *pb.CheckpointMetadata
+	// lastStates holds each subtask's states ("vertex/subtask") in the newest restored or
+	// completed checkpoint.
+	lastStates map[string][]*pb.OperatorSubtaskState
 }
 
 func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
@@ -156,7 +159,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(),
-		cpSettings: cps, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
+		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 	}
 	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
 	m.publish()
@@ -282,6 +285,7 @@ func (m *jobMaster) startRun() bool {
 // are intact. A corrupt or truncated checkpoint is skipped loudly for the one before it.
 func (m *jobMaster) pickRestore() bool {
 	m.restore, m.restoredID = nil, 0
+	clear(m.lastStates)
 	rec, ok := m.host.jobRecord(m.id)
 	if !ok {
 		return true
@@ -293,6 +297,7 @@ func (m *jobMaster) pickRestore() bool {
 		if err == nil {
 			m.restore, m.restoredID = md, cp.GetId()
 			m.jobDir = cp.GetBaseDir()
+			m.rememberStates(md.GetStates())
 			m.log.Info("restoring job from checkpoint", "checkpoint_id", cp.GetId(), "path", filepath.Join(cp.GetBaseDir(), cp.GetPath()))
 			return true
 		}
@@ -512,8 +517,9 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		m.checkTerminal()
 	case pb.ExecutionState_EXECUTION_STATE_FINISHED:
 		e.state = s
-		// Checkpoints need every task running; a finishing job takes no more.
-		m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, "a task finished")
+		// Checkpoints go on without it (sources wait for a final checkpoint before they
+		// finish); pending ones take the state it finished with.
+		m.cp.taskFinished(e.key, m.finishedState(e))
 		m.checkTerminal()
 	default:
 		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING { // never back out of CANCELING

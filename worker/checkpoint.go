@@ -65,6 +65,8 @@ func (t *task) jobDir() string {
 // stream, and the operator state stores, restored from the checkpoint the task starts from.
 func (t *task) initState(keyType keyInfo) error {
 	r := t.req.GetRestore()
+	// The restored checkpoint is complete, and nothing was emitted since.
+	t.lastCheckpoint, t.lastCompleted = r.GetCheckpointId(), r.GetCheckpointId()
 	states := map[string][]*pb.OperatorSubtaskState{}
 	var keyed []*pb.KeyedStateHandle
 	for _, st := range r.GetStates() {
@@ -101,7 +103,7 @@ func (t *task) initState(keyType keyInfo) error {
 		}
 	}
 	if r != nil {
-		t.log.Info("restored state from checkpoint", "task", t.name, "checkpoint_id", r.GetCheckpointId(),
+		t.log.Info("restored keyed state from checkpoint", "task", t.name, "checkpoint_id", r.GetCheckpointId(),
 			"key_groups", fmt.Sprintf("%d-%d", kr.Start, kr.End), "keyed_files", len(keyed))
 	}
 	return nil
@@ -159,6 +161,7 @@ func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if t.aborted[id] {
 		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 	}
+	t.emittedSinceCheckpoint = false
 	start := time.Now()
 	for _, m := range t.chain {
 		if p, ok := m.impl.(operator.PreBarrier); ok {
@@ -238,7 +241,7 @@ func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, 
 	if err != nil {
 		return nil, err
 	}
-	offsets, err := snap.WriteTo(f)
+	offsets, err := snap.WriteSnapshot(f)
 	if err != nil {
 		f.Abort()
 		return nil, fmt.Errorf("write keyed state: %w", err)

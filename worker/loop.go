@@ -32,10 +32,13 @@ func (t *task) runSource() error {
 		if err != nil {
 			return err
 		}
+		if n > 0 {
+			t.emittedSinceCheckpoint = true
+		}
 		t.in += int64(n)
 		t.publish()
 		if done {
-			return nil
+			return t.awaitFinalCheckpoint(tick)
 		}
 		if tk == nil {
 			if err := t.flush(); err != nil {
@@ -76,6 +79,36 @@ func (t *task) runSource() error {
 		default:
 		}
 	}
+}
+
+// awaitFinalCheckpoint keeps an exhausted source running until a checkpoint that covers
+// everything it emitted has completed (Flink's final checkpoint): only then may it end its
+// partitions. Otherwise the sinks downstream would commit output at end of input that a
+// restore from an earlier checkpoint replays. Without checkpointing it returns at once.
+func (t *task) awaitFinalCheckpoint(tick <-chan time.Time) error {
+	if t.req.GetCheckpointingMode() == pb.CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED {
+		return nil
+	}
+	logged := false
+	for t.emittedSinceCheckpoint || t.lastCompleted < t.lastCheckpoint {
+		if !logged {
+			t.log.Info("source exhausted; waiting for a final checkpoint", "task", t.name, "last_checkpoint", t.lastCheckpoint)
+			logged = true
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		select {
+		case f := <-t.mail:
+			if err := f(); err != nil {
+				return err
+			}
+		case <-tick:
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		}
+	}
+	return nil
 }
 
 // runInputs processes buffers from the input channels until all of them ended.

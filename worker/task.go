@@ -89,8 +89,10 @@ type task struct {
 	replay         []gateItem     // unblocked buffers to process before new ones
 	lastCheckpoint int64
 	lastCompleted  int64
-	aborted        map[int64]bool
-	async          sync.WaitGroup // asynchronous checkpoint parts
+	// emittedSinceCheckpoint: a source emitted records after its last checkpoint.
+	emittedSinceCheckpoint bool
+	aborted                map[int64]bool
+	async                  sync.WaitGroup // asynchronous checkpoint parts
 }
 
 // taskInput is one input edge of a task.

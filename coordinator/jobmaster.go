@@ -521,24 +521,36 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		// finish); pending ones take the state it finished with.
 		m.cp.taskFinished(e.key, m.finishedState(e))
 		m.checkTerminal()
+		m.maybeStartCheckpoints()
 	default:
 		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING { // never back out of CANCELING
 			e.state = s
 		}
-		if s == pb.ExecutionState_EXECUTION_STATE_RUNNING && m.allRunning() && !m.restarting && m.status == pb.JobStatus_JOB_STATUS_RUNNING {
-			m.cp.start()
+		if s == pb.ExecutionState_EXECUTION_STATE_RUNNING {
+			m.maybeStartCheckpoints()
 		}
 	}
 }
 
-// allRunning reports whether every task of the current run is RUNNING.
-func (m *jobMaster) allRunning() bool {
+// maybeStartCheckpoints starts periodic checkpoints once every task of the run is running or
+// already finished (a task restored as finished ends at once) and one still runs.
+func (m *jobMaster) maybeStartCheckpoints() {
+	if m.restarting || m.status != pb.JobStatus_JOB_STATUS_RUNNING || len(m.execs) == 0 {
+		return
+	}
+	running := false
 	for _, e := range m.execs {
-		if e.state != pb.ExecutionState_EXECUTION_STATE_RUNNING {
-			return false
+		switch e.state {
+		case pb.ExecutionState_EXECUTION_STATE_RUNNING:
+			running = true
+		case pb.ExecutionState_EXECUTION_STATE_FINISHED:
+		default:
+			return
 		}
 	}
-	return len(m.execs) > 0
+	if running {
+		m.cp.start()
+	}
 }
 
 // failExecution records a task failure in the exception history and fails the job over.

@@ -286,3 +286,73 @@ operators:
 		t.Errorf("exception history %v does not report the corrupt checkpoint and the fallback", d.GetExceptions())
 	}
 }
+
+// TestFinishedPipelineNotReplayed runs two independent pipelines in one job: the short one
+// finishes (and commits) long before the other fails at its very end. The restart restores
+// the finished pipeline as finished: its output is not written again.
+func TestFinishedPipelineNotReplayed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	short, long := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "long")
+	spec := fmt.Sprintf(`name: two-pipelines
+parallelism: 1
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.delay: 10ms
+operators:
+  - {name: short-src, type: sequence, from: 1, to: 50, rate: 200}
+  - {name: short-out, type: file, path: %q}
+  - {name: long-src, type: sequence, from: 1, to: 60, rate: 40}
+  - {name: fail_at_end, type: fail, when: "value == 60", attempt: 0}
+  - {name: long-out, type: file, path: %q}
+`, filepath.Join(t.TempDir(), "checkpoints"), short, long)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	for dir, n := range map[string]int{short: 50, long: 60} {
+		got := committedValues(t, dir)
+		for v := 1; v <= n; v++ {
+			if got[int64(v)] != 1 {
+				t.Errorf("%s: value %d committed %d times, want exactly once", filepath.Base(dir), v, got[int64(v)])
+			}
+		}
+		if len(got) != n {
+			t.Errorf("%s: %d distinct values, want %d", filepath.Base(dir), len(got), n)
+		}
+	}
+}
+
+// committedValues counts the "value" of every committed row of a file sink.
+func committedValues(t *testing.T, dir string) map[int64]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line == "" {
+				continue
+			}
+			var row struct{ Value int64 }
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatalf("%s: %q: %v", f, line, err)
+			}
+			got[row.Value]++
+		}
+	}
+	return got
+}

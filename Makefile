@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 
-.PHONY: help build test test-short run bench proto proto-check lint tidy-check ci clean
+.PHONY: help build test test-short run chaos bench proto proto-check lint tidy-check ci clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
@@ -22,7 +22,10 @@ test: ## all tests with the race detector (unit, in-process cluster, real proces
 test-short: ## quick tests: skips the multi-process system tests
 	$(GO) test -race -count=1 -short ./...
 
-bench: build ## throughput of a keyed sum across 2 TaskManager processes vs a single-goroutine baseline
+chaos: ## exactly-once chaos test with SIGKILLed TaskManagers; SEEDS=N seeds (default 20) or SEEDS=3,17,42
+	GOFLINK_CHAOS_SEEDS=$(or $(SEEDS),20) $(GO) test -race -count=1 -timeout 60m -run TestChaosExactlyOnce -v ./systemtest/
+
+bench: build ## throughput, checkpoint overhead and duration, recovery after a TaskManager kill, with real processes (~4 min)
 	$(GO) run ./bench
 
 proto: ## regenerate Go code from proto/ (offline, pinned plugins)

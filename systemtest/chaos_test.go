@@ -71,22 +71,27 @@ type fault int
 const (
 	faultRandomTime fault = iota
 	faultDuringCheckpoint
+	faultAfterAck
 	faultAfterCompletion
+	numFaults
 )
 
 func (f fault) String() string {
-	return [...]string{"at a random time", "while a checkpoint is in progress", "right after a checkpoint completed"}[f]
+	return [...]string{"at a random time", "while a checkpoint is in progress (alignment)",
+		"right after a task acknowledged", "right after a checkpoint completed (before the commit)"}[f]
 }
 
 func chaosRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	c := startCluster(t, 3, 1)
 	out := filepath.Join(t.TempDir(), "out")
+	backend := [...]string{"hashmap", "bbolt"}[seed%2]
 	spec := writeSpec(t, fmt.Sprintf(`name: chaos-%d
 parallelism: 2
 config:
   execution.checkpointing.interval: 200ms
   execution.checkpointing.dir: %s
+  state.backend.type: %s
   restart-strategy.type: fixed-delay
   restart-strategy.fixed-delay.attempts: 100
   restart-strategy.fixed-delay.delay: 100ms
@@ -96,7 +101,7 @@ operators:
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - {name: out, type: file, path: %s}
-`, seed, filepath.Join(t.TempDir(), "checkpoints"), chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
+`, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
 	stdout, stderr, code := c.flinkctl("run", "-d", spec, "-o", "json")
 	if code != 0 {
 		t.Fatalf("flinkctl run: exit %d: %s %s", code, stdout, stderr)
@@ -126,7 +131,7 @@ operators:
 		if d == nil {
 			break // finished before all faults ran
 		}
-		f := fault(rng.IntN(3))
+		f := fault(rng.IntN(int(numFaults)))
 		if !waitForFault(ctx, cl, sub.JobID, f, rng) {
 			break
 		}
@@ -156,8 +161,8 @@ operators:
 		}
 	}
 	rows := checkExactlyOnce(t, out)
-	t.Logf("seed %d: %d faults %v; %d restarts; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
-		seed, len(log), log, last.GetRestarts(), completed, rows)
+	t.Logf("seed %d (%s backend): %d faults %v; %d restarts; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, backend, len(log), log, last.GetRestarts(), completed, rows)
 }
 
 // waitJobRunning waits until every task of the job runs, and returns its details (nil once the
@@ -191,7 +196,7 @@ func waitJobRunning(t *testing.T, ctx context.Context, cl *client.Client, id str
 func waitForFault(ctx context.Context, cl *client.Client, id string, f fault, rng *rand.Rand) bool {
 	if f == faultRandomTime {
 		select {
-		case <-time.After(time.Duration(500+rng.IntN(3000)) * time.Millisecond):
+		case <-time.After(time.Duration(500+rng.IntN(10_000)) * time.Millisecond):
 			return true
 		case <-ctx.Done():
 			return false
@@ -213,7 +218,11 @@ func waitForFault(ctx context.Context, cl *client.Client, id string, f fault, rn
 				if cp.GetId() <= seen {
 					continue
 				}
-				if f == faultDuringCheckpoint && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+				inProgress := cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS
+				if f == faultDuringCheckpoint && inProgress && cp.GetAcknowledged() == 0 {
+					return true
+				}
+				if f == faultAfterAck && inProgress && cp.GetAcknowledged() > 0 {
 					return true
 				}
 				if f == faultAfterCompletion && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {

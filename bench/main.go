@@ -1,18 +1,25 @@
-// Command bench measures goflink on this machine and prints the figures with their baseline:
-// a keyed running sum over a sequence source across two TaskManager processes, against a
-// plain single-goroutine Go loop doing the same sums (the COST baseline). Run it with
-// `make bench`, which builds the binaries first.
+// Command bench measures goflink on this machine with real JobManager and TaskManager
+// processes from bin/ and prints each figure with its setting, its target and a verdict:
+//
+//   - throughput: a keyed running sum over a sequence source across two TaskManager
+//     processes, against a plain single-goroutine Go loop doing the same sums (the COST
+//     baseline);
+//   - overhead: the same job with checkpoints every 1 s and every 100 ms as a ratio to
+//     checkpointing off, the variants interleaved in the same run;
+//   - duration: checkpoint duration p50/p99 end to end for 10 thousand and 1 million keys on
+//     each keyed state backend, next to the in-process snapshot cost (state.MeasureSnapshot);
+//   - recovery: the time from a TaskManager SIGKILL to the job running and committing output
+//     again.
+//
+// Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,42 +27,186 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
+type options struct {
+	bin     string
+	n       int64
+	keys    int
+	runs    int
+	profile bool
+	only    string
+
+	ovhN    int64
+	ovhRuns int
+
+	cpdKeys          string
+	cpdRate          int
+	cpdLargeFrom     int
+	cpdSmallInterval time.Duration
+	cpdSmallCount    int
+	cpdLargeInterval time.Duration
+	cpdLargeCount    int
+	cpdTimeout       time.Duration
+	snapRuns         int
+	snapLargeRuns    int
+
+	recRuns     int
+	recRate     int
+	recInterval time.Duration
+	recDelay    time.Duration
+}
+
+// sections of the bench, in the order they run.
+var sections = []string{"throughput", "overhead", "duration", "recovery"}
+
 func main() {
-	bin := flag.String("bin", "bin", "directory with jobmanager, taskmanager and flinkctl")
-	n := flag.Int64("n", 50_000_000, "records per run")
-	keys := flag.Int("keys", 1024, "distinct keys")
-	runs := flag.Int("runs", 3, "engine runs (the median is reported)")
-	profile := flag.Bool("profile", false, "CPU-profile a TaskManager during the last run and print the top entries")
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin", "directory with jobmanager, taskmanager and flinkctl")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run (default all): "+strings.Join(sections, ","))
+	flag.Int64Var(&o.n, "n", 50_000_000, "throughput: records per run")
+	flag.IntVar(&o.keys, "keys", 1024, "throughput and overhead: distinct keys")
+	flag.IntVar(&o.runs, "runs", 3, "throughput: engine runs (the median is reported)")
+	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
+	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
+	flag.IntVar(&o.ovhRuns, "overhead-runs", 5, "overhead: runs per variant (interleaved; medians are compared)")
+	flag.StringVar(&o.cpdKeys, "duration-keys", "1,10000,1000000", "duration: comma-separated key counts (1 shows the fixed cost of a checkpoint)")
+	flag.IntVar(&o.cpdRate, "duration-rate", 200_000, "duration: records/s of the rate-limited source")
+	flag.IntVar(&o.cpdLargeFrom, "duration-large-from", 100_000, "duration: key counts from this on use the -duration-large-* settings")
+	flag.DurationVar(&o.cpdSmallInterval, "duration-interval", 200*time.Millisecond, "duration: checkpoint interval for small key counts")
+	flag.IntVar(&o.cpdSmallCount, "duration-checkpoints", 30, "duration: checkpoints to measure for small key counts")
+	flag.DurationVar(&o.cpdLargeInterval, "duration-large-interval", time.Second, "duration: checkpoint interval for large key counts")
+	flag.IntVar(&o.cpdLargeCount, "duration-large-checkpoints", 10, "duration: checkpoints to measure for large key counts")
+	flag.DurationVar(&o.cpdTimeout, "duration-timeout", 90*time.Second, "duration: give up on one measurement after this long (reporting what completed)")
+	flag.IntVar(&o.snapRuns, "snapshot-runs", 5, "duration: in-process state.MeasureSnapshot runs per backend for small key counts (the median is reported)")
+	flag.IntVar(&o.snapLargeRuns, "snapshot-large-runs", 3, "duration: the same for large key counts")
+	flag.IntVar(&o.recRuns, "recovery-runs", 3, "recovery: TaskManager kills (the median is reported)")
+	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery: records/s of the job's source")
+	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery: checkpoint interval")
+	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery: restart-strategy.fixed-delay.delay")
 	flag.Parse()
-	if err := run(*bin, *n, *keys, *runs, *profile); err != nil {
+	handleInterrupts()
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, n int64, keys, runs int, profile bool) error {
-	fmt.Printf("goflink bench — %s, GOMAXPROCS=%d, %s\n", cpuModel(), runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Printf("keyed running sum: sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2 over 2 TaskManager processes (1 slot each)\n\n", n, keys)
-	c, err := startCluster(bin)
+func (o options) validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"n", o.n}, {"keys", int64(o.keys)}, {"runs", int64(o.runs)}, {"overhead-n", o.ovhN}, {"overhead-runs", int64(o.ovhRuns)},
+		{"duration-rate", int64(o.cpdRate)}, {"duration-checkpoints", int64(o.cpdSmallCount)}, {"duration-large-checkpoints", int64(o.cpdLargeCount)},
+		{"snapshot-runs", int64(o.snapRuns)}, {"snapshot-large-runs", int64(o.snapLargeRuns)},
+		{"recovery-runs", int64(o.recRuns)}, {"recovery-rate", int64(o.recRate)},
+	} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}} {
+		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
+			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
+		}
+	}
+	if o.recDelay < 0 || o.recDelay%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("-recovery-delay must be whole milliseconds, got %v", o.recDelay))
+	}
+	return errors.Join(errs...)
+}
+
+func run(o options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(o.only, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(sections, s) {
+			return fmt.Errorf("-only: unknown section %q (have %s)", s, strings.Join(sections, ","))
+		}
+		want[s] = true
+	}
+	if len(want) == 0 {
+		for _, s := range sections {
+			want[s] = true
+		}
+	}
+	fmt.Printf("goflink bench — %s, GOMAXPROCS=%d, %s, %s\n", cpuModel(), runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("load average at start: %s (the figures assume an otherwise idle machine)\n", loadAvg())
+	v := &verdicts{}
+	start := time.Now()
+	if want["throughput"] || want["overhead"] || want["duration"] {
+		if err := runOnTwo(o, want, v); err != nil {
+			return err
+		}
+	}
+	if want["recovery"] {
+		if err := recovery(o, v); err != nil {
+			return err
+		}
+	}
+	v.print()
+	fmt.Printf("\nbench took %v; load average at the end: %s\n", time.Since(start).Round(time.Second), loadAvg())
+	return nil
+}
+
+// runOnTwo runs the sections that use a JobManager and 2 TaskManager processes with 1 slot each.
+func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
+	c, err := startCluster(o.bin, 2)
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer func() {
+		if err != nil {
+			c.dumpLog(os.Stderr)
+		}
+		c.stop()
+	}()
+	if want["throughput"] {
+		if err := throughput(c, o, v); err != nil {
+			return err
+		}
+	}
+	if want["overhead"] {
+		if err := overhead(c, o, v); err != nil {
+			return err
+		}
+	}
+	if want["duration"] {
+		if err := durations(c, o, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	spec := fmt.Sprintf(`name: bench-keyed-sum
+// keyedSumSpec is the throughput job: sequence 1..n -> key-by value % keys -> sum -> discard.
+func keyedSumSpec(name string, n int64, keys int, config string) string {
+	return fmt.Sprintf(`name: %s
 parallelism: 2
-operators:
+%soperators:
   - {name: numbers, type: sequence, from: 1, to: %d}
   - {name: by-key, type: key-by, key: "value %% %d"}
   - {name: total, type: sum, field: value}
   - {name: sink, type: discard}
-`, n, keys)
-	specPath := filepath.Join(c.dir, "bench.yaml")
-	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+`, name, config, n, keys)
+}
+
+func throughput(c *cluster, o options, v *verdicts) error {
+	n, keys, runs, profile := o.n, o.keys, o.runs, o.profile
+	fmt.Printf("\n== throughput ==\nkeyed running sum: sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2 over 2 TaskManager processes (1 slot each), checkpointing off\n\n", n, keys)
+	specPath, err := c.writeSpec("bench", keyedSumSpec("bench-keyed-sum", n, keys, ""))
+	if err != nil {
 		return err
 	}
 	var rates []float64
@@ -71,7 +222,7 @@ operators:
 		} else {
 			close(done)
 		}
-		secs, err := c.runJob(specPath)
+		_, secs, err := c.runToEnd(specPath)
 		if err != nil {
 			return err
 		}
@@ -88,13 +239,13 @@ operators:
 			}
 		}
 	}
-	slices.Sort(rates)
-	engine := rates[len(rates)/2]
+	engine := median(rates)
 	base := baseline(n, keys)
 	fmt.Printf("\n%-46s %10.2f M records/s (median of %d)\n", "engine, 2 TaskManagers:", engine/1e6, runs)
 	fmt.Printf("%-46s %10.2f M records/s\n", "baseline, 1 goroutine, map[int64]int64 sums:", base/1e6)
 	fmt.Printf("%-46s %10.3f (COST: the engine uses 2 processes on 2 cores)\n", "ratio engine/baseline:", engine/base)
 	fmt.Printf("%-46s %10s\n", "target (issue): >= 3 M/s, goal 10 M/s:", verdict(engine))
+	v.check(fmt.Sprintf("throughput %.2f M records/s >= 3 M/s", engine/1e6), engine >= 3e6)
 	return nil
 }
 
@@ -130,129 +281,6 @@ func baseline(n int64, keys int) float64 {
 	return best
 }
 
-type cluster struct {
-	dir       string
-	bin       string
-	jm        string
-	debugAddr string
-	procs     []*exec.Cmd
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func startCluster(bin string) (*cluster, error) {
-	dir, err := os.MkdirTemp("", "goflink-bench-")
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{dir: dir, bin: bin}
-	jm, err1 := freeAddr()
-	raft, err2 := freeAddr()
-	dbg, err3 := freeAddr()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, err
-	}
-	c.jm, c.debugAddr = jm, dbg
-	logf, err := os.Create(filepath.Join(dir, "cluster.log"))
-	if err != nil {
-		return nil, err
-	}
-	start := func(name string, args ...string) error {
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		c.procs = append(c.procs, cmd)
-		return nil
-	}
-	if err := start("jobmanager", "--node-id", "jm1", "--rpc-addr", jm, "--raft-addr", raft, "--data-dir", filepath.Join(dir, "jm"), "--log-level", "warn"); err != nil {
-		return nil, err
-	}
-	for i := range 2 {
-		args := []string{"--jobmanager", jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", fmt.Sprintf("tm-%d", i), "--log-level", "warn"}
-		if i == 0 {
-			args = append(args, "--debug-addr", dbg)
-		}
-		if err := start("taskmanager", args...); err != nil {
-			c.stop()
-			return nil, err
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := c.flinkctl("cluster", "-o", "json")
-		var info struct{ TaskManagers []any }
-		if err == nil && json.Unmarshal(out, &info) == nil && len(info.TaskManagers) == 2 {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			c.stop()
-			return nil, fmt.Errorf("cluster not ready: %v %s", err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (c *cluster) flinkctl(args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(c.bin, "flinkctl"), append([]string{"-m", c.jm}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("flinkctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.Bytes(), nil
-}
-
-// runJob runs the job to completion and returns its duration (JobManager start to end time).
-func (c *cluster) runJob(spec string) (float64, error) {
-	out, err := c.flinkctl("run", spec, "-o", "json")
-	if err != nil {
-		return 0, err
-	}
-	var st struct {
-		Status    string `json:"status"`
-		StartTime string `json:"start_time"`
-		EndTime   string `json:"end_time"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, err
-	}
-	if st.Status != "FINISHED" {
-		return 0, fmt.Errorf("bench job ended %s", st.Status)
-	}
-	s, err1 := time.Parse(time.RFC3339Nano, st.StartTime)
-	e, err2 := time.Parse(time.RFC3339Nano, st.EndTime)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return e.Sub(s).Seconds(), nil
-}
-
-func (c *cluster) stop() {
-	for _, p := range c.procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range c.procs {
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
-	}
-	os.RemoveAll(c.dir)
-}
-
 func fetchProfile(addr string, d time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
 	defer cancel()
@@ -277,6 +305,15 @@ func printTop(dir string, prof []byte) error {
 	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", p).CombinedOutput()
 	fmt.Printf("\nCPU profile of tm-0 (top 25):\n%s\n", out)
 	return err
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages, or "unknown".
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func cpuModel() string {

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// jobJSON is the part of `flinkctl status -o json` (and `run -o json`) the bench reads.
+type jobJSON struct {
+	ID        string     `json:"id"`
+	Status    string     `json:"status"`
+	StartTime string     `json:"start_time"`
+	EndTime   string     `json:"end_time"`
+	Restarts  int        `json:"restarts"`
+	Tasks     []taskJSON `json:"tasks"`
+}
+
+type taskJSON struct {
+	Operator    string `json:"operator"`
+	Subtask     int    `json:"subtask"`
+	Attempt     int    `json:"attempt"`
+	Status      string `json:"status"`
+	TaskManager string `json:"taskmanager"`
+	RecordsIn   int64  `json:"records_in"`
+	RecordsOut  int64  `json:"records_out"`
+}
+
+// checkpointJSON is one entry of `flinkctl checkpoints -o json`.
+type checkpointJSON struct {
+	ID            int64  `json:"id"`
+	Status        string `json:"status"`
+	DurationMs    int64  `json:"duration_ms"`
+	StateSize     int64  `json:"state_size_bytes"`
+	AlignmentMs   int64  `json:"alignment_ms"`
+	Failure       string `json:"failure"`
+	FailureReason string `json:"failure_reason"`
+}
+
+// jobConfig renders a spec's config: block (keys in the given order).
+func jobConfig(kv ...string) string {
+	if len(kv) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("config:\n")
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, "  %s: %q\n", kv[i], kv[i+1])
+	}
+	return b.String()
+}
+
+// writeSpec writes a job spec into the cluster's directory and returns its path.
+func (c *cluster) writeSpec(name, spec string) (string, error) {
+	p := filepath.Join(c.dir, name+".yaml")
+	return p, os.WriteFile(p, []byte(spec), 0o644)
+}
+
+// runToEnd runs a job to completion and returns its details and duration (JobManager start
+// to end time).
+func (c *cluster) runToEnd(spec string) (jobJSON, float64, error) {
+	var st jobJSON
+	out, err := c.flinkctl("run", spec, "-o", "json")
+	if jerr := json.Unmarshal(out, &st); err != nil || jerr != nil {
+		return st, 0, errors.Join(err, jerr)
+	}
+	if st.Status != "FINISHED" {
+		return st, 0, fmt.Errorf("bench job ended %s", st.Status)
+	}
+	s, err1 := time.Parse(time.RFC3339Nano, st.StartTime)
+	e, err2 := time.Parse(time.RFC3339Nano, st.EndTime)
+	if err := errors.Join(err1, err2); err != nil {
+		return st, 0, err
+	}
+	return st, e.Sub(s).Seconds(), nil
+}
+
+// submit submits a job detached and returns its ID.
+func (c *cluster) submit(spec string) (string, error) {
+	out, err := c.flinkctl("run", "-d", spec, "-o", "json")
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return "", fmt.Errorf("flinkctl run -d: %w: %s", err, out)
+	}
+	return r.JobID, nil
+}
+
+func (c *cluster) status(id string) (jobJSON, error) {
+	var st jobJSON
+	out, err := c.flinkctl("status", id, "-o", "json")
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(out, &st)
+}
+
+func (c *cluster) checkpoints(id string) ([]checkpointJSON, error) {
+	out, err := c.flinkctl("checkpoints", id, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var cps []checkpointJSON
+	return cps, json.Unmarshal(out, &cps)
+}
+
+// waitStatus polls the job until cond holds, it ended otherwise, or timeout.
+func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(jobJSON) bool) (jobJSON, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := c.status(id)
+		if err == nil && cond(st) {
+			return st, nil
+		}
+		if err == nil && ended(st.Status) {
+			return st, fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("job %s: not %s after %v (status %s, err %v)", id, what, timeout, st.Status, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+func ended(status string) bool {
+	return status == "FINISHED" || status == "FAILED" || status == "CANCELED"
+}
+
+// allRunning reports whether the job and all its tasks are RUNNING.
+func allRunning(st jobJSON) bool {
+	if st.Status != "RUNNING" || len(st.Tasks) == 0 {
+		return false
+	}
+	for _, t := range st.Tasks {
+		if t.Status != "RUNNING" {
+			return false
+		}
+	}
+	return true
+}
+
+// cancel cancels a job and waits until it is CANCELED.
+func (c *cluster) cancel(id string) error {
+	if _, err := c.flinkctl("cancel", id); err != nil {
+		return err
+	}
+	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st jobJSON) bool { return st.Status == "CANCELED" })
+	return err
+}

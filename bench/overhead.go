@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// overheadVariant is one checkpoint setting of the overhead comparison.
+type overheadVariant struct {
+	name     string
+	interval string  // execution.checkpointing.interval; "" = checkpointing off
+	target   float64 // least throughput ratio to "off"; 0 = none (the reference)
+
+	rates     []float64
+	completed []int
+	failed    []int // counted failures (ID > 0)
+	skipped   []int // triggers that could not start a checkpoint (ID 0)
+	reasons   map[string]int
+}
+
+// overhead runs the throughput job with checkpointing off, every 1 s and every 100 ms, the
+// variants interleaved round by round (rotating which goes first), and compares the medians.
+func overhead(c *cluster, o options, v *verdicts) error {
+	cpDir := filepath.Join(c.dir, "checkpoints")
+	variants := []*overheadVariant{
+		{name: "off"},
+		{name: "1 s", interval: "1s", target: 0.97},
+		{name: "100 ms", interval: "100ms", target: 0.90},
+	}
+	fmt.Printf("\n== checkpoint overhead ==\n")
+	fmt.Printf("the throughput job (sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2, 2 TaskManagers)\n", o.ovhN, o.keys)
+	fmt.Printf("checkpoints: execution.checkpointing.mode EXACTLY_ONCE, state.backend.type hashmap, dir %s (local disk)\n", cpDir)
+	fmt.Printf("variants interval off / 1 s / 100 ms, %d runs each, interleaved round by round with rotating order; medians compared\n\n", o.ovhRuns)
+	specs := make([]string, len(variants))
+	for i, vr := range variants {
+		cfg := []string{"state.backend.type", "hashmap"}
+		if vr.interval != "" {
+			cfg = append(cfg,
+				"execution.checkpointing.interval", vr.interval,
+				"execution.checkpointing.mode", "EXACTLY_ONCE",
+				"execution.checkpointing.dir", cpDir)
+		}
+		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, jobConfig(cfg...)))
+		if err != nil {
+			return err
+		}
+		specs[i] = p
+	}
+	for r := range o.ovhRuns {
+		var parts []string
+		for j := range variants {
+			i := (r + j) % len(variants)
+			vr := variants[i]
+			st, secs, err := c.runToEnd(specs[i])
+			if err != nil {
+				return fmt.Errorf("overhead, interval %s: %w", vr.name, err)
+			}
+			rate := float64(o.ovhN) / secs
+			vr.rates = append(vr.rates, rate)
+			part := fmt.Sprintf("%s %.2f M/s", vr.name, rate/1e6)
+			if vr.interval != "" {
+				cps, err := c.checkpoints(st.ID)
+				if err != nil {
+					return err
+				}
+				var done, failed, skipped int
+				for _, cp := range cps {
+					switch {
+					case cp.Status == "COMPLETED":
+						done++
+					case cp.Status == "FAILED" && cp.ID == 0:
+						skipped++
+					case cp.Status == "FAILED":
+						failed++
+						if vr.reasons == nil {
+							vr.reasons = map[string]int{}
+						}
+						vr.reasons[strings.TrimSpace(cp.FailureReason+" "+cp.Failure)]++
+					}
+				}
+				vr.completed = append(vr.completed, done)
+				vr.failed = append(vr.failed, failed)
+				vr.skipped = append(vr.skipped, skipped)
+				part += fmt.Sprintf(" (%d cp", done)
+				if failed > 0 {
+					part += fmt.Sprintf(", %d failed", failed)
+				}
+				part += ")"
+			}
+			parts = append(parts, part)
+		}
+		fmt.Printf("  round %d: %s\n", r+1, strings.Join(parts, " | "))
+	}
+	off := median(variants[0].rates)
+	fmt.Printf("\n  %-9s %12s %9s %-28s %-10s %s\n", "interval", "median M/s", "ratio", "checkpoints completed/run", "target", "verdict")
+	for _, vr := range variants {
+		rate := median(vr.rates)
+		ratio := rate / off
+		cps, target, verdict := "–", "–", "(reference)"
+		if vr.interval != "" {
+			cps = joinInts(vr.completed)
+			if f := sum(vr.failed); f > 0 {
+				cps += fmt.Sprintf(" (%d failed)", f)
+			}
+			if s := sum(vr.skipped); s > 0 {
+				cps += fmt.Sprintf(" (%d not started)", s)
+			}
+			target = fmt.Sprintf(">= %.2f", vr.target)
+			verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
+		}
+		fmt.Printf("  %-9s %12.2f %9.3f %-28s %-10s %s\n", vr.name, rate/1e6, ratio, cps, target, verdict)
+	}
+	// Paired view of the same runs: each round's ratio to that round's "off" run, which
+	// cancels drift in the machine's speed between rounds (the verdict uses the medians).
+	for _, vr := range variants[1:] {
+		var ratios []float64
+		var each []string
+		for r := range vr.rates {
+			ratios = append(ratios, vr.rates[r]/variants[0].rates[r])
+			each = append(each, fmt.Sprintf("%.3f", ratios[r]))
+		}
+		fmt.Printf("  %s: ratio to the same round's off run: median %.3f (each: %s)\n", vr.name, median(ratios), strings.Join(each, ", "))
+	}
+	for _, vr := range variants {
+		for _, reason := range slices.Sorted(maps.Keys(vr.reasons)) {
+			fmt.Printf("  failed checkpoints at %s: %d× %s\n", vr.name, vr.reasons[reason], reason)
+		}
+	}
+	return nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}

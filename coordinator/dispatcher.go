@@ -168,10 +168,10 @@ func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatu
 	return rec, nil
 }
 
-// allocateCheckpointID takes the job's next checkpoint ID from the replicated counter
-// (jobHost).
-func (d *dispatcher) allocateCheckpointID(jobID string) (int64, error) {
-	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_AllocateCheckpointId{AllocateCheckpointId: &pb.AllocateCheckpointIdCommand{JobId: jobID}}}
+// allocateCheckpointIDs reserves the job's next count checkpoint IDs from the replicated
+// counter and returns the first (jobHost).
+func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, error) {
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_AllocateCheckpointId{AllocateCheckpointId: &pb.AllocateCheckpointIdCommand{JobId: jobID, Count: int32(count)}}}
 	res, err := d.node.applyResult(cmd, applyTimeout)
 	if err != nil {
 		return 0, err

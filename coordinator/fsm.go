@@ -101,12 +101,16 @@ func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCom
 	return nil
 }
 
-// checkpointIDResult is what applying AllocateCheckpointIdCommand returns to the proposer.
+// checkpointIDResult is what applying AllocateCheckpointIdCommand returns to the proposer: the
+// first of the reserved IDs.
 type checkpointIDResult struct {
 	id int64
 }
 
-// applyAllocateCheckpointID hands out the next checkpoint ID of a job. IDs grow strictly for
+// maxCheckpointIDBlock bounds one reservation of checkpoint IDs.
+const maxCheckpointIDBlock = 1 << 16
+
+// applyAllocateCheckpointID reserves the next checkpoint IDs of a job. IDs grow strictly for
 // the life of the job, across leaders.
 func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 	j, ok := f.jobs[c.GetJobId()]
@@ -116,8 +120,10 @@ func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 	if isTerminalJob(j.Status) {
 		return fmt.Errorf("allocate checkpoint ID for job %s: %w", c.GetJobId(), ErrJobTerminal)
 	}
-	j.LastCheckpointId++
-	return checkpointIDResult{id: j.LastCheckpointId}
+	n := int64(min(max(c.GetCount(), 1), maxCheckpointIDBlock))
+	first := j.LastCheckpointId + 1
+	j.LastCheckpointId += n
+	return checkpointIDResult{id: first}
 }
 
 // completeResult is what applying CompleteCheckpointCommand returns: the checkpoints the

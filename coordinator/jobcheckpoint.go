@@ -53,8 +53,24 @@ func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	return p, len(p.trigger) > 0
 }
 
+// checkpointIDBlock is how many checkpoint IDs one Raft entry reserves: a checkpoint then
+// costs one Raft round trip (its completion), not two.
+const checkpointIDBlock = 64
+
+// allocateID hands out the next reserved checkpoint ID, reserving a new block through Raft
+// when the reservation is used up. A new job master (a new leader) always reserves anew.
 func (io *jobCheckpointIO) allocateID() (int64, error) {
-	return io.m().host.allocateCheckpointID(io.m().id)
+	m := io.m()
+	if m.nextID == 0 || m.nextID > m.endID {
+		first, err := m.host.allocateCheckpointIDs(m.id, checkpointIDBlock)
+		if err != nil {
+			return 0, err
+		}
+		m.nextID, m.endID = first, first+checkpointIDBlock-1
+	}
+	id := m.nextID
+	m.nextID++
+	return id, nil
 }
 
 func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier) {

@@ -85,7 +85,7 @@ type jobHost interface {
 	// setJobStatus commits a status change through Raft and returns the job's record after it.
 	setJobStatus(ctx context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error)
 	// allocateCheckpointID and completeCheckpoint go through Raft (see dispatcher).
-	allocateCheckpointID(jobID string) (int64, error)
+	allocateCheckpointIDs(jobID string, count int) (int64, error)
 	completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error)
 	// jobRecord returns the replicated record of a job.
 	jobRecord(jobID string) (*pb.JobRecord, bool)
@@ -138,6 +138,8 @@ type jobMaster struct {
 	// lastStates holds each subtask's states ("vertex/subtask") in the newest restored or
 	// completed checkpoint.
 	lastStates map[string][]*pb.OperatorSubtaskState
+	// nextID..endID are checkpoint IDs reserved in Raft and not used yet.
+	nextID, endID int64
 }
 
 func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {

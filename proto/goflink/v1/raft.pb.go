@@ -264,10 +264,13 @@ func (x *UpdateJobStatusCommand) GetFailureCause() string {
 }
 
 // JobRecord is the replicated record of one job.
-// AllocateCheckpointIdCommand takes the next checkpoint ID of a job from its counter.
+// AllocateCheckpointIdCommand reserves the next count checkpoint IDs of a job from its counter
+// (count 0 means 1). The leader uses them in order; IDs it never used are skipped, so IDs stay
+// strictly increasing across leaders.
 type AllocateCheckpointIdCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +310,13 @@ func (x *AllocateCheckpointIdCommand) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *AllocateCheckpointIdCommand) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
 }
 
 // CompleteCheckpointCommand records a completed checkpoint: this Raft commit is the
@@ -564,9 +574,10 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x16UpdateJobStatusCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12-\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x15.goflink.v1.JobStatusR\x06status\x12#\n" +
-	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\"4\n" +
+	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\"J\n" +
 	"\x1bAllocateCheckpointIdCommand\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x96\x01\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\x96\x01\n" +
 	"\x19CompleteCheckpointCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12?\n" +
 	"\n" +

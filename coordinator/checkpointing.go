@@ -200,6 +200,9 @@ func (c *checkpointCoordinator) nextDeadline() time.Time {
 func (c *checkpointCoordinator) onTimer() {
 	now := c.now()
 	for _, p := range slices.Clone(c.pending) {
+		if c.find(p.id) == nil {
+			continue // aborted meanwhile (a failover triggered by an earlier expiry)
+		}
 		if !now.Before(p.deadline) {
 			c.recentExpired = append(c.recentExpired, p.id)
 			if len(c.recentExpired) > recentExpiredSize {
@@ -305,7 +308,7 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 // the state it finished with.
 func (c *checkpointCoordinator) taskFinished(task string, states []*pb.OperatorSubtaskState) {
 	for _, p := range slices.Clone(c.pending) {
-		if !p.waiting[task] {
+		if c.find(p.id) == nil || !p.waiting[task] {
 			continue
 		}
 		delete(p.waiting, task)

@@ -305,7 +305,8 @@ func (m *jobMaster) pickRestore() bool {
 		}
 		cause := fmt.Sprintf("checkpoint %d cannot be restored: %v", cp.GetId(), err)
 		if i > 0 {
-			cause += fmt.Sprintf("; falling back to checkpoint %d", cps[i-1].GetId())
+			cause += fmt.Sprintf("; falling back to checkpoint %d: output that sinks committed after it"+
+				" may appear twice (exactly-once is lost for that span)", cps[i-1].GetId())
 		}
 		m.log.Error("corrupt checkpoint", "checkpoint_id", cp.GetId(), "err", err)
 		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
@@ -336,11 +337,15 @@ func (m *jobMaster) acquireAndDeploy() bool {
 		select {
 		case <-changed:
 		case ev := <-m.inbox:
-			if c, ok := ev.(evCancel); ok {
+			switch ev := ev.(type) {
+			case evCancel:
 				m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
-				c.reply <- nil
+				ev.reply <- nil
 				return false
+			case evTriggerCheckpoint:
+				ev.reply <- checkpointResult{err: fmt.Errorf("job %s is waiting for slots: %w", m.id, ErrJobNotRunning)}
 			}
+			// Anything else concerns tasks of an earlier run.
 		case <-deadline.C:
 			free, total := m.rm.freeCount()
 			m.finish(pb.JobStatus_JOB_STATUS_FAILED, fmt.Sprintf(

@@ -107,6 +107,10 @@ func (s *sequence) restore() error {
 		}
 	}
 	if mine == nil {
+		if s.done { // an empty range: the subtask finished before any checkpoint, emitting nothing
+			s.restored = nil
+			return nil
+		}
 		return fmt.Errorf("sequence source: checkpoint %d holds no position of subtask %d", s.restoredID, s.ctx.Subtask)
 	}
 	s.next, s.count = mine.Next, mine.Emitted

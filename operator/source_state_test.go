@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -189,5 +191,30 @@ func TestSequenceSnapshotWithoutInitializeState(t *testing.T) {
 	src, _ := openSeq(t, unbounded(0), &Context{Parallelism: 1})
 	if err := src.SnapshotState(1); err == nil {
 		t.Errorf("SnapshotState without InitializeState = nil error")
+	}
+}
+
+// A subtask with an empty range finishes before any checkpoint and has no position in later
+// checkpoints; restoring it must not fail (it stays finished).
+func TestSequenceRestoreEmptySubtaskWithoutPosition(t *testing.T) {
+	spec := &pb.SequenceSource{From: 1, To: proto.Int64(1)}
+	first := mustOpenSeqRun(t, spec, &Context{Parallelism: 2, Subtask: 0}, 0, nil)
+	if n, done := first.emit(t, 10); n != 1 || !done {
+		t.Fatalf("subtask 0 emitted %d (done %v), want 1 and done", n, done)
+	}
+	if err := first.SnapshotState(3); err != nil {
+		t.Fatal(err)
+	}
+	cp := first.sc.lists[sequencePositionState].snapshot()
+	r, err := openSeqRun(t, spec, &Context{Parallelism: 2, Subtask: 1}, 3, cp)
+	if err != nil {
+		t.Fatalf("restoring the empty subtask 1 from checkpoint 3: %v", err)
+	}
+	if n, done := r.emit(t, 10); n != 0 || !done {
+		t.Errorf("restored empty subtask emitted %d (done %v), want 0 and done", n, done)
+	}
+	// A subtask with a range but no position is still an error (its position was lost).
+	if _, err := openSeqRun(t, &pb.SequenceSource{From: 1, To: proto.Int64(10)}, &Context{Parallelism: 2, Subtask: 1}, 3, cp); err == nil {
+		t.Errorf("restoring subtask 1 of 1..10 without its position succeeded")
 	}
 }

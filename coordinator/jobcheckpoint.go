@@ -21,27 +21,21 @@ type jobCheckpointIO jobMaster
 
 func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
 
-// plan returns the running tasks to wait for, the running sources to trigger, and the state
-// of finished tasks. Any task that is neither running nor finished (deploying, failing) makes
-// the checkpoint wait for a later trigger.
+// plan returns the running tasks to wait for, the tasks to trigger — running sources, and
+// running tasks whose producers all finished (their input ended; they wait for a final
+// checkpoint) — and the state of finished tasks. Any task that is neither running nor
+// finished (deploying, failing) makes the checkpoint wait for a later trigger.
 func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	m := io.m()
 	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting || len(m.execs) == 0 {
 		return checkpointPlan{}, false
-	}
-	sources := map[int32]bool{}
-	for _, v := range m.graph.GetVertices() {
-		sources[v.GetId()] = true
-	}
-	for _, e := range m.graph.GetEdges() {
-		sources[e.GetTarget()] = false
 	}
 	var p checkpointPlan
 	for _, e := range m.execs {
 		switch e.state {
 		case pb.ExecutionState_EXECUTION_STATE_RUNNING:
 			p.wait = append(p.wait, e.key)
-			if sources[e.vertex.GetId()] {
+			if m.producersFinished(e) {
 				p.trigger = append(p.trigger, e.key)
 			}
 		case pb.ExecutionState_EXECUTION_STATE_FINISHED:
@@ -51,6 +45,28 @@ func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 		}
 	}
 	return p, len(p.trigger) > 0
+}
+
+// producersFinished reports whether every producer of an execution has finished (true for a
+// source, which has none).
+func (m *jobMaster) producersFinished(e *execution) bool {
+	for _, edge := range m.graph.GetEdges() {
+		if edge.GetTarget() != e.vertex.GetId() {
+			continue
+		}
+		for _, p := range m.execs {
+			if p.vertex.GetId() != edge.GetSource() {
+				continue
+			}
+			if edge.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD && p.id.GetSubtask() != e.id.GetSubtask() {
+				continue
+			}
+			if p.state != pb.ExecutionState_EXECUTION_STATE_FINISHED {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkpointIDBlock is how many checkpoint IDs one Raft entry reserves: a checkpoint then

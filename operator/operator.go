@@ -52,6 +52,10 @@ type Context struct {
 	Logger *slog.Logger
 	// Now is the clock (time.Now unless a test injects one).
 	Now func() time.Time
+	// Checkpointing says the job takes checkpoints: a task then ends only after a checkpoint
+	// covering all its output completed (the final checkpoint), and two-phase-commit sinks
+	// commit only on checkpoint completion.
+	Checkpointing bool
 
 	key record.Value
 }

@@ -96,10 +96,10 @@ type pendingTxn[Txn any] struct {
 //   - on restore (in Open, as InitializeState runs before the Context exists) every restored
 //     pending transaction is committed again, then the restored open ones are aborted, then
 //     lingering ones (LingeringAborter);
-//   - EndInput pre-commits and commits everything: a bounded job's output is complete and
-//     visible when it finishes (goflink takes no final checkpoint; a failure after EndInput
-//     but before the job finishes restores the last checkpoint and may write the tail after it
-//     a second time);
+//   - EndInput with checkpointing leaves everything to the final checkpoint: the task does not
+//     end before a checkpoint covering the rest of its input completed, which pre-commits and
+//     commits it; without checkpointing it pre-commits and commits everything, so a bounded
+//     job's output is complete and visible when it finishes;
 //   - Close aborts the current transaction, not the pending ones.
 //
 // Without checkpointing (no PrepareSnapshotPreBarrier or notifications) a subtask writes one
@@ -303,8 +303,12 @@ func (s *twoPhaseSink[Txn]) commitUpTo(id int64) error {
 	return first
 }
 
-// EndInput pre-commits the current transaction and commits everything.
+// EndInput without checkpointing pre-commits the current transaction and commits everything.
+// With checkpointing it does nothing: the final checkpoint commits the rest.
 func (s *twoPhaseSink[Txn]) EndInput() error {
+	if s.ctx.Checkpointing {
+		return nil
+	}
 	if s.hasCur {
 		if err := s.committer.PreCommit(s.cur); err != nil {
 			return s.errorf("pre-commit at end of input: %w", err)

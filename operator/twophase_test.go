@@ -501,3 +501,24 @@ func TestTwoPhasePrepareOutOfOrder(t *testing.T) {
 		t.Errorf("PrepareSnapshotPreBarrier(5) twice = nil error")
 	}
 }
+
+// With checkpointing, EndInput commits nothing: the records after the last barrier (an
+// upstream operator may emit them at its own end of input) wait for the final checkpoint.
+func TestTwoPhaseEndInputWaitsForFinalCheckpoint(t *testing.T) {
+	c := newFakeCommitter(1)
+	s := mustOpenFakeSink(t, c, newStateContext(0, nil), 0, 1)
+	s.ctx.Checkpointing = true
+	s.write(t, 1)
+	s.checkpoint(t, 1)
+	s.write(t, 2) // after the last barrier
+	c.takeLog()
+	if err := s.EndInput(); err != nil {
+		t.Fatalf("EndInput: %v", err)
+	}
+	wantLog(t, "EndInput with checkpointing", c)
+	wantVisible(t, "after EndInput", c)
+	s.checkpoint(t, 2) // the final checkpoint
+	s.complete(t, 2)
+	wantLog(t, "final checkpoint", c, "precommit 2 [2]", "begin 3", "commit 1", "commit 2")
+	wantVisible(t, "after the final checkpoint", c, 1, 2)
+}

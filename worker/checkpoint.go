@@ -139,13 +139,20 @@ func (t *task) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) erro
 	return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 }
 
-// triggerFromRPC starts a checkpoint at a source task.
+// triggerFromRPC starts a checkpoint at a source task, or at a task whose input ended and
+// that waits for its final checkpoint.
 func (t *task) triggerFromRPC(b *pb.CheckpointBarrier) error {
-	if t.source == nil {
-		t.decline(b.GetCheckpointId(), pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, "only source tasks are triggered")
+	if t.source == nil && !t.ending {
+		t.decline(b.GetCheckpointId(), pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY,
+			"its input has not ended yet (only sources and ended tasks are triggered)")
 		return nil
 	}
 	return t.performCheckpoint(b, 0)
+}
+
+// checkpointing reports whether the job takes checkpoints.
+func (t *task) checkpointing() bool {
+	return t.req.GetCheckpointingMode() != pb.CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED
 }
 
 // performCheckpoint takes the task's part of a checkpoint, in Flink's order: sinks pre-commit,
@@ -161,7 +168,6 @@ func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if t.aborted[id] {
 		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 	}
-	t.emittedSinceCheckpoint = false
 	start := time.Now()
 	for _, m := range t.chain {
 		if p, ok := m.impl.(operator.PreBarrier); ok {
@@ -173,6 +179,8 @@ func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if err := t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}); err != nil {
 		return err
 	}
+	// The cut: what the task read and emitted so far is in this checkpoint.
+	t.inAtCheckpoint, t.outAtCheckpoint = t.in, t.out
 	states := make([]*pb.OperatorSubtaskState, 0, len(t.chain))
 	for _, m := range t.chain {
 		if s, ok := m.impl.(operator.Snapshotter); ok {

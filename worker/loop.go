@@ -32,13 +32,10 @@ func (t *task) runSource() error {
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			t.emittedSinceCheckpoint = true
-		}
 		t.in += int64(n)
 		t.publish()
 		if done {
-			return t.awaitFinalCheckpoint(tick)
+			return nil
 		}
 		if tk == nil {
 			if err := t.flush(); err != nil {
@@ -81,18 +78,24 @@ func (t *task) runSource() error {
 	}
 }
 
-// awaitFinalCheckpoint keeps an exhausted source running until a checkpoint that covers
-// everything it emitted has completed (Flink's final checkpoint): only then may it end its
-// partitions. Otherwise the sinks downstream would commit output at end of input that a
-// restore from an earlier checkpoint replays. Without checkpointing it returns at once.
-func (t *task) awaitFinalCheckpoint(tick <-chan time.Time) error {
-	if t.req.GetCheckpointingMode() == pb.CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED {
+// awaitFinalCheckpoint keeps a task whose input ended running until a checkpoint that covers
+// everything it read and emitted has completed (Flink's final checkpoint): only then may it
+// end its partitions. Otherwise a sink would commit output at the end that a restore from an
+// earlier checkpoint replays. The JobManager triggers such tasks directly (their inputs carry
+// no more barriers). Without checkpointing it returns at once.
+func (t *task) awaitFinalCheckpoint() error {
+	if !t.checkpointing() {
 		return nil
 	}
+	t.ending = true
+	tk, tick := t.flushTicker()
+	if tk != nil {
+		defer tk.Stop()
+	}
 	logged := false
-	for t.emittedSinceCheckpoint || t.lastCompleted < t.lastCheckpoint {
+	for t.in != t.inAtCheckpoint || t.out != t.outAtCheckpoint || t.lastCompleted < t.lastCheckpoint {
 		if !logged {
-			t.log.Info("source exhausted; waiting for a final checkpoint", "task", t.name, "last_checkpoint", t.lastCheckpoint)
+			t.log.Info("input ended; waiting for a final checkpoint", "task", t.name, "last_checkpoint", t.lastCheckpoint)
 			logged = true
 		}
 		if err := t.flush(); err != nil {
@@ -232,12 +235,16 @@ func (t *task) flush() error {
 	return nil
 }
 
-// finish ends the input of every operator, then closes the outputs with end-of-partition.
+// finish ends the input of every operator, waits for the final checkpoint, then closes the
+// outputs with end-of-partition.
 func (t *task) finish() error {
 	for i, op := range t.ops {
 		if err := op.EndInput(); err != nil {
 			return fmt.Errorf("end input of %s: %w", t.ctxs[len(t.ctxs)-len(t.ops)+i].OperatorName, err)
 		}
+	}
+	if err := t.awaitFinalCheckpoint(); err != nil {
+		return err
 	}
 	for _, w := range t.writers {
 		if err := w.EndOfPartition(); err != nil {

@@ -89,8 +89,12 @@ type task struct {
 	replay         []gateItem     // unblocked buffers to process before new ones
 	lastCheckpoint int64
 	lastCompleted  int64
-	// emittedSinceCheckpoint: a source emitted records after its last checkpoint.
-	emittedSinceCheckpoint bool
+	// inAtCheckpoint and outAtCheckpoint are the record counters at the last checkpoint: a
+	// task whose counters moved since has output no checkpoint covers yet.
+	inAtCheckpoint, outAtCheckpoint int64
+	// ending: the input ended and the operators' EndInput ran; the task waits for its final
+	// checkpoint, which the JobManager triggers directly.
+	ending bool
 	aborted                map[int64]bool
 	async                  sync.WaitGroup // asynchronous checkpoint parts
 }
@@ -295,6 +299,7 @@ func (t *task) setup() error {
 			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), Subtask: int(t.id.GetSubtask()),
 			Parallelism: int(t.vertex.GetParallelism()), Attempt: int(t.id.GetAttempt()),
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
+			Checkpointing: t.checkpointing(),
 		}
 		if i == len(built)-1 && len(t.writers) == 0 {
 			out = noOutput{name: spec.GetName()}

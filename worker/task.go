@@ -94,9 +94,9 @@ type task struct {
 	inAtCheckpoint, outAtCheckpoint int64
 	// ending: the input ended and the operators' EndInput ran; the task waits for its final
 	// checkpoint, which the JobManager triggers directly.
-	ending bool
-	aborted                map[int64]bool
-	async                  sync.WaitGroup // asynchronous checkpoint parts
+	ending  bool
+	aborted map[int64]bool
+	async   sync.WaitGroup // asynchronous checkpoint parts
 }
 
 // taskInput is one input edge of a task.

@@ -105,20 +105,15 @@ parallelism: %d
   - {name: counts, type: count}
   - {name: sink, type: discard}
 `, keysText(keys), backend, parallelism, cfg, o.cpdRate, keys)
-	path, err := c.writeSpec(fmt.Sprintf("duration-%d-%s", keys, backend), spec)
-	if err != nil {
-		return r, err
+	id, err := c.startJob(fmt.Sprintf("duration-%d-%s", keys, backend), spec, 100*time.Millisecond)
+	if id != "" {
+		defer func() {
+			if cerr := c.cancel(id); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 	}
-	id, err := c.submit(path)
 	if err != nil {
-		return r, err
-	}
-	defer func() {
-		if cerr := c.cancel(id); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	if _, err := c.waitStatus(id, 30*time.Second, 100*time.Millisecond, "RUNNING", allRunning); err != nil {
 		return r, err
 	}
 	start := time.Now()

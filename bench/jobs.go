@@ -155,3 +155,20 @@ func (c *cluster) cancel(id string) error {
 	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st jobJSON) bool { return st.Status == "CANCELED" })
 	return err
 }
+
+// startJob writes a spec, submits it and waits until all its tasks run (polling every
+// poll). The caller cancels the job.
+func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error) {
+	path, err := c.writeSpec(name, spec)
+	if err != nil {
+		return "", err
+	}
+	id, err := c.submit(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.waitStatus(id, 30*time.Second, poll, "RUNNING", allRunning); err != nil {
+		return id, err
+	}
+	return id, nil
+}

@@ -130,20 +130,15 @@ parallelism: 2
   - {name: counts, type: count}
   - {name: out, type: file, path: %q}
 `, round+1, cfg, o.recRate, out)
-	path, err := c.writeSpec(fmt.Sprintf("recovery-%d", round+1), spec)
-	if err != nil {
-		return r, err
+	id, err := c.startJob(fmt.Sprintf("recovery-%d", round+1), spec, 50*time.Millisecond)
+	if id != "" {
+		defer func() {
+			if cerr := c.cancel(id); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 	}
-	id, err := c.submit(path)
 	if err != nil {
-		return r, err
-	}
-	defer func() {
-		if cerr := c.cancel(id); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	if _, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "RUNNING", allRunning); err != nil {
 		return r, err
 	}
 	deadline := time.Now().Add(30 * time.Second)

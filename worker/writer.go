@@ -166,14 +166,4 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 }
 
 // EndOfPartition flushes and queues the end-of-partition event on every channel.
-func (w *recordWriter) EndOfPartition() error {
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	for c := range w.bufs {
-		if err := w.enqueue(c, &buffer{event: endOfPartition}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (w *recordWriter) EndOfPartition() error { return w.BroadcastEvent(endOfPartition) }

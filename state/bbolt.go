@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -21,10 +22,18 @@ import (
 // without fsyncs and removed on Close.
 //
 // Writes go to a write-back cache of dirty entries and deletions, flushed in one write
-// transaction when it holds more than CacheEntries entries and at Snapshot; reads look in the
-// cache, then in the file through a read transaction that is renewed after every flush.
-// Snapshot flushes and opens a read transaction (bbolt MVCC) that WriteSnapshot streams from on
-// another goroutine while the task keeps writing.
+// transaction when it holds more than CacheEntries entries; reads look in the cache, then in
+// the file through a read transaction that is renewed after every flush.
+//
+// Snapshot does not flush (a flush costs B-tree inserts on the task goroutine, on every
+// checkpoint's critical path). It freezes each state's cache as a read-only layer, starts a new
+// empty one and opens a read transaction (bbolt MVCC) on the file as of the last flush: O(states).
+// Until the next flush, reads look in the current cache, then in the frozen layers newest first,
+// then in the file; the next flush writes all layers, the newest value of each key winning.
+// WriteSnapshot, on another goroutine while the task keeps writing and flushing, merges the
+// snapshot's file entries with its layers, which the task never modifies. Frozen entries count
+// against CacheEntries until they are flushed, and at most maxFrozenLayers snapshots freeze
+// layers between two flushes.
 type boltBackend struct {
 	keyContext
 	keyBuf []byte // kg + appendKey(current key); valid when kgIdx >= 0
@@ -34,18 +43,219 @@ type boltBackend struct {
 	closed   bool
 	kinds    map[string]stateKind // every state: registered or restored
 	tables   map[string]boltFlusher
-	dirty    int // cache entries since the last flush (an upper bound)
+	dirty    int // cache entries since the last flush, frozen ones included (an upper bound)
 	maxDirty int
+	layers   int // snapshots that froze a cache layer since the last flush
+	flushAt  int // dirty count that makes the next write flush: maxDirty, or 0 after maxFrozenLayers layers
 
 	iterating int       // MapState.Range calls in progress: flushes wait
 	rtx       *bbolt.Tx // reads between flushes; nil after a flush
 	gen       uint64    // counts read transactions, to invalidate cached buckets
 }
 
+// maxFrozenLayers bounds the snapshots that freeze cache layers between two flushes: reads that
+// miss the current cache look in every frozen layer before the file.
+const maxFrozenLayers = 8
+
 // boltFlusher is a registered state's write-back cache.
 type boltFlusher interface {
+	// freeze makes the current cache layer read-only when it is not empty (froze), starting an
+	// empty one, and returns the layers not flushed yet, or nil when there is none.
+	freeze() (pending dirtyLayers, froze bool)
+	// flushTo writes every layer.
 	flushTo(tx *bbolt.Tx) error
+	// reset drops the layers after a flush.
 	reset()
+}
+
+// dirtyLayers is a state's cache layers that no write changes any more.
+type dirtyLayers interface {
+	// view merges the layers. It only reads them: it may run on any goroutine. The view is
+	// shared: it must not be modified.
+	view() dirtyView
+}
+
+// cacheLayers is a state's write-back cache: the current layer, which writes change, over the
+// layers that snapshots froze since the last flush. E is a cache entry (value or map overlay).
+type cacheLayers[E any] struct {
+	dirty  map[string]E      // the current layer
+	frozen []*frozenLayer[E] // oldest first
+	build  func(map[string]E) dirtyView
+}
+
+func newCacheLayers[E any](build func(map[string]E) dirtyView) cacheLayers[E] {
+	return cacheLayers[E]{dirty: make(map[string]E), build: build}
+}
+
+// frozenLayer is a cache layer that a snapshot froze: nothing modifies it any more, so any
+// goroutine may read it. The layers below it stay the same until a flush drops them all, so
+// its view, merged over theirs, is computed once (by a snapshot's WriteSnapshot or the flush)
+// and shared. Each view holds at most the cache entries since the last flush (about
+// CacheEntries).
+type frozenLayer[E any] struct {
+	m     map[string]E
+	below *frozenLayer[E] // nil for the oldest
+	build func(map[string]E) dirtyView
+	once  sync.Once
+	v     dirtyView
+}
+
+func (l *frozenLayer[E]) view() dirtyView {
+	l.once.Do(func() {
+		l.v = l.build(l.m)
+		if l.below != nil {
+			l.v = mergeViews(l.below.view(), l.v)
+		}
+	})
+	return l.v
+}
+
+// freeze makes the current layer read-only when it is not empty (froze), starting an empty
+// one, and returns the newest frozen layer (with the ones below it), or nil when there is none.
+func (c *cacheLayers[E]) freeze() (pending dirtyLayers, froze bool) {
+	if froze = len(c.dirty) > 0; froze {
+		var below *frozenLayer[E]
+		if len(c.frozen) > 0 {
+			below = c.frozen[len(c.frozen)-1]
+		}
+		c.frozen = append(c.frozen, &frozenLayer[E]{m: c.dirty, below: below, build: c.build})
+		c.dirty = make(map[string]E)
+	}
+	if len(c.frozen) == 0 {
+		return nil, froze
+	}
+	return c.frozen[len(c.frozen)-1], froze
+}
+
+// pending merges every layer, for a flush.
+func (c *cacheLayers[E]) pending() dirtyView {
+	v := c.build(c.dirty)
+	if len(c.frozen) > 0 {
+		v = mergeViews(c.frozen[len(c.frozen)-1].view(), v)
+	}
+	return v
+}
+
+// reset empties the current layer (no snapshot holds it) and drops the frozen ones (snapshots
+// may still be reading them).
+func (c *cacheLayers[E]) reset() {
+	clear(c.dirty)
+	c.frozen = nil
+}
+
+// mergeViews merges newer over older: newer's entries replace older's, and its cleared maps
+// hide older's entries under them. It returns one of them when the other is empty.
+func mergeViews(older, newer dirtyView) dirtyView {
+	switch {
+	case len(older.entries) == 0 && len(older.cleared) == 0:
+		return newer
+	case len(newer.entries) == 0 && len(newer.cleared) == 0:
+		return older
+	}
+	v := dirtyView{entries: make([]viewEntry, 0, max(len(older.entries), len(newer.entries)))}
+	hide := clearedCursor{prefixes: newer.cleared}
+	i, j := 0, 0
+	for i < len(older.entries) || j < len(newer.entries) {
+		if j == len(newer.entries) || i < len(older.entries) && older.entries[i].key < newer.entries[j].key {
+			if e := older.entries[i]; !hide.covers(e.key) {
+				v.entries = append(v.entries, e)
+			}
+			i++
+			continue
+		}
+		if i < len(older.entries) && older.entries[i].key == newer.entries[j].key {
+			i++
+		}
+		v.entries = append(v.entries, newer.entries[j])
+		j++
+	}
+	if len(older.cleared)+len(newer.cleared) > 0 {
+		v.cleared = slices.Compact(slices.Sorted(slices.Values(slices.Concat(older.cleared, newer.cleared))))
+	}
+	return v
+}
+
+// clearedCursor tells whether keys, asked in ascending order, are under one of the sorted
+// prefixes of cleared maps. The prefixes are prefix-free, and the keys under one are
+// contiguous in key order.
+type clearedCursor struct {
+	prefixes []string
+	i        int
+}
+
+func (c *clearedCursor) covers(k string) bool {
+	for c.i < len(c.prefixes) && c.prefixes[c.i] < k && !strings.HasPrefix(k, c.prefixes[c.i]) {
+		c.i++
+	}
+	return c.i < len(c.prefixes) && strings.HasPrefix(k, c.prefixes[c.i])
+}
+
+// coversBytes is covers without converting k.
+func (c *clearedCursor) coversBytes(k []byte) bool {
+	for c.i < len(c.prefixes) && c.prefixes[c.i] < string(k) && !hasPrefix(k, c.prefixes[c.i]) {
+		c.i++
+	}
+	return c.i < len(c.prefixes) && hasPrefix(k, c.prefixes[c.i])
+}
+
+// dirtyView is a state's unflushed changes merged over its cache layers: each database key's
+// newest value or deletion, in key order, and for map state the sorted prefixes (database key
+// of a state key) whose map was cleared, which hides every older entry under them.
+type dirtyView struct {
+	entries []viewEntry
+	cleared []string
+}
+
+type viewEntry struct {
+	key string
+	*dirtyVal
+}
+
+func (v *dirtyView) sort() {
+	slices.SortFunc(v.entries, func(x, y viewEntry) int { return strings.Compare(x.key, y.key) })
+	slices.Sort(v.cleared)
+}
+
+// writeView applies v to the state's bucket: the cleared maps, then the entries.
+func writeView(tx *bbolt.Tx, name []byte, v dirtyView) error {
+	if len(v.entries) == 0 && len(v.cleared) == 0 {
+		return nil
+	}
+	bkt, err := tx.CreateBucketIfNotExists(name)
+	if err != nil {
+		return fmt.Errorf("state %q: %w", name, err)
+	}
+	var old [][]byte
+	for _, p := range v.cleared {
+		old = old[:0]
+		c := bkt.Cursor()
+		for k, _ := c.Seek([]byte(p)); k != nil && hasPrefix(k, p); k, _ = c.Next() {
+			old = append(old, bytes.Clone(k))
+		}
+		for _, k := range old {
+			if err := bkt.Delete(k); err != nil {
+				return fmt.Errorf("state %q: %w", name, err)
+			}
+		}
+	}
+	// In key order: bbolt splits nodes only at commit, so unordered inserts into one node
+	// would shift its entries again and again.
+	for _, e := range v.entries {
+		if e.deleted {
+			err = bkt.Delete([]byte(e.key))
+		} else {
+			err = bkt.Put([]byte(e.key), e.val)
+		}
+		if err != nil {
+			return fmt.Errorf("state %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// hasPrefix reports whether k starts with p, without allocating.
+func hasPrefix(k []byte, p string) bool {
+	return len(k) >= len(p) && string(k[:len(p)]) == p
 }
 
 func newBoltBackend(o KeyedBackendOptions) (*boltBackend, error) {
@@ -84,6 +294,7 @@ func newBoltBackend(o KeyedBackendOptions) (*boltBackend, error) {
 		kinds:      make(map[string]stateKind),
 		tables:     make(map[string]boltFlusher),
 		maxDirty:   maxDirty,
+		flushAt:    maxDirty,
 	}, nil
 }
 
@@ -151,13 +362,13 @@ func (b *boltBackend) maybeFlush() error {
 	if b.closed {
 		return ErrClosed
 	}
-	if b.dirty >= b.maxDirty && b.iterating == 0 {
+	if b.dirty >= b.flushAt && b.iterating == 0 {
 		return b.flush()
 	}
 	return nil
 }
 
-// flush writes the cache in one transaction.
+// flush writes the cache, every layer, in one transaction.
 func (b *boltBackend) flush() error {
 	if b.dirty == 0 {
 		return nil
@@ -181,17 +392,15 @@ func (b *boltBackend) flush() error {
 	for _, t := range b.tables {
 		t.reset()
 	}
-	b.dirty = 0
+	b.dirty, b.layers, b.flushAt = 0, 0, b.maxDirty
 	return nil
 }
 
-// Snapshot flushes the cache and opens the read transaction the snapshot streams from.
+// Snapshot opens a read transaction on the file as of the last flush and freezes the cache
+// layers on top of it, without flushing: O(states).
 func (b *boltBackend) Snapshot() (Snapshot, error) {
 	if b.closed {
 		return nil, ErrClosed
-	}
-	if err := b.flush(); err != nil {
-		return nil, err
 	}
 	tx, err := b.db.Begin(false)
 	if err != nil {
@@ -202,6 +411,20 @@ func (b *boltBackend) Snapshot() (Snapshot, error) {
 		s.states = append(s.states, stateMeta{name: name, kind: kind})
 	}
 	slices.SortFunc(s.states, func(x, y stateMeta) int { return strings.Compare(x.name, y.name) })
+	s.pending = make([]dirtyLayers, len(s.states))
+	froze := false
+	for i, st := range s.states {
+		if t, ok := b.tables[st.name]; ok {
+			var f bool
+			s.pending[i], f = t.freeze()
+			froze = froze || f
+		}
+	}
+	if froze {
+		if b.layers++; b.layers >= maxFrozenLayers {
+			b.flushAt = 0 // flush at the next write
+		}
+	}
 	s.header = appendHeader(nil, b.keyType, b.maxP, b.rng, s.states)
 	return s, nil
 }
@@ -283,23 +506,29 @@ func (b *boltBackend) Close() error {
 	return nil
 }
 
-// boltSnapshot streams a read transaction.
+// boltSnapshot is a read transaction on the file as of the last flush before Snapshot, and
+// the cache layers on top of it at Snapshot.
 type boltSnapshot struct {
-	tx     *bbolt.Tx
-	rng    KeyGroupRange
-	header []byte
-	states []stateMeta
+	tx      *bbolt.Tx
+	rng     KeyGroupRange
+	header  []byte
+	states  []stateMeta
+	pending []dirtyLayers // per state, its unflushed layers or nil
 }
 
-// WriteSnapshot writes the snapshot from the read transaction; it may run on another goroutine
-// while the backend keeps processing.
+// WriteSnapshot writes the snapshot, merging the read transaction's entries with the cache
+// layers'; it may run on another goroutine while the backend keeps processing.
 func (s *boltSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 	sw := newSnapWriter(w)
 	sw.write(s.header)
-	cursors := make([]*bbolt.Cursor, len(s.states))
+	states := make([]snapState, len(s.states))
 	for i, st := range s.states {
 		if bkt := s.tx.Bucket([]byte(st.name)); bkt != nil {
-			cursors[i] = bkt.Cursor()
+			states[i].c = bkt.Cursor()
+		}
+		if s.pending[i] != nil {
+			v := s.pending[i].view()
+			states[i].entries, states[i].hide.prefixes = v.entries, v.cleared
 		}
 	}
 	offsets := make([]int64, s.rng.Len())
@@ -309,22 +538,9 @@ func (s *boltSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 		offsets[i] = sw.n
 		sw.uvarint(uint64(kg))
 		binary.BigEndian.PutUint16(prefix[:], uint16(kg))
-		for idx, c := range cursors {
-			if c == nil {
-				continue
-			}
-			k, v := c.Seek(prefix[:])
-			if !bytes.HasPrefix(k, prefix[:]) {
-				continue
-			}
-			sw.uvarint(uint64(idx + 1))
-			for ; bytes.HasPrefix(k, prefix[:]); k, v = c.Next() {
-				sw.uvarint(uint64(len(k) - 2))
-				sw.write(k[2:])
-				sw.uvarint(uint64(len(v)))
-				sw.write(v)
-			}
-			sw.uvarint(0)
+		p := string(prefix[:])
+		for idx := range states {
+			states[idx].writeGroup(sw, idx, p)
 		}
 		sw.uvarint(0)
 		if sw.err != nil {
@@ -337,9 +553,76 @@ func (s *boltSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 	return offsets, nil
 }
 
-// Release ends the read transaction. Safe on any goroutine, once.
+// Release ends the read transaction and drops the layers. Safe on any goroutine, once.
 func (s *boltSnapshot) Release() {
 	s.tx.Rollback() // a read transaction's rollback cannot fail
+	s.pending = nil
+}
+
+// snapState merges one state's file entries with its cache layers, key group after key group.
+type snapState struct {
+	c       *bbolt.Cursor // nil when the file has no bucket for the state
+	entries []viewEntry   // the layers' entries
+	next    int           // first entry not written yet
+	hide    clearedCursor // the layers' cleared maps
+}
+
+// writeGroup writes the state's block of the key group whose 2-byte prefix is p, if the
+// group has entries.
+func (st *snapState) writeGroup(sw *snapWriter, idx int, p string) {
+	var k, v []byte
+	if st.c != nil {
+		if k, v = st.c.Seek([]byte(p)); !hasPrefix(k, p) {
+			k = nil
+		}
+	}
+	for st.next < len(st.entries) && st.entries[st.next].key < p {
+		st.next++ // not reached: every key is in the range
+	}
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			sw.uvarint(uint64(idx + 1))
+		}
+	}
+	for {
+		var e *viewEntry
+		if st.next < len(st.entries) && strings.HasPrefix(st.entries[st.next].key, p) {
+			e = &st.entries[st.next]
+		}
+		if k == nil && e == nil {
+			break
+		}
+		if k != nil && (e == nil || string(k) < e.key) {
+			if !st.hide.coversBytes(k) {
+				start()
+				sw.uvarint(uint64(len(k) - 2))
+				sw.write(k[2:])
+				sw.uvarint(uint64(len(v)))
+				sw.write(v)
+			}
+		} else {
+			// The layers' entry replaces or deletes the file's.
+			if !e.deleted {
+				start()
+				sw.uvarint(uint64(len(e.key) - 2))
+				sw.writeString(e.key[2:])
+				sw.uvarint(uint64(len(e.val)))
+				sw.write(e.val)
+			}
+			st.next++
+			if k == nil || string(k) != e.key {
+				continue
+			}
+		}
+		if k, v = st.c.Next(); !hasPrefix(k, p) {
+			k = nil
+		}
+	}
+	if started {
+		sw.uvarint(0)
+	}
 }
 
 // bucketRef caches a state's bucket in the backend's current read transaction.
@@ -384,16 +667,26 @@ type dirtyVal struct {
 
 // boltTable is the cache of a value, reducing or list state: database key -> value.
 type boltTable struct {
-	b     *boltBackend
-	ref   bucketRef
-	dirty map[string]*dirtyVal
+	b   *boltBackend
+	ref bucketRef
+	cacheLayers[*dirtyVal]
+}
+
+// tableView is the view of one layer of a boltTable.
+func tableView(m map[string]*dirtyVal) dirtyView {
+	v := dirtyView{entries: make([]viewEntry, 0, len(m))}
+	for k, e := range m {
+		v.entries = append(v.entries, viewEntry{k, e})
+	}
+	v.sort()
+	return v
 }
 
 func newBoltTable(b *boltBackend, name string, kind stateKind) (*boltTable, error) {
 	if err := b.register(name, kind); err != nil {
 		return nil, err
 	}
-	t := &boltTable{b: b, ref: bucketRef{name: []byte(name)}, dirty: make(map[string]*dirtyVal)}
+	t := &boltTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(tableView)}
 	b.tables[name] = t
 	return t, nil
 }
@@ -402,6 +695,17 @@ func newBoltTable(b *boltBackend, name string, kind stateKind) (*boltTable, erro
 func (t *boltTable) get(key []byte) ([]byte, bool, error) {
 	if e, ok := t.dirty[string(key)]; ok {
 		return e.val, !e.deleted, nil
+	}
+	return t.below(key)
+}
+
+// below returns the value of key under the current layer: in the frozen layers (never
+// modified), else in the file (valid until the next flush).
+func (t *boltTable) below(key []byte) ([]byte, bool, error) {
+	for i := len(t.frozen) - 1; i >= 0; i-- {
+		if e, ok := t.frozen[i].m[string(key)]; ok {
+			return e.val, !e.deleted, nil
+		}
 	}
 	return t.ref.get(t.b, key)
 }
@@ -432,34 +736,8 @@ func (t *boltTable) del() error {
 }
 
 func (t *boltTable) flushTo(tx *bbolt.Tx) error {
-	if len(t.dirty) == 0 {
-		return nil
-	}
-	bkt, err := tx.CreateBucketIfNotExists(t.ref.name)
-	if err != nil {
-		return fmt.Errorf("state %q: %w", t.ref.name, err)
-	}
-	// In key order: bbolt splits nodes only at commit, so unordered inserts into one node
-	// would shift its entries again and again.
-	keys := make([]string, 0, len(t.dirty))
-	for k := range t.dirty {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if e := t.dirty[k]; e.deleted {
-			err = bkt.Delete([]byte(k))
-		} else {
-			err = bkt.Put([]byte(k), e.val)
-		}
-		if err != nil {
-			return fmt.Errorf("state %q: %w", t.ref.name, err)
-		}
-	}
-	return nil
+	return writeView(tx, t.ref.name, t.pending())
 }
-
-func (t *boltTable) reset() { clear(t.dirty) }
 
 // boltValue is value or reducing state in a bbolt backend.
 type boltValue[T any] struct {
@@ -549,7 +827,7 @@ func (s *boltList[T]) add(v T) error {
 	}
 	e, existed := s.t.entry(key)
 	if !existed {
-		raw, _, err := s.t.ref.get(s.t.b, key)
+		raw, _, err := s.t.below(key)
 		if err != nil {
 			return err
 		}
@@ -592,51 +870,78 @@ type mapOverlay struct {
 	puts    map[string]*dirtyVal // user key -> value or deletion
 }
 
+// lookup returns the value of user key uk in the overlay, or found false when the overlay
+// leaves it to older layers.
+func (ov *mapOverlay) lookup(uk []byte) (val []byte, ok, found bool) {
+	if e, f := ov.puts[string(uk)]; f {
+		return e.val, !e.deleted, true
+	}
+	return nil, false, ov.cleared
+}
+
 // boltMapTable is the cache of a map state: database key prefix -> overlay.
 type boltMapTable struct {
-	b     *boltBackend
-	ref   bucketRef
-	dirty map[string]*mapOverlay
+	b   *boltBackend
+	ref bucketRef
+	cacheLayers[*mapOverlay]
+}
+
+// mapView is the view of one layer of a boltMapTable: an entry per user key of each overlay.
+func mapView(m map[string]*mapOverlay) dirtyView {
+	var v dirtyView
+	for prefix, ov := range m {
+		for uk, e := range ov.puts {
+			v.entries = append(v.entries, viewEntry{prefix + uk, e})
+		}
+		if ov.cleared {
+			v.cleared = append(v.cleared, prefix)
+		}
+	}
+	v.sort()
+	return v
 }
 
 func (t *boltMapTable) flushTo(tx *bbolt.Tx) error {
-	if len(t.dirty) == 0 {
-		return nil
-	}
-	bkt, err := tx.CreateBucketIfNotExists(t.ref.name)
-	if err != nil {
-		return fmt.Errorf("state %q: %w", t.ref.name, err)
-	}
-	var full []byte
-	for prefix, ov := range t.dirty {
-		if ov.cleared {
-			var old [][]byte
-			c := bkt.Cursor()
-			for k, _ := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, _ = c.Next() {
-				old = append(old, bytes.Clone(k))
-			}
-			for _, k := range old {
-				if err := bkt.Delete(k); err != nil {
-					return fmt.Errorf("state %q: %w", t.ref.name, err)
-				}
-			}
-		}
-		for uk, e := range ov.puts {
-			full = append(append(full[:0], prefix...), uk...)
-			if e.deleted {
-				err = bkt.Delete(full)
-			} else {
-				err = bkt.Put(full, e.val)
-			}
-			if err != nil {
-				return fmt.Errorf("state %q: %w", t.ref.name, err)
-			}
-		}
-	}
-	return nil
+	return writeView(tx, t.ref.name, t.pending())
 }
 
-func (t *boltMapTable) reset() { clear(t.dirty) }
+// lookup returns the value of full key prefix+uk in the layers, newest first, or found false
+// when it is left to the file.
+func (t *boltMapTable) lookup(prefix, uk []byte) (val []byte, ok, found bool) {
+	if ov := t.dirty[string(prefix)]; ov != nil {
+		if val, ok, found = ov.lookup(uk); found {
+			return val, ok, true
+		}
+	}
+	for i := len(t.frozen) - 1; i >= 0; i-- {
+		if ov := t.frozen[i].m[string(prefix)]; ov != nil {
+			if val, ok, found = ov.lookup(uk); found {
+				return val, ok, true
+			}
+		}
+	}
+	return nil, false, false
+}
+
+// overlays appends the overlays of prefix to buf, newest first, down to the first that clears
+// the map.
+func (t *boltMapTable) overlays(buf []*mapOverlay, prefix []byte) []*mapOverlay {
+	if ov := t.dirty[string(prefix)]; ov != nil {
+		buf = append(buf, ov)
+		if ov.cleared {
+			return buf
+		}
+	}
+	for i := len(t.frozen) - 1; i >= 0; i-- {
+		if ov := t.frozen[i].m[string(prefix)]; ov != nil {
+			buf = append(buf, ov)
+			if ov.cleared {
+				break
+			}
+		}
+	}
+	return buf
+}
 
 // boltMap is map state in a bbolt backend.
 type boltMap[K comparable, V any] struct {
@@ -650,7 +955,7 @@ func newBoltMap[K comparable, V any](b *boltBackend, name string, kc Codec[K], v
 	if err := b.register(name, kindMap); err != nil {
 		return nil, err
 	}
-	t := &boltMapTable{b: b, ref: bucketRef{name: []byte(name)}, dirty: make(map[string]*mapOverlay)}
+	t := &boltMapTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(mapView)}
 	b.tables[name] = t
 	return &boltMap[K, V]{t: t, kc: kc, vc: vc}, nil
 }
@@ -671,16 +976,8 @@ func (s *boltMap[K, V]) get(k K) (V, bool, error) {
 	if err != nil {
 		return zero, false, err
 	}
-	uk := full[len(prefix):]
-	var raw []byte
-	ok := false
-	if ov := s.t.dirty[string(prefix)]; ov != nil {
-		if e, found := ov.puts[string(uk)]; found {
-			raw, ok = e.val, !e.deleted
-		} else if !ov.cleared {
-			raw, ok, err = s.t.ref.get(s.t.b, full)
-		}
-	} else {
+	raw, ok, found := s.t.lookup(prefix, full[len(prefix):])
+	if !found {
 		raw, ok, err = s.t.ref.get(s.t.b, full)
 	}
 	if err != nil || !ok {
@@ -767,19 +1064,21 @@ func (s *boltMap[K, V]) forEach(fn func(K, V) bool) error {
 	b := s.t.b
 	b.iterating++ // keeps the read transaction (and the cursor) valid while fn runs
 	defer func() { b.iterating-- }()
-	ov := s.t.dirty[string(prefix)]
-	if ov == nil || !ov.cleared {
+	var buf [maxFrozenLayers + 1]*mapOverlay
+	ovs := s.t.overlays(buf[:0], prefix) // fn does not modify them: it must not modify this state
+	if len(ovs) == 0 || !ovs[len(ovs)-1].cleared {
 		bkt, err := s.t.ref.bucket(b)
 		if err != nil {
 			return err
 		}
 		if bkt != nil {
 			c := bkt.Cursor()
+		file:
 			for k, v := c.Seek(prefix); bytes.HasPrefix(k, prefix); k, v = c.Next() {
 				uk := k[len(prefix):]
-				if ov != nil {
+				for _, ov := range ovs {
 					if _, ok := ov.puts[string(uk)]; ok {
-						continue // the overlay has the current value
+						continue file // an overlay has the current value
 					}
 				}
 				more, err := s.call(fn, uk, v)
@@ -789,16 +1088,21 @@ func (s *boltMap[K, V]) forEach(fn func(K, V) bool) error {
 			}
 		}
 	}
-	if ov == nil {
-		return nil
-	}
-	for uk, e := range ov.puts {
-		if e.deleted {
-			continue
-		}
-		more, err := s.call(fn, []byte(uk), e.val)
-		if err != nil || !more {
-			return err
+	for i, ov := range ovs {
+	puts:
+		for uk, e := range ov.puts {
+			if e.deleted {
+				continue
+			}
+			for _, newer := range ovs[:i] {
+				if _, ok := newer.puts[uk]; ok {
+					continue puts // a newer overlay has the current value
+				}
+			}
+			more, err := s.call(fn, []byte(uk), e.val)
+			if err != nil || !more {
+				return err
+			}
 		}
 	}
 	return nil

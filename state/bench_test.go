@@ -58,8 +58,9 @@ func BenchmarkValueStateUpdate(b *testing.B) {
 
 // BenchmarkSnapshot takes full snapshots of int64 ValueState entries to a file with fsync.
 // Before each snapshot (untimed) it updates min(keys, 50k) keys, as a task does between
-// checkpoints: the bbolt backend's synchronous part flushes them. sync-ns/op is the
-// synchronous part (on the task goroutine); ns/op is the whole snapshot.
+// checkpoints: the bbolt backend's snapshot freezes them in its write-back cache and merges
+// them with the file in WriteSnapshot (they are flushed later, by the untimed updates). sync-ns/op
+// is the synchronous part (on the task goroutine); ns/op is the whole snapshot.
 func BenchmarkSnapshot(b *testing.B) {
 	for _, kind := range kinds {
 		for _, keys := range []int{10_000, 1_000_000} {

@@ -16,8 +16,10 @@
 //     synchronous part is O(key groups), and a key group is encoded once, either by the
 //     snapshot's WriteSnapshot or by the task just before it first writes into it.
 //   - "bbolt" keeps the state in a local bbolt file with a write-back cache. The synchronous
-//     part of a snapshot flushes the cache (at most CacheEntries entries) and opens a read
-//     transaction, which WriteSnapshot streams while the task keeps writing (bbolt MVCC).
+//     part of a snapshot does not flush the cache: it freezes it as a read-only layer (O(states))
+//     and opens a read transaction on the file as of the last flush. WriteSnapshot merges the
+//     two while the task keeps writing and flushing (bbolt MVCC); the frozen layers are flushed
+//     with the cache later, on the task's writes.
 //
 // States (ValueState, ListState, MapState, ReducingState) are registered on a backend by
 // name with a Codec for their values and refer to the backend's current key. Both backends

@@ -360,6 +360,15 @@ func (sw *snapWriter) write(b []byte) {
 	sw.err = err
 }
 
+func (sw *snapWriter) writeString(s string) {
+	if sw.err != nil {
+		return
+	}
+	n, err := sw.w.WriteString(s)
+	sw.n += int64(n)
+	sw.err = err
+}
+
 func (sw *snapWriter) uvarint(x uint64) {
 	sw.write(binary.AppendUvarint(sw.tmp[:0], x))
 }

@@ -12,9 +12,9 @@ import (
 // MeasureSnapshot builds a backend of the given kind holding keys int64 ValueState entries
 // (int64 keys 0..keys-1, max parallelism 128, all key groups), takes one snapshot to a file
 // in dir and fsyncs it. It returns the synchronous part's duration, the total (synchronous
-// part, WriteSnapshot and fsync) and the snapshot's size. For bbolt the synchronous part includes
-// flushing the entries still in the write-back cache (up to CacheEntries of them). The
-// file and the backend's working files are removed.
+// part, WriteSnapshot and fsync) and the snapshot's size. For bbolt the entries still in the
+// write-back cache (up to CacheEntries of them) are not flushed: WriteSnapshot merges them with
+// the file. The file and the backend's working files are removed.
 func MeasureSnapshot(kind string, keys int, dir string) (sync, total time.Duration, size int64, err error) {
 	const maxP = 128
 	b, err := NewKeyedBackend(KeyedBackendOptions{

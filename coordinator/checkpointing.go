@@ -185,6 +185,16 @@ func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult) {
 	c.runQueued()
 }
 
+// triggerSoon queues a checkpoint as if the periodic trigger fired now (a task waits for its
+// final checkpoint). Admission rules apply as for periodic checkpoints.
+func (c *checkpointCoordinator) triggerSoon() {
+	if !c.periodic || c.periodicQueued {
+		return
+	}
+	c.periodicQueued = true
+	c.runQueued()
+}
+
 // nextDeadline is when the coordinator must run onTimer next (zero: nothing scheduled).
 func (c *checkpointCoordinator) nextDeadline() time.Time {
 	d := c.nextPeriodic

@@ -1448,3 +1448,26 @@ func TestCheckpointSettingsFromConfig(t *testing.T) {
 		t.Fatalf("settings %+v, want %+v", s, want)
 	}
 }
+
+// A task that waits for its final checkpoint asks for one at once instead of waiting for the
+// interval; admission still applies (max-concurrent), and a second request while one is queued
+// adds nothing.
+func TestCheckpointTriggerSoon(t *testing.T) {
+	h := newCkptHarness(t, nil) // interval 10 s
+	h.c.triggerSoon()
+	if h.io.count("allocateID") != 0 {
+		t.Fatalf("triggerSoon before start triggered a checkpoint")
+	}
+	h.c.start()
+	h.advanceTo(ckptAt(time.Second))
+	h.c.triggerSoon()
+	h.wantTriggered(1)
+	h.wantTriggeredAt(1, time.Second)
+	h.c.triggerSoon() // checkpoint 1 pending: queued, not dropped
+	h.c.triggerSoon() // already queued
+	h.wantTriggered(1)
+	for _, task := range []string{"src#0", "map#0", "sink#0"} {
+		h.c.ack(task, 1, &pb.TaskStateSnapshot{}, &pb.CheckpointMetrics{})
+	}
+	h.wantTriggered(1, 2) // the queued request ran when 1 completed
+}

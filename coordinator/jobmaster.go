@@ -535,6 +535,9 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		}
 		if s == pb.ExecutionState_EXECUTION_STATE_RUNNING {
 			m.maybeStartCheckpoints()
+			if r.GetEndOfData() {
+				m.cp.triggerSoon() // its final checkpoint: no need to wait for the interval
+			}
 		}
 	}
 }

@@ -96,6 +96,8 @@ func (t *task) awaitFinalCheckpoint() error {
 	for t.in != t.inAtCheckpoint || t.out != t.outAtCheckpoint || t.lastCompleted < t.lastCheckpoint {
 		if !logged {
 			t.log.Info("input ended; waiting for a final checkpoint", "task", t.name, "last_checkpoint", t.lastCheckpoint)
+			t.publish()
+			t.report(pb.ExecutionState_EXECUTION_STATE_RUNNING, nil) // asks for the final checkpoint now
 			logged = true
 		}
 		if err := t.flush(); err != nil {

@@ -157,6 +157,7 @@ func (t *task) report(s pb.ExecutionState, failure error) {
 	r := &pb.UpdateTaskExecutionStateRequest{
 		RegistrationId: t.registration, Execution: t.id, State: s,
 		RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load(),
+		EndOfData: s == pb.ExecutionState_EXECUTION_STATE_RUNNING && t.ending,
 	}
 	if failure != nil {
 		r.Failure = fmt.Sprintf("%s: %v", t.name, failure)

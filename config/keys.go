@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,7 +18,15 @@ const (
 	KindString
 	KindEnum
 	KindBool
+	// KindFloat is a finite floating-point number ("1.5"), bounded by FloatMin and FloatMax.
+	KindFloat
+	// KindLimit is a positive count that may be "infinite": Flink's Integer.MAX_VALUE, which
+	// is what reading "infinite" (or 2147483647) returns. Read it with Limit, not Int.
+	KindLimit
 )
+
+// Infinite is the value of a KindLimit key set to "infinite": Flink's Integer.MAX_VALUE.
+const Infinite = math.MaxInt32
 
 // Scope says where a key may be set.
 type Scope int
@@ -31,13 +41,19 @@ const (
 
 // Option describes one configuration key.
 type Option struct {
-	Key         string
-	Kind        Kind
-	Default     string // "" means unset (no default)
-	Scope       Scope
-	Enum        []string // allowed values for KindEnum
-	Min         int64    // minimum for KindInt and (in milliseconds) for KindDuration
-	Description string
+	Key     string
+	Kind    Kind
+	Default string // "" means unset (no default)
+	Scope   Scope
+	Enum    []string // allowed values for KindEnum
+	Min     int64    // minimum for KindInt and KindLimit and (in milliseconds) for KindDuration
+	// FloatMin and FloatMax bound KindFloat values. FloatMin is inclusive unless
+	// FloatMinExclusive is set; FloatMax is inclusive, and no upper bound applies unless it is
+	// greater than FloatMin.
+	FloatMin          float64
+	FloatMinExclusive bool
+	FloatMax          float64
+	Description       string
 }
 
 // Configuration keys. Names are Flink's.
@@ -62,8 +78,18 @@ const (
 	CheckpointDir           = "execution.checkpointing.dir"
 	StateBackend            = "state.backend.type"
 	RestartStrategy         = "restart-strategy.type"
+	FailoverStrategy        = "jobmanager.execution.failover-strategy"
 	FixedDelayAttempts      = "restart-strategy.fixed-delay.attempts"
 	FixedDelayDelay         = "restart-strategy.fixed-delay.delay"
+	FailureRateMaxFailures  = "restart-strategy.failure-rate.max-failures-per-interval"
+	FailureRateInterval     = "restart-strategy.failure-rate.failure-rate-interval"
+	FailureRateDelay        = "restart-strategy.failure-rate.delay"
+	ExpDelayInitialBackoff  = "restart-strategy.exponential-delay.initial-backoff"
+	ExpDelayMaxBackoff      = "restart-strategy.exponential-delay.max-backoff"
+	ExpDelayMultiplier      = "restart-strategy.exponential-delay.backoff-multiplier"
+	ExpDelayResetThreshold  = "restart-strategy.exponential-delay.reset-backoff-threshold"
+	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
+	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
 )
 
 // options is the registry of every key goflink understands.
@@ -106,12 +132,35 @@ var options = []Option{
 		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines). Unset: the JobManager's default, else <tmp>/goflink-checkpoints."},
 	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},
 		Description: "Keyed state backend: hashmap (in memory) or bbolt (on local disk, snapshots from a read transaction while processing continues)."},
-	{Key: RestartStrategy, Kind: KindEnum, Scope: ScopeJob, Enum: []string{"none", "disable", "off", "fixed-delay"},
-		Description: "Restart strategy; unset: fixed-delay (unlimited attempts, 1 s) when checkpointing is on, none when off. (disable and off mean none.)"},
+	{Key: FailoverStrategy, Kind: KindEnum, Default: "region", Scope: ScopeJob, Enum: []string{"full", "region"},
+		Description: "Which tasks a task failure restarts: full (all) or region (the failed task's pipelined region). Validated; every failure restarts all tasks until region failover is wired into the job master."},
+	{Key: RestartStrategy, Kind: KindEnum, Scope: ScopeJob,
+		Enum: []string{"none", "disable", "off", "fixed-delay", "fixeddelay", "failure-rate", "failurerate", "exponential-delay", "exponentialdelay"},
+		Description: "Restart strategy: none (disable, off), fixed-delay, failure-rate or exponential-delay (also written without the dash). " +
+			"Unset: exponential-delay with its built-in defaults when checkpointing is on (configured exponential-delay.* values are ignored), none when off. " +
+			"A type set by the job wins over the cluster config's, and the strategy's parameters are read only from the config that set the type."},
 	{Key: FixedDelayAttempts, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 0,
-		Description: "Restarts allowed by fixed-delay before the job fails."},
+		Description: "Restarts fixed-delay allows before the job fails; every task failure counts, however close together."},
 	{Key: FixedDelayDelay, Kind: KindDuration, Default: "1 s", Scope: ScopeJob, Min: 0,
 		Description: "Delay before each restart of fixed-delay."},
+	{Key: FailureRateMaxFailures, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
+		Description: "Failures failure-rate tolerates within one failure-rate-interval; one more within the interval fails the job."},
+	{Key: FailureRateInterval, Kind: KindDuration, Default: "1 min", Scope: ScopeJob, Min: 1,
+		Description: "Time window over which failure-rate counts failures."},
+	{Key: FailureRateDelay, Kind: KindDuration, Default: "1 s", Scope: ScopeJob, Min: 0,
+		Description: "Delay before each restart of failure-rate."},
+	{Key: ExpDelayInitialBackoff, Kind: KindDuration, Default: "1 s", Scope: ScopeJob, Min: 1,
+		Description: "First (and smallest) restart delay of exponential-delay; at most max-backoff."},
+	{Key: ExpDelayMaxBackoff, Kind: KindDuration, Default: "1 min", Scope: ScopeJob, Min: 1,
+		Description: "Largest restart delay of exponential-delay."},
+	{Key: ExpDelayMultiplier, Kind: KindFloat, Default: "1.5", Scope: ScopeJob, FloatMin: 1, FloatMinExclusive: true,
+		Description: "Factor by which each new restart attempt of exponential-delay multiplies the delay; greater than 1."},
+	{Key: ExpDelayResetThreshold, Kind: KindDuration, Default: "1 h", Scope: ScopeJob, Min: 1,
+		Description: "A failure this long after the scheduled time of the previous restart (the job ran that long) resets exponential-delay's delay and attempt count."},
+	{Key: ExpDelayJitter, Kind: KindFloat, Default: "0.1", Scope: ScopeJob, FloatMin: 0, FloatMax: 1,
+		Description: "Random spread of exponential-delay's delays, in [0, 1]: each delay moves by up to ±factor × its value (within initial-backoff and max-backoff)."},
+	{Key: ExpDelayAttempts, Kind: KindLimit, Default: "infinite", Scope: ScopeJob, Min: 1,
+		Description: "Restart attempts exponential-delay allows before the job fails, counted since the last reset; failures merged into a pending restart do not count. A number or infinite (2147483647)."},
 }
 
 var byKey = func() map[string]*Option {
@@ -163,6 +212,39 @@ func (o *Option) normalize(value string) (string, error) {
 			}
 		}
 		return "", fmt.Errorf("%q is not one of %s", value, strings.Join(o.Enum, ", "))
+	case KindFloat:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return "", fmt.Errorf("%q is not a finite number", value)
+		}
+		if f < o.FloatMin || (o.FloatMinExclusive && f == o.FloatMin) {
+			if o.FloatMinExclusive {
+				return "", fmt.Errorf("%v must be greater than %v", f, o.FloatMin)
+			}
+			return "", fmt.Errorf("%v is below the minimum %v", f, o.FloatMin)
+		}
+		if o.FloatMax > o.FloatMin && f > o.FloatMax {
+			return "", fmt.Errorf("%v is above the maximum %v", f, o.FloatMax)
+		}
+		return strconv.FormatFloat(f, 'g', -1, 64), nil
+	case KindLimit:
+		if strings.EqualFold(v, "infinite") {
+			return "infinite", nil
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(v, "+"), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("%q is not an integer or infinite", value)
+		}
+		if n < o.Min {
+			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
+		}
+		if n > Infinite {
+			return "", fmt.Errorf("%d is above the maximum %d (use infinite)", n, Infinite)
+		}
+		if n == Infinite {
+			return "infinite", nil
+		}
+		return strconv.FormatInt(n, 10), nil
 	case KindBool:
 		switch strings.ToLower(v) {
 		case "true":
@@ -176,4 +258,21 @@ func (o *Option) normalize(value string) (string, error) {
 		return "", fmt.Errorf("value is empty")
 	}
 	return v, nil
+}
+
+// Float returns a float key's value (its default when unset).
+func (c *Config) Float(key string) float64 {
+	f, _ := strconv.ParseFloat(c.raw(key, KindFloat), 64)
+	return f
+}
+
+// Limit returns a KindLimit key's value (its default when unset); "infinite" reads as
+// Infinite.
+func (c *Config) Limit(key string) int {
+	v := c.raw(key, KindLimit)
+	if v == "infinite" {
+		return Infinite
+	}
+	n, _ := strconv.Atoi(v)
+	return n
 }

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFloatKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key, value, want string
+	}{
+		{ExpDelayMultiplier, "2", "2"},
+		{ExpDelayMultiplier, " 1.25 ", "1.25"},
+		{ExpDelayMultiplier, "1.0000001", "1.0000001"},
+		{ExpDelayJitter, "0", "0"},
+		{ExpDelayJitter, "1.0", "1"},
+		{ExpDelayJitter, "0.35", "0.35"},
+	} {
+		c := New()
+		if err := c.Set(tc.key, tc.value); err != nil {
+			t.Errorf("Set(%s, %q) = %v", tc.key, tc.value, err)
+			continue
+		}
+		if got := c.Map()[tc.key]; got != tc.want {
+			t.Errorf("canonical %s %q = %q, want %q", tc.key, tc.value, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ key, value, want string }{
+		{ExpDelayMultiplier, "1", "1 must be greater than 1"},
+		{ExpDelayMultiplier, "0.5", "must be greater than 1"},
+		{ExpDelayMultiplier, "fast", `"fast" is not a finite number`},
+		{ExpDelayMultiplier, "NaN", "is not a finite number"},
+		{ExpDelayMultiplier, "+Inf", "is not a finite number"},
+		{ExpDelayJitter, "-0.1", "-0.1 is below the minimum 0"},
+		{ExpDelayJitter, "1.5", "1.5 is above the maximum 1"},
+	} {
+		err := New().Set(tc.key, tc.value)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key and containing %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+	c := New()
+	if c.Float(ExpDelayMultiplier) != 1.5 || c.Float(ExpDelayJitter) != 0.1 {
+		t.Errorf("float defaults = %v, %v; want 1.5, 0.1", c.Float(ExpDelayMultiplier), c.Float(ExpDelayJitter))
+	}
+	_ = c.Set(ExpDelayMultiplier, "2.5")
+	if c.Float(ExpDelayMultiplier) != 2.5 {
+		t.Errorf("Float after Set = %v", c.Float(ExpDelayMultiplier))
+	}
+}
+
+func TestLimitKey(t *testing.T) {
+	c := New()
+	if got := c.Limit(ExpDelayAttempts); got != Infinite || Infinite != 2147483647 {
+		t.Errorf("default %s = %d, want infinite (2147483647)", ExpDelayAttempts, got)
+	}
+	for _, tc := range []struct {
+		value, canonical string
+		n                int
+	}{
+		{"5", "5", 5}, {"1", "1", 1}, {"INFINITE", "infinite", Infinite}, {"2147483647", "infinite", Infinite}, {"2147483646", "2147483646", 2147483646},
+	} {
+		c := New()
+		if err := c.Set(ExpDelayAttempts, tc.value); err != nil {
+			t.Errorf("Set(%q) = %v", tc.value, err)
+			continue
+		}
+		if c.Map()[ExpDelayAttempts] != tc.canonical || c.Limit(ExpDelayAttempts) != tc.n {
+			t.Errorf("Set(%q): canonical %q, Limit %d; want %q, %d", tc.value, c.Map()[ExpDelayAttempts], c.Limit(ExpDelayAttempts), tc.canonical, tc.n)
+		}
+	}
+	for value, want := range map[string]string{
+		"0": "0 is below the minimum 1", "-3": "below the minimum", "2147483648": "above the maximum 2147483647", "many": "is not an integer or infinite", "1.5": "is not an integer",
+	} {
+		err := New().Set(ExpDelayAttempts, value)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ExpDelayAttempts) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key and containing %q", ExpDelayAttempts, value, err, want)
+		}
+	}
+}
+
+func TestRestartKeys(t *testing.T) {
+	for _, v := range []string{"none", "disable", "off", "fixed-delay", "fixeddelay", "failure-rate", "failurerate", "exponential-delay", "exponentialdelay", "Exponential-Delay"} {
+		if err := New().Set(RestartStrategy, v); err != nil {
+			t.Errorf("Set(%s, %q) = %v", RestartStrategy, v, err)
+		}
+	}
+	if err := New().Set(RestartStrategy, "sometimes"); err == nil {
+		t.Errorf("Set(%s, sometimes) succeeded", RestartStrategy)
+	}
+	for key, bad := range map[string]string{
+		FixedDelayAttempts: "-1", FixedDelayDelay: "-1 s", FailureRateMaxFailures: "0", FailureRateInterval: "0 ms",
+		FailureRateDelay: "-5ms", ExpDelayInitialBackoff: "0 ms", ExpDelayMaxBackoff: "500us", ExpDelayResetThreshold: "0",
+	} {
+		if err := New().Set(key, bad); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key", key, bad, err)
+		}
+	}
+	for _, k := range []string{RestartStrategy, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval, FailureRateDelay,
+		ExpDelayInitialBackoff, ExpDelayMaxBackoff, ExpDelayMultiplier, ExpDelayResetThreshold, ExpDelayJitter, ExpDelayAttempts} {
+		o, ok := Lookup(k)
+		if !ok || o.Scope != ScopeJob || o.Description == "" {
+			t.Errorf("%s: registered %v, scope %v, description %q; want a described job key", k, ok, o.Scope, o.Description)
+		}
+	}
+	if err := ValidateJob(map[string]string{ExpDelayMultiplier: "2", ExpDelayJitter: "0.2", ExpDelayAttempts: "infinite"}); err != nil {
+		t.Errorf("ValidateJob(restart keys) = %v", err)
+	}
+}
+
+// TestEveryDefaultIsValid: each key's default passes its own validation and stays canonical.
+func TestEveryDefaultIsValid(t *testing.T) {
+	for _, o := range Options() {
+		if o.Default == "" {
+			continue
+		}
+		v, err := o.normalize(o.Default)
+		if err != nil || v != o.Default {
+			t.Errorf("%s: default %q normalizes to %q, %v", o.Key, o.Default, v, err)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package failover
+
+import (
+	"fmt"
+
+	"github.com/goflink/goflink/config"
+)
+
+// NewRestartStrategy chooses a job's restart strategy by Flink's rule
+// (RestartBackoffTimeStrategyFactoryLoader):
+//
+//  1. restart-strategy.type set in the job's config (job), else
+//  2. restart-strategy.type set in the cluster's config (cluster), else
+//  3. exponential-delay with its built-in defaults if checkpointing is on, none if it is off.
+//
+// A strategy's parameters are read only from the config that set the type: with a job-level
+// type the cluster's restart-strategy.* parameters are ignored, and with no type at all the
+// configured exponential-delay.* values are ignored. Keys unset in the chosen layer take
+// their defaults. Either config may be nil (empty). rnd is the jitter source of
+// exponential-delay (nil: math/rand/v2's global source). Errors name the offending key.
+func NewRestartStrategy(job, cluster *config.Config, checkpointing bool, rnd Rand) (RestartStrategy, error) {
+	for _, layer := range []*config.Config{job, cluster} {
+		if layer != nil && layer.IsSet(config.RestartStrategy) {
+			return fromLayer(layer, rnd)
+		}
+	}
+	if checkpointing {
+		return NewExponentialDelay(DefaultExponentialDelayOptions(), rnd)
+	}
+	return NoRestart{}, nil
+}
+
+// Validate checks the restart strategy one config layer configures if it is chosen: its
+// restart-strategy.type and the parameters of that type, including the checks across keys
+// (initial-backoff ≤ max-backoff) that single keys cannot make. A layer without a type
+// configures nothing (its restart-strategy.* parameters would be ignored), so it is valid.
+// Call it when a job is submitted, before it is recorded, so that a bad combination is
+// rejected at once rather than when the job starts.
+func Validate(cfg *config.Config) error {
+	if cfg == nil || !cfg.IsSet(config.RestartStrategy) {
+		return nil
+	}
+	_, err := fromLayer(cfg, nil)
+	return err
+}
+
+// fromLayer builds the strategy named by c's restart-strategy.type from c's parameters.
+func fromLayer(c *config.Config, rnd Rand) (RestartStrategy, error) {
+	t := c.String(config.RestartStrategy)
+	switch t {
+	case "none", "disable", "off":
+		return NoRestart{}, nil
+	case "fixed-delay", "fixeddelay":
+		return NewFixedDelay(c.Int(config.FixedDelayAttempts), c.Duration(config.FixedDelayDelay))
+	case "failure-rate", "failurerate":
+		return NewFailureRate(c.Int(config.FailureRateMaxFailures), c.Duration(config.FailureRateInterval), c.Duration(config.FailureRateDelay))
+	case "exponential-delay", "exponentialdelay":
+		return NewExponentialDelay(exponentialDelayOptions(c), rnd)
+	}
+	return nil, fmt.Errorf("%s: unknown restart strategy %q", config.RestartStrategy, t)
+}

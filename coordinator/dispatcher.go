@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/failover"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
@@ -117,6 +118,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := resolveCheckpointDir(graph); err != nil {
 		return "", err
 	}
+	if err := validateRestartStrategy(graph); err != nil {
+		return "", err
+	}
 	id := newJobID()
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
 	if err := d.node.apply(cmd, applyTimeout); err != nil {
@@ -131,6 +135,19 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// validateRestartStrategy checks the job's restart strategy settings across keys (initial
+// backoff not above the maximum, …) before anything is recorded.
+func validateRestartStrategy(g *pb.JobGraph) error {
+	cfg := config.New()
+	if err := cfg.SetAll(g.GetConfig()); err != nil {
+		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
+	}
+	if err := failover.Validate(cfg); err != nil {
+		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
+	}
+	return nil
 }
 
 // resolveCheckpointDir fixes the checkpoint directory of a job that takes checkpoints: the

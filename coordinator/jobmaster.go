@@ -148,10 +148,13 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 		return nil, fmt.Errorf("job %s config: %w", rec.GetId(), err)
 	}
 	cps := checkpointSettingsFrom(cfg)
-	restart, err := failover.NewRestartStrategy(failover.Settings{
-		Type: cfg.String(config.RestartStrategy), Checkpointing: cps.enabled(),
-		Attempts: cfg.Int(config.FixedDelayAttempts), Delay: cfg.Duration(config.FixedDelayDelay),
-	})
+	// Flink picks the restart strategy from the job's config over the cluster's and reads its
+	// parameters only from the layer that named the type. The job graph holds only the merged
+	// config (job.Build merges the cluster defaults in at submit), so it is passed as the job
+	// layer with an empty cluster layer: a type set in either place selects the strategy, but
+	// its parameters may come from both. Keeping the layers apart needs the job graph to
+	// record the job's own keys separately (job/).
+	restart, err := failover.NewRestartStrategy(cfg, config.New(), cps.enabled(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", rec.GetId(), err)
 	}
@@ -579,8 +582,11 @@ func (m *jobMaster) failExecution(e *execution, cause string) {
 // and failing the job. (Region failover is the failover package's next step.)
 func (m *jobMaster) failJob(cause string) {
 	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
-	restart, delay := m.restart.OnFailure(time.Now())
-	if !restart {
+	// d.NewAttempt is false for a failure exponential-delay merges into a pending restart; the
+	// job restarts as a whole and failures during a restart do not reach here, so it only
+	// matters once region failover restarts parts of a job.
+	d := m.restart.OnFailure(time.Now())
+	if !d.Restart {
 		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", cause)
 		m.failureCause = fmt.Sprintf("Recovery is suppressed by %s: %s", m.restart.Name(), cause)
 		if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, m.failureCause); err != nil {
@@ -589,11 +595,11 @@ func (m *jobMaster) failJob(cause string) {
 		m.cancelAll()
 		return
 	}
-	m.log.Info("restarting job", "strategy", m.restart.Name(), "delay", delay, "cause", cause)
+	m.log.Info("restarting job", "strategy", m.restart.Name(), "delay", d.Delay, "new_attempt", d.NewAttempt, "cause", cause)
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
 		return
 	}
-	m.restarting, m.restartDelay = true, delay
+	m.restarting, m.restartDelay = true, d.Delay
 	m.cancelAll()
 }
 

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -355,4 +358,26 @@ func committedValues(t *testing.T, dir string) map[int64]int {
 		}
 	}
 	return got
+}
+
+func TestBadRestartStrategyRejectedAtSubmit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{})
+	spec := `name: bad-restart
+config:
+  restart-strategy.type: exponential-delay
+  restart-strategy.exponential-delay.initial-backoff: 10 s
+  restart-strategy.exponential-delay.max-backoff: 1 s
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 10}
+  - {name: out, type: discard}
+`
+	_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "initial-backoff") {
+		t.Fatalf("Submit() = %v, want INVALID_ARGUMENT naming initial-backoff", err)
+	}
+	if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+		t.Errorf("List() = %v, %v; want no job recorded", jobs, err)
+	}
 }

@@ -40,13 +40,14 @@ func EncodedSize(s *Schema, row Row) int {
 			n++
 		case String, Bytes:
 			l := len(row[i].s)
-			n += uvarintLen(uint64(l)) + l
+			n += UvarintLen(uint64(l)) + l
 		}
 	}
 	return n
 }
 
-func uvarintLen(x uint64) int {
+// UvarintLen is the length of x encoded with binary.AppendUvarint.
+func UvarintLen(x uint64) int {
 	n := 1
 	for x >= 0x80 {
 		x >>= 7

@@ -102,17 +102,8 @@ func keyLen(v record.Value, t record.Type) int {
 		return 1
 	default:
 		l := len(v.Str())
-		return uvarintLen(uint64(l)) + l
+		return record.UvarintLen(uint64(l)) + l
 	}
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }
 
 // snapshotHeader is a parsed header.

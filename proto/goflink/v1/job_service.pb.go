@@ -22,6 +22,72 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FailureHandling is what the job master did about a failure.
+type FailureHandling int32
+
+const (
+	// FAILURE_HANDLING_UNSPECIFIED: an entry that is not a task failure (a checkpoint that
+	// cannot be restored), or a failure while the job was already ending.
+	FailureHandling_FAILURE_HANDLING_UNSPECIFIED FailureHandling = 0
+	// FAILURE_HANDLING_RESTART: the restart strategy allowed a restart; restarted_tasks are
+	// cancelled and redeployed after restart_delay_ms.
+	FailureHandling_FAILURE_HANDLING_RESTART FailureHandling = 1
+	// FAILURE_HANDLING_MERGED: the failure came while a restart was pending and joined it
+	// (exponential-delay merges such failures; the attempt and delay are the pending one's).
+	FailureHandling_FAILURE_HANDLING_MERGED FailureHandling = 2
+	// FAILURE_HANDLING_SUPPRESSED: the restart strategy refused ("Recovery is suppressed by …"):
+	// the job fails.
+	FailureHandling_FAILURE_HANDLING_SUPPRESSED FailureHandling = 3
+	// FAILURE_HANDLING_UNRECOVERABLE: the error can never succeed on a retry (a user expression
+	// failing at run time): the job fails without asking the restart strategy.
+	FailureHandling_FAILURE_HANDLING_UNRECOVERABLE FailureHandling = 4
+)
+
+// Enum value maps for FailureHandling.
+var (
+	FailureHandling_name = map[int32]string{
+		0: "FAILURE_HANDLING_UNSPECIFIED",
+		1: "FAILURE_HANDLING_RESTART",
+		2: "FAILURE_HANDLING_MERGED",
+		3: "FAILURE_HANDLING_SUPPRESSED",
+		4: "FAILURE_HANDLING_UNRECOVERABLE",
+	}
+	FailureHandling_value = map[string]int32{
+		"FAILURE_HANDLING_UNSPECIFIED":   0,
+		"FAILURE_HANDLING_RESTART":       1,
+		"FAILURE_HANDLING_MERGED":        2,
+		"FAILURE_HANDLING_SUPPRESSED":    3,
+		"FAILURE_HANDLING_UNRECOVERABLE": 4,
+	}
+)
+
+func (x FailureHandling) Enum() *FailureHandling {
+	p := new(FailureHandling)
+	*p = x
+	return p
+}
+
+func (x FailureHandling) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureHandling) Descriptor() protoreflect.EnumDescriptor {
+	return file_goflink_v1_job_service_proto_enumTypes[0].Descriptor()
+}
+
+func (FailureHandling) Type() protoreflect.EnumType {
+	return &file_goflink_v1_job_service_proto_enumTypes[0]
+}
+
+func (x FailureHandling) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureHandling.Descriptor instead.
+func (FailureHandling) EnumDescriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
 type ListCheckpointsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -823,13 +889,28 @@ func (x *TaskDetails) GetRecordsOut() int64 {
 
 // ExceptionEntry is one failure in the job's exception history.
 type ExceptionEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
-	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	Taskmanager   string                 `protobuf:"bytes,3,opt,name=taskmanager,proto3" json:"taskmanager,omitempty"`
-	Cause         string                 `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// task is the failed task ("map (2/4)"), or the job-level component that failed ("checkpoint
+	// coordinator", "checkpoint restore").
+	Task        string `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Taskmanager string `protobuf:"bytes,3,opt,name=taskmanager,proto3" json:"taskmanager,omitempty"`
+	// cause is the root cause.
+	Cause    string          `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	Handling FailureHandling `protobuf:"varint,5,opt,name=handling,proto3,enum=goflink.v1.FailureHandling" json:"handling,omitempty"`
+	// failover is the failover strategy that chose restarted_tasks: "region", "full", or
+	// "global" for a job-level failure, which restarts every task.
+	Failover string `protobuf:"bytes,6,opt,name=failover,proto3" json:"failover,omitempty"`
+	// restarted_tasks are the tasks this failure cancels and redeploys.
+	RestartedTasks []string `protobuf:"bytes,7,rep,name=restarted_tasks,json=restartedTasks,proto3" json:"restarted_tasks,omitempty"`
+	// restart_attempt is the job restart this failure leads to: JobDetails.restarts once the
+	// restarted tasks run again. 0 when the job is not restarted.
+	RestartAttempt int32 `protobuf:"varint,8,opt,name=restart_attempt,json=restartAttempt,proto3" json:"restart_attempt,omitempty"`
+	// restart_delay_ms is the backoff from the failure to the redeployment, as the restart
+	// strategy decided it (exponential-delay: growing with each attempt).
+	RestartDelayMs int64 `protobuf:"varint,9,opt,name=restart_delay_ms,json=restartDelayMs,proto3" json:"restart_delay_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExceptionEntry) Reset() {
@@ -888,6 +969,41 @@ func (x *ExceptionEntry) GetCause() string {
 		return x.Cause
 	}
 	return ""
+}
+
+func (x *ExceptionEntry) GetHandling() FailureHandling {
+	if x != nil {
+		return x.Handling
+	}
+	return FailureHandling_FAILURE_HANDLING_UNSPECIFIED
+}
+
+func (x *ExceptionEntry) GetFailover() string {
+	if x != nil {
+		return x.Failover
+	}
+	return ""
+}
+
+func (x *ExceptionEntry) GetRestartedTasks() []string {
+	if x != nil {
+		return x.RestartedTasks
+	}
+	return nil
+}
+
+func (x *ExceptionEntry) GetRestartAttempt() int32 {
+	if x != nil {
+		return x.RestartAttempt
+	}
+	return 0
+}
+
+func (x *ExceptionEntry) GetRestartDelayMs() int64 {
+	if x != nil {
+		return x.RestartDelayMs
+	}
+	return 0
 }
 
 // JobDetails is the full view of one job.
@@ -1083,12 +1199,17 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"records_in\x18\x06 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\a \x01(\x03R\n" +
-	"recordsOut\"\x8c\x01\n" +
+	"recordsOut\"\xdd\x02\n" +
 	"\x0eExceptionEntry\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12 \n" +
 	"\vtaskmanager\x18\x03 \x01(\tR\vtaskmanager\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x9a\x04\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\x127\n" +
+	"\bhandling\x18\x05 \x01(\x0e2\x1b.goflink.v1.FailureHandlingR\bhandling\x12\x1a\n" +
+	"\bfailover\x18\x06 \x01(\tR\bfailover\x12'\n" +
+	"\x0frestarted_tasks\x18\a \x03(\tR\x0erestartedTasks\x12'\n" +
+	"\x0frestart_attempt\x18\b \x01(\x05R\x0erestartAttempt\x12(\n" +
+	"\x10restart_delay_ms\x18\t \x01(\x03R\x0erestartDelayMs\"\x9a\x04\n" +
 	"\n" +
 	"JobDetails\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1106,7 +1227,13 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\vparallelism\x18\n" +
 	" \x01(\x05R\vparallelism\x12C\n" +
 	"\x0flast_checkpoint\x18\v \x01(\v2\x1a.goflink.v1.CheckpointInfoR\x0elastCheckpoint\x124\n" +
-	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId2\xaf\x04\n" +
+	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId*\xb3\x01\n" +
+	"\x0fFailureHandling\x12 \n" +
+	"\x1cFAILURE_HANDLING_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18FAILURE_HANDLING_RESTART\x10\x01\x12\x1b\n" +
+	"\x17FAILURE_HANDLING_MERGED\x10\x02\x12\x1f\n" +
+	"\x1bFAILURE_HANDLING_SUPPRESSED\x10\x03\x12\"\n" +
+	"\x1eFAILURE_HANDLING_UNRECOVERABLE\x10\x042\xaf\x04\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tSubmitJob\x12\x1c.goflink.v1.SubmitJobRequest\x1a\x1d.goflink.v1.SubmitJobResponse\x12E\n" +
@@ -1129,69 +1256,72 @@ func file_goflink_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_job_service_proto_rawDescData
 }
 
+var file_goflink_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_goflink_v1_job_service_proto_goTypes = []any{
-	(*ListCheckpointsRequest)(nil),    // 0: goflink.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),   // 1: goflink.v1.ListCheckpointsResponse
-	(*TriggerCheckpointRequest)(nil),  // 2: goflink.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 3: goflink.v1.TriggerCheckpointResponse
-	(*SubmitJobRequest)(nil),          // 4: goflink.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),         // 5: goflink.v1.SubmitJobResponse
-	(*ListJobsRequest)(nil),           // 6: goflink.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 7: goflink.v1.ListJobsResponse
-	(*GetJobRequest)(nil),             // 8: goflink.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 9: goflink.v1.GetJobResponse
-	(*CancelJobRequest)(nil),          // 10: goflink.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),         // 11: goflink.v1.CancelJobResponse
-	(*WatchJobRequest)(nil),           // 12: goflink.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),          // 13: goflink.v1.WatchJobResponse
-	(*JobSummary)(nil),                // 14: goflink.v1.JobSummary
-	(*TaskDetails)(nil),               // 15: goflink.v1.TaskDetails
-	(*ExceptionEntry)(nil),            // 16: goflink.v1.ExceptionEntry
-	(*JobDetails)(nil),                // 17: goflink.v1.JobDetails
-	nil,                               // 18: goflink.v1.SubmitJobRequest.ConfigEntry
-	(*CheckpointInfo)(nil),            // 19: goflink.v1.CheckpointInfo
-	(JobStatus)(0),                    // 20: goflink.v1.JobStatus
-	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
-	(ExecutionState)(0),               // 22: goflink.v1.ExecutionState
+	(FailureHandling)(0),              // 0: goflink.v1.FailureHandling
+	(*ListCheckpointsRequest)(nil),    // 1: goflink.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 2: goflink.v1.ListCheckpointsResponse
+	(*TriggerCheckpointRequest)(nil),  // 3: goflink.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 4: goflink.v1.TriggerCheckpointResponse
+	(*SubmitJobRequest)(nil),          // 5: goflink.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),         // 6: goflink.v1.SubmitJobResponse
+	(*ListJobsRequest)(nil),           // 7: goflink.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 8: goflink.v1.ListJobsResponse
+	(*GetJobRequest)(nil),             // 9: goflink.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 10: goflink.v1.GetJobResponse
+	(*CancelJobRequest)(nil),          // 11: goflink.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),         // 12: goflink.v1.CancelJobResponse
+	(*WatchJobRequest)(nil),           // 13: goflink.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),          // 14: goflink.v1.WatchJobResponse
+	(*JobSummary)(nil),                // 15: goflink.v1.JobSummary
+	(*TaskDetails)(nil),               // 16: goflink.v1.TaskDetails
+	(*ExceptionEntry)(nil),            // 17: goflink.v1.ExceptionEntry
+	(*JobDetails)(nil),                // 18: goflink.v1.JobDetails
+	nil,                               // 19: goflink.v1.SubmitJobRequest.ConfigEntry
+	(*CheckpointInfo)(nil),            // 20: goflink.v1.CheckpointInfo
+	(JobStatus)(0),                    // 21: goflink.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
+	(ExecutionState)(0),               // 23: goflink.v1.ExecutionState
 }
 var file_goflink_v1_job_service_proto_depIdxs = []int32{
-	19, // 0: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
-	19, // 1: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
-	18, // 2: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
-	14, // 3: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
-	17, // 4: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
-	17, // 5: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
-	20, // 6: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
-	21, // 7: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
-	21, // 8: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
-	22, // 9: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
-	21, // 10: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
-	20, // 11: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
-	21, // 12: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
-	21, // 13: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
-	15, // 14: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
-	16, // 15: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
-	19, // 16: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
-	4,  // 17: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
-	6,  // 18: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
-	8,  // 19: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
-	10, // 20: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
-	12, // 21: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
-	0,  // 22: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
-	2,  // 23: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
-	5,  // 24: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
-	7,  // 25: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
-	9,  // 26: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
-	11, // 27: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
-	13, // 28: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
-	1,  // 29: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
-	3,  // 30: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 0: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
+	20, // 1: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	19, // 2: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
+	15, // 3: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
+	18, // 4: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
+	18, // 5: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
+	21, // 6: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
+	22, // 7: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
+	22, // 8: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	23, // 9: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
+	22, // 10: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 11: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
+	21, // 12: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
+	22, // 13: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
+	22, // 14: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
+	16, // 15: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
+	17, // 16: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
+	20, // 17: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
+	5,  // 18: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
+	7,  // 19: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
+	9,  // 20: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
+	11, // 21: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
+	13, // 22: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
+	1,  // 23: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
+	3,  // 24: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
+	6,  // 25: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
+	8,  // 26: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
+	10, // 27: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
+	12, // 28: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
+	14, // 29: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
+	2,  // 30: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
+	4,  // 31: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_job_service_proto_init() }
@@ -1206,13 +1336,14 @@ func file_goflink_v1_job_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_job_service_proto_rawDesc), len(file_goflink_v1_job_service_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_goflink_v1_job_service_proto_goTypes,
 		DependencyIndexes: file_goflink_v1_job_service_proto_depIdxs,
+		EnumInfos:         file_goflink_v1_job_service_proto_enumTypes,
 		MessageInfos:      file_goflink_v1_job_service_proto_msgTypes,
 	}.Build()
 	File_goflink_v1_job_service_proto = out.File

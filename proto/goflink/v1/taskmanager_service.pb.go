@@ -332,7 +332,10 @@ type UpdateTaskExecutionStateRequest struct {
 	FailedProducer *ExecutionAttemptID `protobuf:"bytes,7,opt,name=failed_producer,json=failedProducer,proto3" json:"failed_producer,omitempty"`
 	// end_of_data is set on a RUNNING report when the task's input ended and it waits for its
 	// final checkpoint: the JobManager triggers one without waiting for the next interval.
-	EndOfData     bool `protobuf:"varint,8,opt,name=end_of_data,json=endOfData,proto3" json:"end_of_data,omitempty"`
+	EndOfData bool `protobuf:"varint,8,opt,name=end_of_data,json=endOfData,proto3" json:"end_of_data,omitempty"`
+	// unrecoverable is set on a FAILED report whose cause can never succeed on a retry (a user
+	// expression failing at run time): the job fails without restarts.
+	Unrecoverable bool `protobuf:"varint,9,opt,name=unrecoverable,proto3" json:"unrecoverable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +422,13 @@ func (x *UpdateTaskExecutionStateRequest) GetFailedProducer() *ExecutionAttemptI
 func (x *UpdateTaskExecutionStateRequest) GetEndOfData() bool {
 	if x != nil {
 		return x.EndOfData
+	}
+	return false
+}
+
+func (x *UpdateTaskExecutionStateRequest) GetUnrecoverable() bool {
+	if x != nil {
+		return x.Unrecoverable
 	}
 	return false
 }
@@ -711,7 +721,7 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"records_in\x18\x02 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\x03 \x01(\x03R\n" +
 	"recordsOut\"\x13\n" +
-	"\x11HeartbeatResponse\"\xfd\x02\n" +
+	"\x11HeartbeatResponse\"\xa3\x03\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +
 	"\texecution\x18\x02 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x120\n" +
@@ -722,7 +732,8 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\vrecords_out\x18\x06 \x01(\x03R\n" +
 	"recordsOut\x12G\n" +
 	"\x0ffailed_producer\x18\a \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\x0efailedProducer\x12\x1e\n" +
-	"\vend_of_data\x18\b \x01(\bR\tendOfData\"\"\n" +
+	"\vend_of_data\x18\b \x01(\bR\tendOfData\x12$\n" +
+	"\runrecoverable\x18\t \x01(\bR\runrecoverable\"\"\n" +
 	" UpdateTaskExecutionStateResponse\"\x98\x02\n" +
 	"\x1cAcknowledgeCheckpointRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +

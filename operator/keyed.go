@@ -173,7 +173,7 @@ func (r *reduceOp) Process(row record.Row) error {
 		for j, e := range r.evals {
 			v, err := e.Eval(row, prev)
 			if err != nil {
-				return r.userErr(err)
+				return r.evalErr(err)
 			}
 			r.row[r.fields[j]] = v
 		}

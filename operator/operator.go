@@ -71,15 +71,33 @@ func (c *Context) Key() record.Value { return c.key }
 type UserError struct {
 	Operator string
 	Err      error
+	// Unrecoverable says a retry fails the same way: the failure is deterministic in the job's
+	// logic and the replayed data (an expression failing at run time), so restarting the job
+	// cannot help. The fail operator's injected failures are recoverable.
+	Unrecoverable bool
 }
 
 func (e *UserError) Error() string { return fmt.Sprintf("operator %q: %v", e.Operator, e.Err) }
 func (e *UserError) Unwrap() error { return e.Err }
 
+// EvalError returns the UserError of an expression of operator op that failed at run time
+// with err. It is unrecoverable: the expression fails again on the same record after a
+// restart.
+func EvalError(op string, err error) *UserError {
+	return &UserError{Operator: op, Err: err, Unrecoverable: true}
+}
+
 // IsUserError reports whether err is (or wraps) a UserError.
 func IsUserError(err error) bool {
 	var ue *UserError
 	return errors.As(err, &ue)
+}
+
+// IsUnrecoverable reports whether err is (or wraps) an unrecoverable UserError: a failure that
+// no restart can fix, so the job should fail instead of restarting.
+func IsUnrecoverable(err error) bool {
+	var ue *UserError
+	return errors.As(err, &ue) && ue.Unrecoverable
 }
 
 // base provides no-op defaults for Operator methods.
@@ -93,7 +111,11 @@ func (b *base) Flush() error                        { return nil }
 func (b *base) EndInput() error                     { return nil }
 func (b *base) Close() error                        { return nil }
 
+// userErr is a recoverable UserError of this operator.
 func (b *base) userErr(err error) error { return &UserError{Operator: b.ctx.OperatorName, Err: err} }
+
+// evalErr is the unrecoverable UserError of this operator's expression failing at run time.
+func (b *base) evalErr(err error) error { return EvalError(b.ctx.OperatorName, err) }
 
 // New builds the runtime of one operator of a job graph. It returns a Source or an Operator.
 func New(op *pb.Operator, reg *Registry) (any, error) {

@@ -463,6 +463,89 @@ func TestMapRuntimeErrorIsUserError(t *testing.T) {
 	}
 }
 
+// TestRuntimeExpressionErrorsAreUnrecoverable: an expression failing at run time fails the
+// same way when the record is replayed, so its UserError is unrecoverable.
+func TestRuntimeExpressionErrorsAreUnrecoverable(t *testing.T) {
+	intOut := record.MustSchema(record.Field{Name: "r", Type: record.Int64})
+	mapOf := func(expr string) *pb.Operator {
+		return &pb.Operator{
+			InputSchema: kvSchema.Proto(), OutputSchema: intOut.Proto(),
+			Spec: &pb.Operator_Map{Map: &pb.MapOperator{Fields: []*pb.NamedExpression{{Name: "r", Expression: expr}}}},
+		}
+	}
+	tests := []struct {
+		name  string
+		op    *pb.Operator
+		keyed bool         // a keyed operator (the first row only sets up its state)
+		rows  []record.Row // the last one fails
+	}{
+		{"map native divide by zero", mapOf("10 % value"), false, []record.Row{kv("a", 0)}},
+		{"map vm invalid conversion", mapOf("int(key)"), false, []record.Row{kv("x", 1)}},
+		{"filter condition", &pb.Operator{
+			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
+			Spec: &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: "10 % value == 0"}},
+		}, false, []record.Row{kv("a", 0)}},
+		{"fail condition", &pb.Operator{
+			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
+			Spec: &pb.Operator_Fail{Fail: &pb.FailOperator{When: "10 % value == 1"}},
+		}, false, []record.Row{kv("a", 0)}},
+		{"reduce expression", &pb.Operator{
+			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
+			Spec: &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: []*pb.NamedExpression{{Name: "value", Expression: "acc.value % value"}}}},
+		}, true, []record.Row{kv("a", 7), kv("a", 0)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.op.Name = "expr"
+			ctx := &Context{OperatorName: "expr", Parallelism: 1}
+			op, _ := build(t, tc.op, ctx)
+			last := tc.rows[len(tc.rows)-1]
+			if tc.keyed {
+				keyed(t, op, ctx, tc.rows[:len(tc.rows)-1]...)
+				kb, _ := backends.Load(op)
+				ctx.SetKey(last[0])
+				kb.(state.KeyedBackend).SetCurrentKey(last[0])
+			}
+			err := op.Process(last)
+			var ue *UserError
+			if !errors.As(err, &ue) || ue.Operator != "expr" || !IsUserError(err) {
+				t.Fatalf("Process(%v) = %v, want a *UserError of operator %q", last, err, "expr")
+			}
+			if !IsUnrecoverable(err) || !IsUnrecoverable(fmt.Errorf("task: %w", err)) {
+				t.Errorf("IsUnrecoverable(%v) = false, want true (also when wrapped)", err)
+			}
+			if errors.Is(err, ErrInjected) {
+				t.Errorf("Process(%v) = %v, want no ErrInjected", last, err)
+			}
+		})
+	}
+}
+
+func TestIsUnrecoverable(t *testing.T) {
+	cause := errors.New("boom")
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain error", cause, false},
+		{"recoverable user error", &UserError{Operator: "op", Err: cause}, false},
+		{"eval error", EvalError("op", cause), true},
+		{"wrapped eval error", fmt.Errorf("close op: %w", EvalError("op", cause)), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsUnrecoverable(tc.err); got != tc.want {
+				t.Errorf("IsUnrecoverable(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+	if err := EvalError("op", cause); !errors.Is(err, cause) {
+		t.Errorf("EvalError(op, %v) = %v, does not unwrap to its cause", cause, err)
+	}
+}
+
 func TestFilter(t *testing.T) {
 	op, got := build(t, &pb.Operator{
 		InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
@@ -730,6 +813,10 @@ func TestFail(t *testing.T) {
 				var ue *UserError
 				if !errors.As(err, &ue) || ue.Operator != "boom" || !errors.Is(err, ErrInjected) || !IsUserError(err) {
 					t.Errorf("fail(%q) error = %#v, want a *UserError of %q wrapping ErrInjected", tc.when, err, "boom")
+				}
+				// The injected failure is recoverable: jobs use it to exercise restarts.
+				if IsUnrecoverable(err) {
+					t.Errorf("IsUnrecoverable(fail(%q) error %v) = true, want false", tc.when, err)
 				}
 			}
 			if out := got.ints(1); !slices.Equal(out, tc.wantOut) {

@@ -32,7 +32,7 @@ func (m *mapOp) Process(row record.Row) error {
 	for i, e := range m.evals {
 		v, err := e.Eval(row, nil)
 		if err != nil {
-			return m.userErr(err)
+			return m.evalErr(err)
 		}
 		m.row[i] = v
 	}
@@ -56,7 +56,7 @@ func newFilter(f *pb.FilterOperator, in *record.Schema) (*filterOp, error) {
 func (f *filterOp) Process(row record.Row) error {
 	v, err := f.cond.Eval(row, nil)
 	if err != nil {
-		return f.userErr(err)
+		return f.evalErr(err)
 	}
 	if !v.Bool() {
 		return nil
@@ -95,7 +95,7 @@ func (f *failOp) Process(row record.Row) error {
 	if f.cond != nil {
 		v, err := f.cond.Eval(row, nil)
 		if err != nil {
-			return f.userErr(err)
+			return f.evalErr(err)
 		}
 		if v.Bool() {
 			return f.userErr(fmt.Errorf("%w: %q held (subtask %d, attempt %d)", ErrInjected, f.src, f.ctx.Subtask, f.ctx.Attempt))

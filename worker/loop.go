@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
@@ -205,7 +206,7 @@ func (t *task) process(it gateItem) error {
 		if in.key != nil {
 			k, err := in.key.Eval(in.row, nil)
 			if err != nil {
-				return err
+				return operator.EvalError(hctx.OperatorName, fmt.Errorf("key: %w", err))
 			}
 			hctx.SetKey(k)
 			if t.keyed != nil {

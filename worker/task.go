@@ -161,6 +161,7 @@ func (t *task) report(s pb.ExecutionState, failure error) {
 	}
 	if failure != nil {
 		r.Failure = fmt.Sprintf("%s: %v", t.name, failure)
+		r.Unrecoverable = operator.IsUnrecoverable(failure)
 		var pe *producerError
 		if errors.As(failure, &pe) {
 			r.FailedProducer = pe.producer

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goflink/goflink/expression"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
@@ -24,6 +25,7 @@ type recordWriter struct {
 	part      pb.Partitioner
 	key       *expression.Evaluator
 	keyType   record.Type
+	keyOwner  string // the consumer's head operator, named in key evaluation errors
 	maxPar    int
 	n         int // channels (consumer parallelism)
 	subtask   int // producer subtask (forward target, rebalance start)
@@ -52,6 +54,9 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 			return nil, fmt.Errorf("key %q: %w", e.GetKey(), err)
 		}
 		w.key, w.keyType = prog.NewEvaluator(), prog.Type()
+		if ops := consumer.GetOperators(); len(ops) > 0 {
+			w.keyOwner = ops[0].GetName()
+		}
 	case pb.Partitioner_PARTITIONER_FORWARD:
 		if subtask >= n {
 			return nil, fmt.Errorf("forward edge from subtask %d to %d consumers", subtask, n)
@@ -77,7 +82,7 @@ func (w *recordWriter) channel(row record.Row) (int, error) {
 	}
 	k, err := w.key.Eval(row, nil)
 	if err != nil {
-		return 0, err
+		return 0, operator.EvalError(w.keyOwner, fmt.Errorf("key: %w", err))
 	}
 	kg := state.KeyGroup(k, w.keyType, w.maxPar)
 	return state.OperatorIndexForKeyGroup(kg, w.maxPar, w.n), nil

@@ -422,8 +422,8 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	return nil
 }
 
-// follow prints the job's status changes, its completed checkpoints, the latest exception and
-// the checkpoint a restart restored, until the job ends.
+// follow prints the job's status changes, its completed checkpoints, each new exception with
+// what the JobManager did about it, and the checkpoint a restart restored, until the job ends.
 func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet bool) (*pb.JobDetails, error) {
 	var lastStatus pb.JobStatus
 	var lastCheckpoint int64
@@ -440,6 +440,9 @@ func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet 
 		for ; exceptions < len(d.GetExceptions()); exceptions++ {
 			e := d.GetExceptions()[exceptions]
 			fmt.Fprintf(g.stdout, "%s  failure: %s: %s\n", now, e.GetTask(), e.GetCause())
+			if h := handlingText(e); h != "" {
+				fmt.Fprintf(g.stdout, "%*s→ %s\n", len(now)+4, "", h)
+			}
 		}
 		if d.GetStatus() == lastStatus {
 			return nil

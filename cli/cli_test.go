@@ -177,7 +177,10 @@ func TestRunLocalFailingJob(t *testing.T) {
 		t.Fatalf("exceptions = %v, want the task failure", m["exceptions"])
 	}
 	first, _ := ex[0].(map[string]any)
-	requireKeys(t, "exception", first, "time", "task", "taskmanager", "cause")
+	requireKeys(t, "exception", first, exceptionKeys...)
+	if _, ok := first["restarted_tasks"].([]any); !ok {
+		t.Errorf("exceptions[0].restarted_tasks = %#v, want a list", first["restarted_tasks"])
+	}
 	if task, _ := first["task"].(string); !strings.Contains(task, "boom") {
 		t.Errorf("exceptions[0].task = %q, want the task of operator boom", task)
 	}

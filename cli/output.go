@@ -38,6 +38,13 @@ type exceptionJSON struct {
 	Task        string  `json:"task"`
 	TaskManager string  `json:"taskmanager"`
 	Cause       string  `json:"cause"`
+	// Handling is what the JobManager did: restart, merged, suppressed, unrecoverable, or ""
+	// (not a task failure, or the job was already ending).
+	Handling       string   `json:"handling"`
+	Failover       string   `json:"failover"`
+	RestartedTasks []string `json:"restarted_tasks"`
+	RestartAttempt int32    `json:"restart_attempt"`
+	RestartDelayMs int64    `json:"restart_delay_ms"`
 }
 
 type jobStatusJSON struct {
@@ -117,6 +124,15 @@ func execStateName(s pb.ExecutionState) string {
 	return strings.TrimPrefix(s.String(), "EXECUTION_STATE_")
 }
 
+// handlingName is the lowercase name of a failure handling (restart, merged, suppressed,
+// unrecoverable), or "" for unspecified.
+func handlingName(h pb.FailureHandling) string {
+	if h == pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(h.String(), "FAILURE_HANDLING_"))
+}
+
 // checkpointStatusName is IN_PROGRESS, COMPLETED or FAILED.
 func checkpointStatusName(s pb.CheckpointStatus) string {
 	return strings.TrimPrefix(s.String(), "CHECKPOINT_STATUS_")
@@ -168,7 +184,9 @@ func statusJSON(d *pb.JobDetails) jobStatusJSON {
 			Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()})
 	}
 	for _, e := range d.GetExceptions() {
-		out.Exceptions = append(out.Exceptions, exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause()})
+		out.Exceptions = append(out.Exceptions, exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
+			Handling: handlingName(e.GetHandling()), Failover: e.GetFailover(), RestartedTasks: append([]string{}, e.GetRestartedTasks()...),
+			RestartAttempt: e.GetRestartAttempt(), RestartDelayMs: e.GetRestartDelayMs()})
 	}
 	return out
 }
@@ -234,9 +252,67 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 		fmt.Fprintln(w, "\nExceptions:")
 		for _, e := range d.GetExceptions() {
 			fmt.Fprintf(w, "  %s  %s on %s: %s\n", timeText(e.GetTime()), e.GetTask(), e.GetTaskmanager(), e.GetCause())
+			if h := handlingText(e); h != "" {
+				fmt.Fprintf(w, "    → %s\n", h)
+			}
 		}
 	}
 	return nil
+}
+
+// maxRestartedTasks is how many restarted tasks a handling line names before "… and N more".
+const maxRestartedTasks = 4
+
+// handlingText describes what the JobManager did about a failure, or "" when the entry does
+// not say (not a task failure, or the job was already ending):
+//
+//	restart 3 after 1.5 s (region failover: 2 tasks: numbers (2/4), out (2/4))
+//	merged into pending restart 3 (region failover: 1 task: out (1/4))
+//	job failed: recovery suppressed by the restart strategy
+//	job failed: unrecoverable error
+func handlingText(e *pb.ExceptionEntry) string {
+	switch e.GetHandling() {
+	case pb.FailureHandling_FAILURE_HANDLING_RESTART:
+		when := "immediately"
+		if ms := e.GetRestartDelayMs(); ms > 0 {
+			when = "after " + msText(ms)
+		}
+		return fmt.Sprintf("restart %d %s%s", e.GetRestartAttempt(), when, restartScope(e))
+	case pb.FailureHandling_FAILURE_HANDLING_MERGED:
+		return fmt.Sprintf("merged into pending restart %d%s", e.GetRestartAttempt(), restartScope(e))
+	case pb.FailureHandling_FAILURE_HANDLING_SUPPRESSED:
+		return "job failed: recovery suppressed by the restart strategy"
+	case pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE:
+		return "job failed: unrecoverable error"
+	case pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED:
+		return ""
+	}
+	return handlingName(e.GetHandling()) // a handling this flinkctl does not know yet
+}
+
+// restartScope is " (region failover: 2 tasks: a (1/2), b (1/2))", naming at most
+// maxRestartedTasks tasks, or "" when the entry names neither a strategy nor tasks.
+func restartScope(e *pb.ExceptionEntry) string {
+	var parts []string
+	if f := e.GetFailover(); f != "" {
+		parts = append(parts, f+" failover")
+	}
+	if tasks := e.GetRestartedTasks(); len(tasks) > 0 {
+		noun := "tasks"
+		if len(tasks) == 1 {
+			noun = "task"
+		}
+		shown := tasks[:min(len(tasks), maxRestartedTasks)]
+		list := strings.Join(shown, ", ")
+		if more := len(tasks) - len(shown); more > 0 {
+			list += fmt.Sprintf(", … and %d more", more)
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s", len(tasks), noun, list))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ": ") + ")"
 }
 
 func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {

@@ -27,7 +27,7 @@ func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
 // finished (deploying, failing) makes the checkpoint wait for a later trigger.
 func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	m := io.m()
-	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting || len(m.execs) == 0 {
+	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.pending != nil || len(m.execs) == 0 {
 		return checkpointPlan{}, false
 	}
 	var p checkpointPlan
@@ -177,9 +177,9 @@ func (io *jobCheckpointIO) discard(id int64) {
 
 func (io *jobCheckpointIO) failJob(cause string) {
 	m := io.m()
-	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
-		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint coordinator", Cause: cause})
-		m.failJob(cause)
+	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && m.pending == nil {
+		m.handleFailure(failure{task: "checkpoint coordinator", cause: cause})
+		m.checkTerminal()
 	}
 }
 

@@ -39,6 +39,8 @@ type execution struct {
 	// submitted is set once a SubmitTask RPC was sent; an execution never submitted is
 	// settled at once when the job is cancelled.
 	submitted bool
+	// cancelAt is when the execution was asked to cancel.
+	cancelAt time.Time
 }
 
 func (e *execution) terminal() bool {
@@ -101,11 +103,12 @@ type jobMaster struct {
 	cfg   *config.Config
 	// attempt numbers this run's executions: the number of earlier runs, so a job run again
 	// after a JobManager failover never reuses an execution attempt ID.
-	attempt int32
-	host    jobHost
-	restart failover.RestartStrategy
-	rm      *resourceManager
-	log     *slog.Logger
+	attempt  int32
+	host     jobHost
+	restart  failover.RestartStrategy
+	failover failover.FailoverStrategy
+	rm       *resourceManager
+	log      *slog.Logger
 
 	inbox  chan any
 	ctx    context.Context
@@ -116,9 +119,21 @@ type jobMaster struct {
 	published atomic.Pointer[jobView]
 
 	// owned by the loop
-	status       pb.JobStatus
-	execs        []*execution
-	byKey        map[string]*execution
+	status pb.JobStatus
+	// execs holds the current execution of every subtask, in vertex order then subtask order;
+	// a restart replaces some of them. byKey finds them by execution attempt ID, bySubtask by
+	// subtaskKey.
+	execs     []*execution
+	byKey     map[string]*execution
+	bySubtask map[string]*execution
+	// slots[i] is the slot of subtask i of every vertex (slot sharing); a restart keeps the
+	// slots of live TaskManagers and replaces those of lost ones.
+	slots []slotRef
+	// pending is the restart in progress (also the first deployment): nil while none.
+	pending *pendingRestart
+	// slotWatch is set while new executions wait for slots; slotDeadline bounds the wait.
+	slotWatch    <-chan struct{}
+	slotDeadline *time.Timer
 	exceptions   []*pb.ExceptionEntry
 	failureCause string
 	startTime    *timestamppb.Timestamp
@@ -130,8 +145,6 @@ type jobMaster struct {
 	cpSettings   checkpointSettings
 	cp           *checkpointCoordinator
 	jobDir       string // checkpoint storage of this job
-	restarting   bool   // tasks are being cancelled for a restart
-	restartDelay time.Duration
 	restartTimer *time.Timer
 	restoredID   int64 // checkpoint the current run restored from
 	restore      *pb.CheckpointMetadata
@@ -158,11 +171,15 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *r
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", rec.GetId(), err)
 	}
+	fo, err := failover.NewFailoverStrategy(cfg.String(config.FailoverStrategy), rec.GetGraph())
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", rec.GetId(), err)
+	}
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
-		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart,
+		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart, failover: fo,
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{},
+		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(),
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 	}
@@ -222,6 +239,7 @@ func (m *jobMaster) run() {
 	defer close(m.done)
 	defer m.wg.Wait()
 	defer m.cancel()
+	defer m.stopTimers()
 	switch m.status {
 	case pb.JobStatus_JOB_STATUS_CANCELLING: // the leader before us was cancelling it
 		m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
@@ -236,18 +254,26 @@ func (m *jobMaster) run() {
 			return
 		}
 	}
-	if !m.startRun() {
-		return
+	// The first deployment is a restart of every subtask, due at once.
+	m.pending = &pendingRestart{tasks: map[string]bool{}, due: time.Now()}
+	for _, v := range m.graph.GetVertices() {
+		for i := range v.GetParallelism() {
+			m.pending.tasks[subtaskKey(v.GetId(), i)] = true
+		}
 	}
+	m.maybeRestart()
 	cpTimer := time.NewTimer(time.Hour)
 	defer cpTimer.Stop()
-	for !m.ended {
-		var cancelC, restartC, cpC <-chan time.Time
+	for !m.ended && m.ctx.Err() == nil {
+		var cancelC, restartC, slotDeadlineC, cpC <-chan time.Time
 		if m.cancelTimer != nil {
 			cancelC = m.cancelTimer.C
 		}
 		if m.restartTimer != nil {
 			restartC = m.restartTimer.C
+		}
+		if m.slotDeadline != nil {
+			slotDeadlineC = m.slotDeadline.C
 		}
 		if d := m.cp.nextDeadline(); !d.IsZero() {
 			cpTimer.Reset(time.Until(d))
@@ -261,29 +287,29 @@ func (m *jobMaster) run() {
 			m.giveUpOnCancel()
 		case <-restartC:
 			m.restartTimer = nil
-			if !m.startRun() {
-				return
-			}
+		case <-m.slotWatch:
+			m.tryAssignSlots()
+		case <-slotDeadlineC:
+			m.slotDeadline = nil
+			m.slotsTimedOut()
 		case <-cpC:
 			m.cp.onTimer()
 		case <-m.ctx.Done():
 			m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND, "the job master stopped")
 			return
 		}
+		m.maybeRestart()
 		m.publish()
 	}
 }
 
-// startRun starts one run of the job: the latest valid checkpoint to restore, status RUNNING
-// (a new attempt number), slots, deployment.
-func (m *jobMaster) startRun() bool {
-	if !m.pickRestore() {
-		return false
+// stopTimers stops the loop's timers when it exits.
+func (m *jobMaster) stopTimers() {
+	for _, t := range []*time.Timer{m.cancelTimer, m.restartTimer, m.slotDeadline} {
+		if t != nil {
+			t.Stop()
+		}
 	}
-	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
-		return false
-	}
-	return m.acquireAndDeploy()
 }
 
 // pickRestore chooses the checkpoint this run restores: the newest retained one whose files
@@ -315,108 +341,10 @@ func (m *jobMaster) pickRestore() bool {
 		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
 	}
 	if len(cps) > 0 {
-		m.finish(pb.JobStatus_JOB_STATUS_FAILED, fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(cps)))
+		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(cps)))
 		return false
 	}
 	return true
-}
-
-// acquireAndDeploy waits for slots (up to slot.request.timeout) and deploys every task.
-func (m *jobMaster) acquireAndDeploy() bool {
-	need := 0
-	for _, v := range m.graph.GetVertices() {
-		need = max(need, int(v.GetParallelism()))
-	}
-	timeout := m.cfg.Duration(config.SlotRequestTimeout)
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	m.rm.release(m.id) // an earlier run's slots
-	for {
-		changed := m.rm.watch()
-		if slots := m.rm.allocate(m.id, need); slots != nil {
-			m.deploy(slots)
-			return true
-		}
-		select {
-		case <-changed:
-		case ev := <-m.inbox:
-			switch ev := ev.(type) {
-			case evCancel:
-				m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
-				ev.reply <- nil
-				return false
-			case evTriggerCheckpoint:
-				ev.reply <- checkpointResult{err: fmt.Errorf("job %s is waiting for slots: %w", m.id, ErrJobNotRunning)}
-			}
-			// Anything else concerns tasks of an earlier run.
-		case <-deadline.C:
-			free, total := m.rm.freeCount()
-			m.finish(pb.JobStatus_JOB_STATUS_FAILED, fmt.Sprintf(
-				"could not acquire the required slots: the job needs %d, the cluster has %d free of %d (waited %s = %v)",
-				need, free, total, config.SlotRequestTimeout, timeout))
-			return false
-		case <-m.ctx.Done():
-			return false
-		}
-	}
-}
-
-// deploy creates one execution per subtask (slot sharing: subtask i of every vertex goes to
-// slot i) and submits them all.
-func (m *jobMaster) deploy(slots []slotRef) {
-	m.execs = m.execs[:0]
-	clear(m.byKey)
-	grid := make([][]*execution, len(m.graph.GetVertices()))
-	for _, v := range m.graph.GetVertices() {
-		for i := range int(v.GetParallelism()) {
-			tm, ok := m.rm.get(slots[i].tm)
-			id := &pb.ExecutionAttemptID{JobId: m.id, VertexId: v.GetId(), Subtask: int32(i), Attempt: m.attempt}
-			e := &execution{id: id, key: execid.Key(id), vertex: v, slot: slots[i].slot, tm: tm,
-				name:  fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()),
-				state: pb.ExecutionState_EXECUTION_STATE_DEPLOYING}
-			if !ok { // lost between allocate and now; failed below
-				e.tm = &taskManager{regID: slots[i].tm, id: "unknown", addr: "unknown"}
-			}
-			grid[v.GetId()] = append(grid[v.GetId()], e)
-			m.execs = append(m.execs, e)
-			m.byKey[e.key] = e
-		}
-	}
-	for _, e := range m.execs {
-		if e.tm.client == nil {
-			m.failExecution(e, fmt.Sprintf("could not deploy %s: its TaskManager was lost before deployment", e.name))
-			return
-		}
-	}
-	m.publish() // before any SubmitTask, so heartbeat reconciliation expects these tasks
-	for _, e := range m.execs {
-		e.submitted = true
-		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot),
-			Restore: m.taskRestore(e.vertex)}
-		if m.cpSettings.enabled() {
-			req.CheckpointingMode = m.cpSettings.mode
-		}
-		for i, edge := range m.graph.GetEdges() {
-			if edge.GetTarget() != e.vertex.GetId() {
-				continue
-			}
-			in := &pb.InputGateDeployment{Edge: int32(i)}
-			for _, p := range grid[edge.GetSource()] {
-				in.Producers = append(in.Producers, &pb.ProducerLocation{Execution: p.id, TaskmanagerAddress: p.tm.addr})
-			}
-			req.Inputs = append(req.Inputs, in)
-		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
-			defer cancel()
-			if _, err := e.tm.client.SubmitTask(ctx, req); err != nil && m.ctx.Err() == nil {
-				m.send(evDeployFailed{key: e.key, err: err})
-			}
-		}()
-	}
-	m.log.Info("job deployed", "tasks", len(m.execs), "slots", len(slots), "restored_checkpoint_id", m.restoredID)
 }
 
 // taskRestore is the state a vertex's tasks restore: the states of every subtask of the
@@ -442,12 +370,14 @@ func (m *jobMaster) handle(ev any) {
 		m.onTaskState(ev.req)
 	case evDeployFailed:
 		if e := m.byKey[ev.key]; e != nil && !e.terminal() {
-			m.failExecution(e, fmt.Sprintf("could not deploy %s to %s: %v", e.name, e.tm.describe(), ev.err))
+			m.failExecution(e, fmt.Sprintf("could not deploy %s to %s: %v", e.name, e.tm.describe(), ev.err), false)
 		}
 	case evTMLost:
+		// Every task on it fails; each counts as a failure of its own region, as in Flink
+		// (tasks of one region after the first are already being restarted).
 		for _, e := range m.execs {
 			if e.tm.regID == ev.tm.regID && !e.terminal() {
-				m.failExecution(e, fmt.Sprintf("%s is lost: %s", ev.tm.describe(), ev.reason))
+				m.failExecution(e, fmt.Sprintf("%s is lost: %s", ev.tm.describe(), ev.reason), false)
 			}
 		}
 	case evCancel:
@@ -461,12 +391,7 @@ func (m *jobMaster) handle(ev any) {
 		}
 		ev.reply <- nil
 		m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN, "the job is being cancelled")
-		if m.restartTimer != nil {
-			m.restartTimer.Stop()
-			m.restartTimer = nil
-			m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
-			return
-		}
+		m.dropPendingRestart()
 		m.cancelAll()
 	case evAck:
 		m.onAck(ev.req)
@@ -481,7 +406,7 @@ func (m *jobMaster) handle(ev any) {
 		switch {
 		case !m.cpSettings.enabled():
 			ev.reply <- checkpointResult{err: fmt.Errorf("job %s: %w", m.id, ErrCheckpointingDisabled)}
-		case m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.restarting:
+		case m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.pending != nil:
 			ev.reply <- checkpointResult{err: fmt.Errorf("job %s is %s: %w", m.id, statusName(m.status), ErrJobNotRunning)}
 		default:
 			m.cp.triggerManual(ev.reply)
@@ -518,12 +443,12 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
 			cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
 		}
-		m.failExecution(e, cause)
+		m.failExecution(e, cause, r.GetUnrecoverable())
 	case pb.ExecutionState_EXECUTION_STATE_CANCELED:
-		e.state = s
-		if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
-			m.failJob(fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe()))
+		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING {
+			m.failExecution(e, fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe()), false)
 		}
+		e.state = s
 		m.checkTerminal()
 	case pb.ExecutionState_EXECUTION_STATE_FINISHED:
 		e.state = s
@@ -548,7 +473,7 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 // maybeStartCheckpoints starts periodic checkpoints once every task of the run is running or
 // already finished (a task restored as finished ends at once) and one still runs.
 func (m *jobMaster) maybeStartCheckpoints() {
-	if m.restarting || m.status != pb.JobStatus_JOB_STATUS_RUNNING || len(m.execs) == 0 {
+	if m.pending != nil || m.status != pb.JobStatus_JOB_STATUS_RUNNING || len(m.execs) == 0 {
 		return
 	}
 	running := false
@@ -566,62 +491,6 @@ func (m *jobMaster) maybeStartCheckpoints() {
 	}
 }
 
-// failExecution records a task failure in the exception history and fails the job over.
-func (m *jobMaster) failExecution(e *execution, cause string) {
-	e.state = pb.ExecutionState_EXECUTION_STATE_FAILED
-	m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: e.name, Taskmanager: e.tm.id, Cause: cause})
-	m.log.Warn("task failed", "task", e.name, "tm_id", e.tm.id, "cause", cause)
-	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && !m.restarting {
-		m.failJob(cause)
-	}
-	m.checkTerminal()
-}
-
-// failJob handles a failure of the running job: every pending checkpoint is aborted, and the
-// restart strategy decides between restarting all tasks from the latest completed checkpoint
-// and failing the job. (Region failover is the failover package's next step.)
-func (m *jobMaster) failJob(cause string) {
-	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
-	// d.NewAttempt is false for a failure exponential-delay merges into a pending restart; the
-	// job restarts as a whole and failures during a restart do not reach here, so it only
-	// matters once region failover restarts parts of a job.
-	d := m.restart.OnFailure(time.Now())
-	if !d.Restart {
-		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", cause)
-		m.failureCause = fmt.Sprintf("Recovery is suppressed by %s: %s", m.restart.Name(), cause)
-		if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, m.failureCause); err != nil {
-			return
-		}
-		m.cancelAll()
-		return
-	}
-	m.log.Info("restarting job", "strategy", m.restart.Name(), "delay", d.Delay, "new_attempt", d.NewAttempt, "cause", cause)
-	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
-		return
-	}
-	m.restarting, m.restartDelay = true, d.Delay
-	m.cancelAll()
-}
-
-// cancelAll asks every unfinished task to cancel and arms the cancel timeout.
-func (m *jobMaster) cancelAll() {
-	for _, e := range m.execs {
-		if e.terminal() {
-			continue
-		}
-		if !e.submitted {
-			e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
-			continue
-		}
-		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELING
-		m.sendCancel(e)
-	}
-	if m.cancelTimer == nil {
-		m.cancelTimer = time.NewTimer(cancelTimeout)
-	}
-	m.checkTerminal()
-}
-
 // sendCancel asks an execution's TaskManager to cancel it and release its partitions. It is
 // best effort: a TaskManager that cannot be reached is lost soon, and heartbeat reconciliation
 // cancels any task that survives.
@@ -637,18 +506,32 @@ func (m *jobMaster) sendCancel(e *execution) {
 	}()
 }
 
-// giveUpOnCancel treats tasks that never confirmed their cancellation as canceled.
+// giveUpOnCancel treats tasks that did not confirm their cancellation within cancelTimeout
+// as canceled, and waits on for the others.
 func (m *jobMaster) giveUpOnCancel() {
+	now := time.Now()
+	var next time.Time
 	for _, e := range m.execs {
-		if !e.terminal() {
-			m.log.Warn("task did not confirm cancellation in time", "task", e.name, "tm_id", e.tm.id, "timeout", cancelTimeout)
-			e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
+		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING {
+			continue
 		}
+		if give := e.cancelAt.Add(cancelTimeout); give.After(now) {
+			if next.IsZero() || give.Before(next) {
+				next = give
+			}
+			continue
+		}
+		m.log.Warn("task did not confirm cancellation in time", "task", e.name, "tm_id", e.tm.id, "timeout", cancelTimeout)
+		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
+	}
+	if !next.IsZero() {
+		m.cancelTimer = time.NewTimer(next.Sub(now))
 	}
 	m.checkTerminal()
 }
 
-// checkTerminal ends the job once every task has settled.
+// checkTerminal ends the job once every task has settled. A restarting job goes on when its
+// restart is due (maybeRestart).
 func (m *jobMaster) checkTerminal() {
 	for _, e := range m.execs {
 		if !e.terminal() {
@@ -656,19 +539,10 @@ func (m *jobMaster) checkTerminal() {
 		}
 	}
 	switch m.status {
-	case pb.JobStatus_JOB_STATUS_RESTARTING:
-		if m.restarting && m.restartTimer == nil {
-			// Every task of the failed run is gone: restart after the strategy's delay.
-			if m.cancelTimer != nil {
-				m.cancelTimer.Stop()
-				m.cancelTimer = nil
-			}
-			m.releaseFinished()
-			m.restarting = false
-			m.restartTimer = time.NewTimer(m.restartDelay)
-		}
 	case pb.JobStatus_JOB_STATUS_RUNNING:
-		m.finish(pb.JobStatus_JOB_STATUS_FINISHED, "")
+		if m.pending == nil {
+			m.finish(pb.JobStatus_JOB_STATUS_FINISHED, "")
+		}
 	case pb.JobStatus_JOB_STATUS_FAILING:
 		m.finish(pb.JobStatus_JOB_STATUS_FAILED, m.failureCause)
 	case pb.JobStatus_JOB_STATUS_CANCELLING:
@@ -682,6 +556,8 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 		m.cancelTimer = nil
 	}
 	m.failureCause = cause
+	m.dropPendingRestart()
+	m.stopSlotWait()
 	if err := m.setStatus(s, cause); err != nil {
 		return
 	}

@@ -1,0 +1,377 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/failover"
+	"github.com/goflink/goflink/internal/execid"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// Failover on the job master (reference §4–5): a failed task asks the restart strategy; if it
+// allows a restart, the failover strategy names the subtasks to restart (the failed task's
+// pipelined region, or every subtask for "full" and for global failures), those are cancelled
+// while the rest keep running, every pending checkpoint is aborted, and once they are all gone
+// and the backoff has passed they are redeployed with new attempt numbers, restoring the
+// latest completed checkpoint. Restarted tasks keep the slots of live TaskManagers; those of a
+// lost TaskManager get new slots.
+//
+// The job is RESTARTING from the failure until the redeployment (unlike Flink, where a job
+// whose region restarts stays RUNNING: here the status says that part of the job is down).
+// Each redeployment is a new run in the replicated record, whose number is the restarted
+// tasks' attempt number, so attempt IDs never repeat, also across JobManager failovers.
+
+// pendingRestart is a restart in progress: the subtasks being cancelled and redeployed.
+// Failures while it is pending join it (reference §4: exponential-delay merges them).
+type pendingRestart struct {
+	tasks map[string]bool // subtaskKey
+	// due is when the redeployment may start: the latest failure time plus its backoff.
+	due time.Time
+	// attempt is the job restart it leads to (JobDetails.restarts once it runs).
+	attempt int32
+}
+
+// failure describes one failure for handleFailure.
+type failure struct {
+	task, tm, cause string
+	// exec is the failed execution; nil for a global (job-level) failure, which restarts
+	// every task.
+	exec          *execution
+	unrecoverable bool
+}
+
+// failExecution marks an execution failed. A failure of a task that was asked to cancel (for
+// a restart or the job's end) is a consequence, not a new failure; any other goes to
+// handleFailure.
+func (m *jobMaster) failExecution(e *execution, cause string, unrecoverable bool) {
+	canceling := e.state == pb.ExecutionState_EXECUTION_STATE_CANCELING
+	e.state = pb.ExecutionState_EXECUTION_STATE_FAILED
+	if canceling {
+		m.log.Debug("task failed while canceling", "task", e.name, "cause", cause)
+	} else {
+		m.log.Warn("task failed", "task", e.name, "tm_id", e.tm.id, "cause", cause)
+		m.handleFailure(failure{task: e.name, tm: e.tm.id, cause: cause, exec: e, unrecoverable: unrecoverable})
+	}
+	m.checkTerminal()
+}
+
+// handleFailure records a failure in the exception history and decides: fail the job
+// (unrecoverable error, or the restart strategy says no), or cancel the tasks the failover
+// strategy names and schedule their restart.
+func (m *jobMaster) handleFailure(f failure) {
+	now := time.Now()
+	entry := &pb.ExceptionEntry{Time: timestamppb.New(now), Task: f.task, Taskmanager: f.tm, Cause: f.cause}
+	// An entry is added once complete (published views share entries, so they never change
+	// after being added) and before the job can end (watchers see it with the end status).
+	record := func() { m.exceptions = append(m.exceptions, entry) }
+	if m.status != pb.JobStatus_JOB_STATUS_RUNNING && m.status != pb.JobStatus_JOB_STATUS_RESTARTING {
+		record() // ending already
+		return
+	}
+	if f.unrecoverable {
+		entry.Handling = pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE
+		record()
+		m.log.Info("unrecoverable failure; the job fails without restarts", "task", f.task, "cause", f.cause)
+		m.failJobNow(fmt.Sprintf("Unrecoverable failure in %s (a restart would fail the same way): %s", f.task, f.cause))
+		return
+	}
+	subtasks, how := m.failover.GlobalFailure(), "global"
+	if f.exec != nil {
+		subtasks, how = m.failover.TasksToRestart(failover.Subtask{Vertex: f.exec.vertex.GetId(), Index: f.exec.id.GetSubtask()}), m.failover.Name()
+	}
+	d := m.restart.OnFailure(now)
+	if !d.Restart {
+		entry.Handling = pb.FailureHandling_FAILURE_HANDLING_SUPPRESSED
+		record()
+		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", f.cause)
+		m.failJobNow(fmt.Sprintf("Recovery is suppressed by %s: %s", m.restart.Name(), f.cause))
+		return
+	}
+	// All pending checkpoints are aborted, even for a small region (§5.3), and not counted.
+	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
+	entry.Handling = pb.FailureHandling_FAILURE_HANDLING_MERGED
+	if m.pending == nil {
+		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
+			record()
+			return
+		}
+		m.pending = &pendingRestart{tasks: map[string]bool{}, attempt: m.restarts + 1, due: now}
+		entry.Handling = pb.FailureHandling_FAILURE_HANDLING_RESTART
+	}
+	p := m.pending
+	if due := now.Add(d.Delay); due.After(p.due) {
+		p.due = due
+	}
+	entry.Failover, entry.RestartAttempt, entry.RestartDelayMs = how, p.attempt, p.due.Sub(now).Milliseconds()
+	for _, st := range subtasks {
+		k := subtaskKey(st.Vertex, st.Index)
+		e := m.bySubtask[k]
+		if e == nil {
+			continue
+		}
+		entry.RestartedTasks = append(entry.RestartedTasks, e.name)
+		if !p.tasks[k] {
+			p.tasks[k] = true
+			m.cancelExecution(e)
+		}
+	}
+	record()
+	m.log.Info("restarting tasks", "failover", how, "tasks", len(entry.RestartedTasks), "strategy", m.restart.Name(),
+		"delay", p.due.Sub(now), "new_attempt", d.NewAttempt, "restart", p.attempt, "cause", f.cause)
+}
+
+// failJobNow fails the job: every task is cancelled and the job ends FAILED with cause.
+func (m *jobMaster) failJobNow(cause string) {
+	m.failureCause = cause
+	m.dropPendingRestart()
+	if err := m.setStatus(pb.JobStatus_JOB_STATUS_FAILING, cause); err != nil {
+		return
+	}
+	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN, "the job is failing")
+	m.cancelAll()
+}
+
+// dropPendingRestart forgets a pending restart (the job is ending instead).
+func (m *jobMaster) dropPendingRestart() {
+	m.pending = nil
+	if m.restartTimer != nil {
+		m.restartTimer.Stop()
+		m.restartTimer = nil
+	}
+}
+
+// cancelAll asks every unfinished task to cancel.
+func (m *jobMaster) cancelAll() {
+	for _, e := range m.execs {
+		m.cancelExecution(e)
+	}
+	m.stopSlotWait()
+	m.checkTerminal()
+}
+
+// cancelExecution asks an unfinished execution to cancel; one never submitted is canceled at
+// once.
+func (m *jobMaster) cancelExecution(e *execution) {
+	if e.terminal() || e.state == pb.ExecutionState_EXECUTION_STATE_CANCELING {
+		return
+	}
+	if !e.submitted {
+		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
+		return
+	}
+	e.state, e.cancelAt = pb.ExecutionState_EXECUTION_STATE_CANCELING, time.Now()
+	m.sendCancel(e)
+	if m.cancelTimer == nil {
+		m.cancelTimer = time.NewTimer(cancelTimeout)
+	}
+}
+
+// maybeRestart redeploys the pending restart's tasks once all of them have settled and the
+// backoff has passed; until then it keeps the restart timer armed.
+func (m *jobMaster) maybeRestart() {
+	p := m.pending
+	if p == nil || m.ended || m.ctx.Err() != nil {
+		return
+	}
+	for k := range p.tasks {
+		if e := m.bySubtask[k]; e != nil && !e.terminal() {
+			return
+		}
+	}
+	if wait := time.Until(p.due); wait > 0 {
+		if m.restartTimer == nil { // one that fires early re-arms here
+			m.restartTimer = time.NewTimer(wait)
+		}
+		return
+	}
+	m.dropPendingRestart()
+	m.redeploy(p.tasks)
+}
+
+// redeploy starts a new run of the given subtasks: the checkpoint to restore, status RUNNING
+// (a new attempt number), new executions that wait for slots, and their deployment.
+func (m *jobMaster) redeploy(tasks map[string]bool) {
+	for k := range tasks {
+		// A finished task keeps its partitions for consumers that will not read them now.
+		if e := m.bySubtask[k]; e != nil && e.submitted && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
+			m.sendCancel(e)
+		}
+	}
+	if !m.pickRestore() {
+		return
+	}
+	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
+		return
+	}
+	execs := make([]*execution, 0, len(m.execs))
+	fresh := 0
+	for _, v := range m.graph.GetVertices() {
+		for i := range v.GetParallelism() {
+			k := subtaskKey(v.GetId(), i)
+			old := m.bySubtask[k]
+			if old != nil && !tasks[k] {
+				execs = append(execs, old)
+				continue
+			}
+			if old != nil {
+				delete(m.byKey, old.key)
+			}
+			id := &pb.ExecutionAttemptID{JobId: m.id, VertexId: v.GetId(), Subtask: i, Attempt: m.attempt}
+			e := &execution{id: id, key: execid.Key(id), vertex: v, tm: unassigned, slot: -1,
+				name: fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()), state: pb.ExecutionState_EXECUTION_STATE_SCHEDULED}
+			m.byKey[e.key], m.bySubtask[k] = e, e
+			execs = append(execs, e)
+			fresh++
+		}
+	}
+	m.execs = execs
+	m.log.Info("redeploying tasks", "tasks", fresh, "of", len(execs), "attempt", m.attempt, "restored_checkpoint_id", m.restoredID)
+	if m.slotDeadline == nil {
+		m.slotDeadline = time.NewTimer(m.cfg.Duration(config.SlotRequestTimeout))
+	}
+	m.tryAssignSlots()
+}
+
+// unassigned is the TaskManager of an execution that waits for a slot.
+var unassigned = &taskManager{id: "", addr: "no slot yet"}
+
+// slotCount is the number of slots the job holds: subtask i of every vertex shares slot i.
+func (m *jobMaster) slotCount() int {
+	n := 0
+	for _, v := range m.graph.GetVertices() {
+		n = max(n, int(v.GetParallelism()))
+	}
+	return n
+}
+
+// missingSlots returns the slot indices that executions waiting for a slot need and the job
+// no longer holds (never had, or their TaskManager is gone), and the waiting executions.
+func (m *jobMaster) missingSlots() (missing []int, waiting []*execution) {
+	for len(m.slots) < m.slotCount() {
+		m.slots = append(m.slots, slotRef{slot: -1})
+	}
+	seen := map[int]bool{}
+	for _, e := range m.execs {
+		if e.state != pb.ExecutionState_EXECUTION_STATE_SCHEDULED {
+			continue
+		}
+		waiting = append(waiting, e)
+		i := int(e.id.GetSubtask())
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		if _, ok := m.rm.get(m.slots[i].tm); !ok {
+			missing = append(missing, i)
+		}
+	}
+	return missing, waiting
+}
+
+// tryAssignSlots gives waiting executions their slots and deploys them, or waits for slots
+// to become free (up to slot.request.timeout from the redeployment).
+func (m *jobMaster) tryAssignSlots() {
+	m.slotWatch = nil
+	watch := m.rm.watch() // before allocating: a slot freed in between wakes us
+	missing, waiting := m.missingSlots()
+	if len(waiting) == 0 {
+		m.stopSlotWait()
+		return
+	}
+	if len(missing) > 0 {
+		refs := m.rm.allocate(m.id, len(missing))
+		if refs == nil {
+			m.slotWatch = watch
+			return
+		}
+		for j, i := range missing {
+			m.slots[i] = refs[j]
+		}
+	}
+	m.stopSlotWait()
+	for _, e := range waiting {
+		ref := m.slots[e.id.GetSubtask()]
+		tm, ok := m.rm.get(ref.tm)
+		if !ok { // lost since allocate; its deployment fails below
+			tm = &taskManager{regID: ref.tm, id: "unknown", addr: "unknown"}
+		}
+		e.tm, e.slot, e.state = tm, ref.slot, pb.ExecutionState_EXECUTION_STATE_DEPLOYING
+	}
+	m.submit(waiting)
+}
+
+// stopSlotWait ends waiting for slots.
+func (m *jobMaster) stopSlotWait() {
+	m.slotWatch = nil
+	if m.slotDeadline != nil {
+		m.slotDeadline.Stop()
+		m.slotDeadline = nil
+	}
+}
+
+// slotsTimedOut fails the job: its tasks waited slot.request.timeout for slots.
+func (m *jobMaster) slotsTimedOut() {
+	missing, waiting := m.missingSlots()
+	if len(waiting) == 0 {
+		return
+	}
+	free, total := m.rm.freeCount()
+	m.failJobNow(fmt.Sprintf(
+		"could not acquire the required slots: the job needs %d more, the cluster has %d free of %d (waited %s = %v)",
+		len(missing), free, total, config.SlotRequestTimeout, m.cfg.Duration(config.SlotRequestTimeout)))
+}
+
+// submit deploys executions that have their slots. Producer locations come from the current
+// executions, restarted or not (a restarted task's producers are always restarted with it:
+// they share its pipelined region).
+func (m *jobMaster) submit(batch []*execution) {
+	grid := map[int32][]*execution{}
+	for _, e := range m.execs {
+		grid[e.vertex.GetId()] = append(grid[e.vertex.GetId()], e)
+	}
+	for _, e := range batch {
+		if e.tm.client == nil {
+			m.failExecution(e, fmt.Sprintf("could not deploy %s: its TaskManager was lost before deployment", e.name), false)
+		}
+	}
+	m.publish() // before any SubmitTask, so heartbeat reconciliation expects these tasks
+	n := 0
+	for _, e := range batch {
+		if e.state != pb.ExecutionState_EXECUTION_STATE_DEPLOYING {
+			continue // failed above, or cancelled by that failure
+		}
+		e.submitted = true
+		n++
+		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot),
+			Restore: m.taskRestore(e.vertex)}
+		if m.cpSettings.enabled() {
+			req.CheckpointingMode = m.cpSettings.mode
+		}
+		for i, edge := range m.graph.GetEdges() {
+			if edge.GetTarget() != e.vertex.GetId() {
+				continue
+			}
+			in := &pb.InputGateDeployment{Edge: int32(i)}
+			for _, p := range grid[edge.GetSource()] {
+				in.Producers = append(in.Producers, &pb.ProducerLocation{Execution: p.id, TaskmanagerAddress: p.tm.addr})
+			}
+			req.Inputs = append(req.Inputs, in)
+		}
+		client := e.tm.client
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
+			defer cancel()
+			if _, err := client.SubmitTask(ctx, req); err != nil && m.ctx.Err() == nil {
+				m.send(evDeployFailed{key: e.key, err: err})
+			}
+		}()
+	}
+	m.log.Info("tasks deployed", "tasks", n, "restored_checkpoint_id", m.restoredID)
+}

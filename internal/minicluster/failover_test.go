@@ -1,0 +1,146 @@
+package minicluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// forwardSpec is an embarrassingly parallel job: a sequence source of 1..n split over p
+// subtasks (subtask s emits 1+s, 1+s+p, …), a map and a file sink, all on forward edges, so
+// every subtask is its own pipelined region. The fail operator fires once, in the subtask
+// that emits failAt, on its first attempt.
+func forwardSpec(p, n, rate, failAt int, strategy, out, cpDir string) string {
+	return fmt.Sprintf(`name: forward
+parallelism: %d
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  jobmanager.execution.failover-strategy: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 3
+  restart-strategy.fixed-delay.delay: 20ms
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: %d}
+  - {name: double, type: map, fields: {value: "value", twice: "value * 2"}}
+  - {name: boom, type: fail, when: "value == %d", attempt: 0}
+  - {name: out, type: file, path: %q}
+`, p, cpDir, strategy, n, rate, failAt, out)
+}
+
+// runForward runs forwardSpec to its end and checks what every failover strategy must give:
+// one restart, recorded in the exception history, and every value committed exactly once.
+func runForward(t *testing.T, strategy string, failAt int) *pb.JobDetails {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	const p, n = 4, 400
+	out := filepath.Join(t.TempDir(), "out")
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	got := committedValues(t, out)
+	for v := 1; v <= n; v++ {
+		if got[int64(v)] != 1 {
+			t.Errorf("value %d committed %d times, want exactly once", v, got[int64(v)])
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d distinct values committed, want %d", len(got), n)
+	}
+	var failures []*pb.ExceptionEntry
+	for _, e := range last.GetExceptions() {
+		if e.GetHandling() != pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED {
+			failures = append(failures, e)
+		}
+	}
+	if len(failures) != 1 {
+		t.Fatalf("exception history %v, want exactly the injected failure", last.GetExceptions())
+	}
+	f := failures[0]
+	if f.GetHandling() != pb.FailureHandling_FAILURE_HANDLING_RESTART || f.GetFailover() != strategy || f.GetRestartAttempt() != 1 ||
+		!strings.Contains(f.GetCause(), "injected failure") {
+		t.Errorf("exception = %v, want the injected failure restarted (restart 1) by %s failover", f, strategy)
+	}
+	return last
+}
+
+func TestRegionFailoverRestartsOnlyTheFailedRegion(t *testing.T) {
+	const failAt = 202 // emitted by subtask (202-1) % 4 = 1
+	last := runForward(t, "region", failAt)
+	f := last.GetExceptions()[len(last.GetExceptions())-1]
+	for _, name := range f.GetRestartedTasks() {
+		if !strings.HasSuffix(name, "(2/4)") {
+			t.Errorf("restarted tasks %v: %q is not of the failed subtask 2/4", f.GetRestartedTasks(), name)
+		}
+	}
+	if len(f.GetRestartedTasks()) == 0 {
+		t.Errorf("no restarted tasks recorded in %v", f)
+	}
+	for _, task := range last.GetTasks() {
+		want := int32(0)
+		if task.GetSubtask() == 1 {
+			want = 1
+		}
+		if task.GetAttempt() != want {
+			t.Errorf("task %s (%d) has attempt %d, want %d: only the failed region restarts", task.GetOperator(), task.GetSubtask(), task.GetAttempt(), want)
+		}
+	}
+}
+
+func TestFullFailoverRestartsEveryTask(t *testing.T) {
+	last := runForward(t, "full", 202)
+	f := last.GetExceptions()[len(last.GetExceptions())-1]
+	if len(f.GetRestartedTasks()) != len(last.GetTasks()) {
+		t.Errorf("restarted tasks %v, want all %d tasks", f.GetRestartedTasks(), len(last.GetTasks()))
+	}
+	for _, task := range last.GetTasks() {
+		if task.GetAttempt() != 1 {
+			t.Errorf("task %s (%d) has attempt %d, want 1: full failover restarts every task", task.GetOperator(), task.GetSubtask(), task.GetAttempt())
+		}
+	}
+}
+
+func TestUnrecoverableFailureIsNotRestarted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	// A restart strategy that would restart forever, and a modulo by zero at value 5.
+	spec := fmt.Sprintf(`name: bad-expression
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 1000
+  restart-strategy.fixed-delay.delay: 10ms
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 10, rate: 100}
+  - {name: ratio, type: map, fields: {r: "100 %% (value - 5)"}}
+  - {name: out, type: discard}
+`, filepath.Join(t.TempDir(), "cp"))
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
+		t.Fatalf("job ended %v after %d restarts, want FAILED without restarts", last.GetStatus(), last.GetRestarts())
+	}
+	if !strings.Contains(last.GetFailureCause(), "Unrecoverable") || !strings.Contains(last.GetFailureCause(), "ratio") {
+		t.Errorf("failure cause %q, want it to name the unrecoverable failure in operator ratio", last.GetFailureCause())
+	}
+	ex := last.GetExceptions()
+	if len(ex) == 0 || ex[len(ex)-1].GetHandling() != pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE {
+		t.Errorf("exception history %v, want the failure marked unrecoverable", ex)
+	}
+}

@@ -88,7 +88,7 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	if _, running := d.masters[rec.GetId()]; running {
 		return nil
 	}
-	m, err := newJobMaster(d.ctx, rec, d, d.rm, d.log)
+	m, err := newJobMaster(d.ctx, rec, d.defaults, d, d.rm, d.log)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := resolveCheckpointDir(graph); err != nil {
 		return "", err
 	}
-	if err := validateRestartStrategy(graph); err != nil {
+	if err := validateRestartStrategy(graph, d.defaults); err != nil {
 		return "", err
 	}
 	id := newJobID()
@@ -139,15 +139,29 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 
 // validateRestartStrategy checks the job's restart strategy settings across keys (initial
 // backoff not above the maximum, …) before anything is recorded.
-func validateRestartStrategy(g *pb.JobGraph) error {
+func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 	cfg := config.New()
 	if err := cfg.SetAll(g.GetConfig()); err != nil {
 		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
 	}
-	if err := failover.Validate(cfg); err != nil {
+	if _, err := restartStrategy(g, cluster, checkpointSettingsFrom(cfg).enabled()); err != nil {
 		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
 	}
 	return nil
+}
+
+// restartStrategy selects a job's restart strategy by Flink's rule, from the job's own keys
+// over the cluster configuration (failover.NewRestartStrategy). The job layer is validated
+// even where the cluster layer's type wins, so a bad job setting is never silently ignored.
+func restartStrategy(g *pb.JobGraph, cluster *config.Config, checkpointing bool) (failover.RestartStrategy, error) {
+	jobLayer := config.New()
+	if err := jobLayer.SetAll(g.GetJobConfig()); err != nil {
+		return nil, err
+	}
+	if err := failover.Validate(jobLayer); err != nil {
+		return nil, err
+	}
+	return failover.NewRestartStrategy(jobLayer, cluster, checkpointing, nil)
 }
 
 // resolveCheckpointDir fixes the checkpoint directory of a job that takes checkpoints: the

@@ -155,19 +155,13 @@ type jobMaster struct {
 	nextID, endID int64
 }
 
-func newJobMaster(parent context.Context, rec *pb.JobRecord, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
+func newJobMaster(parent context.Context, rec *pb.JobRecord, cluster *config.Config, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
 	cfg := config.New()
 	if err := cfg.SetAll(rec.GetGraph().GetConfig()); err != nil {
 		return nil, fmt.Errorf("job %s config: %w", rec.GetId(), err)
 	}
 	cps := checkpointSettingsFrom(cfg)
-	// Flink picks the restart strategy from the job's config over the cluster's and reads its
-	// parameters only from the layer that named the type. The job graph holds only the merged
-	// config (job.Build merges the cluster defaults in at submit), so it is passed as the job
-	// layer with an empty cluster layer: a type set in either place selects the strategy, but
-	// its parameters may come from both. Keeping the layers apart needs the job graph to
-	// record the job's own keys separately (job/).
-	restart, err := failover.NewRestartStrategy(cfg, config.New(), cps.enabled(), nil)
+	restart, err := restartStrategy(rec.GetGraph(), cluster, cps.enabled())
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", rec.GetId(), err)
 	}

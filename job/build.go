@@ -107,6 +107,8 @@ type builder struct {
 	env Env
 	ps  *problems
 	cfg *config.Config
+	// jobCfg holds the keys the spec and the overrides set (JobGraph.job_config).
+	jobCfg map[string]string
 	par int
 	ops []*specOp
 }
@@ -159,7 +161,7 @@ func (b *builder) build() *pb.JobGraph {
 
 // buildConfig merges cluster defaults < spec config < overrides.
 func (b *builder) buildConfig(top *mapping) {
-	b.cfg = config.New()
+	b.cfg, b.jobCfg = config.New(), map[string]string{}
 	if b.env.Defaults != nil {
 		b.cfg.Merge(b.env.Defaults)
 	}
@@ -175,6 +177,7 @@ func (b *builder) buildConfig(top *mapping) {
 					continue
 				}
 				_ = b.cfg.Set(ce.key, v)
+				b.jobCfg[ce.key] = v
 			}
 		}
 	}
@@ -185,6 +188,7 @@ func (b *builder) buildConfig(top *mapping) {
 			continue
 		}
 		_ = b.cfg.Set(k, v)
+		b.jobCfg[k] = v
 	}
 }
 
@@ -746,7 +750,7 @@ func (b *builder) graph(name string) *pb.JobGraph {
 		in[e.to] = append(in[e.to], e)
 		out[e.from] = append(out[e.from], e)
 	}
-	g := &pb.JobGraph{Name: name, Config: b.cfg.Map()}
+	g := &pb.JobGraph{Name: name, Config: b.cfg.Map(), JobConfig: b.jobCfg}
 	vertexOf := map[*specOp]*pb.JobVertex{}
 	for _, op := range physical {
 		ins := in[op]

@@ -86,7 +86,11 @@ type JobGraph struct {
 	Edges    []*JobEdge             `protobuf:"bytes,3,rep,name=edges,proto3" json:"edges,omitempty"`
 	// config is the effective job configuration (cluster config overlaid by the spec's config and
 	// the submit-time overrides), Flink key names.
-	Config        map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Config map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// job_config holds the keys the job set itself (the spec's config and the submit-time
+	// overrides). Flink reads some settings layer by layer: the restart strategy's parameters
+	// come only from the layer (job or cluster) that set restart-strategy.type.
+	JobConfig     map[string]string `protobuf:"bytes,5,rep,name=job_config,json=jobConfig,proto3" json:"job_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +149,13 @@ func (x *JobGraph) GetEdges() []*JobEdge {
 func (x *JobGraph) GetConfig() map[string]string {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *JobGraph) GetJobConfig() map[string]string {
+	if x != nil {
+		return x.JobConfig
 	}
 	return nil
 }
@@ -1138,13 +1149,18 @@ var File_goflink_v1_jobgraph_proto protoreflect.FileDescriptor
 const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
 	"\x19goflink/v1/jobgraph.proto\x12\n" +
-	"goflink.v1\x1a\x16goflink/v1/types.proto\"\xf1\x01\n" +
+	"goflink.v1\x1a\x16goflink/v1/types.proto\"\xf3\x02\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\bvertices\x18\x02 \x03(\v2\x15.goflink.v1.JobVertexR\bvertices\x12)\n" +
 	"\x05edges\x18\x03 \x03(\v2\x13.goflink.v1.JobEdgeR\x05edges\x128\n" +
-	"\x06config\x18\x04 \x03(\v2 .goflink.v1.JobGraph.ConfigEntryR\x06config\x1a9\n" +
+	"\x06config\x18\x04 \x03(\v2 .goflink.v1.JobGraph.ConfigEntryR\x06config\x12B\n" +
+	"\n" +
+	"job_config\x18\x05 \x03(\v2#.goflink.v1.JobGraph.JobConfigEntryR\tjobConfig\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a<\n" +
+	"\x0eJobConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
 	"\tJobVertex\x12\x0e\n" +
@@ -1229,7 +1245,7 @@ func file_goflink_v1_jobgraph_proto_rawDescGZIP() []byte {
 }
 
 var file_goflink_v1_jobgraph_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_goflink_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_goflink_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_goflink_v1_jobgraph_proto_goTypes = []any{
 	(Partitioner)(0),        // 0: goflink.v1.Partitioner
 	(*JobGraph)(nil),        // 1: goflink.v1.JobGraph
@@ -1249,37 +1265,39 @@ var file_goflink_v1_jobgraph_proto_goTypes = []any{
 	(*DiscardSink)(nil),     // 15: goflink.v1.DiscardSink
 	(*CustomOperator)(nil),  // 16: goflink.v1.CustomOperator
 	nil,                     // 17: goflink.v1.JobGraph.ConfigEntry
-	(FieldType)(0),          // 18: goflink.v1.FieldType
-	(*Schema)(nil),          // 19: goflink.v1.Schema
+	nil,                     // 18: goflink.v1.JobGraph.JobConfigEntry
+	(FieldType)(0),          // 19: goflink.v1.FieldType
+	(*Schema)(nil),          // 20: goflink.v1.Schema
 }
 var file_goflink_v1_jobgraph_proto_depIdxs = []int32{
 	2,  // 0: goflink.v1.JobGraph.vertices:type_name -> goflink.v1.JobVertex
 	3,  // 1: goflink.v1.JobGraph.edges:type_name -> goflink.v1.JobEdge
 	17, // 2: goflink.v1.JobGraph.config:type_name -> goflink.v1.JobGraph.ConfigEntry
-	5,  // 3: goflink.v1.JobVertex.operators:type_name -> goflink.v1.Operator
-	0,  // 4: goflink.v1.JobEdge.partitioner:type_name -> goflink.v1.Partitioner
-	18, // 5: goflink.v1.JobEdge.key_type:type_name -> goflink.v1.FieldType
-	19, // 6: goflink.v1.JobEdge.schema:type_name -> goflink.v1.Schema
-	19, // 7: goflink.v1.Operator.input_schema:type_name -> goflink.v1.Schema
-	19, // 8: goflink.v1.Operator.output_schema:type_name -> goflink.v1.Schema
-	6,  // 9: goflink.v1.Operator.sequence:type_name -> goflink.v1.SequenceSource
-	7,  // 10: goflink.v1.Operator.map:type_name -> goflink.v1.MapOperator
-	8,  // 11: goflink.v1.Operator.filter:type_name -> goflink.v1.FilterOperator
-	9,  // 12: goflink.v1.Operator.sum:type_name -> goflink.v1.SumOperator
-	10, // 13: goflink.v1.Operator.count:type_name -> goflink.v1.CountOperator
-	11, // 14: goflink.v1.Operator.reduce:type_name -> goflink.v1.ReduceOperator
-	12, // 15: goflink.v1.Operator.print:type_name -> goflink.v1.PrintSink
-	13, // 16: goflink.v1.Operator.file:type_name -> goflink.v1.FileSink
-	14, // 17: goflink.v1.Operator.fail:type_name -> goflink.v1.FailOperator
-	15, // 18: goflink.v1.Operator.discard:type_name -> goflink.v1.DiscardSink
-	16, // 19: goflink.v1.Operator.custom:type_name -> goflink.v1.CustomOperator
-	4,  // 20: goflink.v1.MapOperator.fields:type_name -> goflink.v1.NamedExpression
-	4,  // 21: goflink.v1.ReduceOperator.fields:type_name -> goflink.v1.NamedExpression
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	18, // 3: goflink.v1.JobGraph.job_config:type_name -> goflink.v1.JobGraph.JobConfigEntry
+	5,  // 4: goflink.v1.JobVertex.operators:type_name -> goflink.v1.Operator
+	0,  // 5: goflink.v1.JobEdge.partitioner:type_name -> goflink.v1.Partitioner
+	19, // 6: goflink.v1.JobEdge.key_type:type_name -> goflink.v1.FieldType
+	20, // 7: goflink.v1.JobEdge.schema:type_name -> goflink.v1.Schema
+	20, // 8: goflink.v1.Operator.input_schema:type_name -> goflink.v1.Schema
+	20, // 9: goflink.v1.Operator.output_schema:type_name -> goflink.v1.Schema
+	6,  // 10: goflink.v1.Operator.sequence:type_name -> goflink.v1.SequenceSource
+	7,  // 11: goflink.v1.Operator.map:type_name -> goflink.v1.MapOperator
+	8,  // 12: goflink.v1.Operator.filter:type_name -> goflink.v1.FilterOperator
+	9,  // 13: goflink.v1.Operator.sum:type_name -> goflink.v1.SumOperator
+	10, // 14: goflink.v1.Operator.count:type_name -> goflink.v1.CountOperator
+	11, // 15: goflink.v1.Operator.reduce:type_name -> goflink.v1.ReduceOperator
+	12, // 16: goflink.v1.Operator.print:type_name -> goflink.v1.PrintSink
+	13, // 17: goflink.v1.Operator.file:type_name -> goflink.v1.FileSink
+	14, // 18: goflink.v1.Operator.fail:type_name -> goflink.v1.FailOperator
+	15, // 19: goflink.v1.Operator.discard:type_name -> goflink.v1.DiscardSink
+	16, // 20: goflink.v1.Operator.custom:type_name -> goflink.v1.CustomOperator
+	4,  // 21: goflink.v1.MapOperator.fields:type_name -> goflink.v1.NamedExpression
+	4,  // 22: goflink.v1.ReduceOperator.fields:type_name -> goflink.v1.NamedExpression
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_jobgraph_proto_init() }
@@ -1309,7 +1327,7 @@ func file_goflink_v1_jobgraph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_jobgraph_proto_rawDesc), len(file_goflink_v1_jobgraph_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

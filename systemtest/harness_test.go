@@ -90,8 +90,12 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	}()
 	t.Cleanup(func() {
 		p.stop()
+		data, _ := os.ReadFile(logPath)
+		// The binaries are built with -race: a race in a process fails the test that ran it.
+		if i := strings.Index(string(data), "WARNING: DATA RACE"); i >= 0 {
+			t.Errorf("%s: data race:\n%s", name, string(data)[i:min(len(data), i+6000)])
+		}
 		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
 			t.Logf("--- %s log ---\n%s", name, tail(string(data), 60))
 		}
 	})

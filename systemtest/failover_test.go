@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -394,21 +395,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 3, 1)
 	out := filepath.Join(t.TempDir(), "out")
-	id := c.submit(writeSpec(t, fmt.Sprintf(`name: tm-loss
-parallelism: 2
-config:
-  execution.checkpointing.interval: 100ms
-  execution.checkpointing.dir: %s
-  restart-strategy.type: fixed-delay
-  restart-strategy.fixed-delay.attempts: 3
-  restart-strategy.fixed-delay.delay: 0ms
-operators:
-  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
-  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
-  - {name: by-key, type: key-by, key: key}
-  - {name: counts, type: count}
-  - {name: out, type: file, path: %s}
-`, filepath.Join(t.TempDir(), "checkpoints"), lossRecords-1, lossRate, lossKeys, lossKeys, out)))
+	id := c.submit(lossSpec(t, out, lossRecords, lossRate))
 
 	// Wait until every task runs and output is being committed.
 	var st *failoverStatus
@@ -650,4 +637,134 @@ func checkCountsOnce(t *testing.T, dir string, keys, records int) int {
 		}
 	}
 	return rows
+}
+
+// lossSpec is an exactly-once keyed job: (key, seq) records, a count per key, a file sink.
+func lossSpec(t *testing.T, out string, records, rate int) string {
+	return writeSpec(t, fmt.Sprintf(`name: tm-loss
+parallelism: 2
+config:
+  execution.checkpointing.interval: 100ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 3
+  restart-strategy.fixed-delay.delay: 0ms
+operators:
+  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
+  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
+  - {name: by-key, type: key-by, key: key}
+  - {name: counts, type: count}
+  - {name: out, type: file, path: %s}
+`, filepath.Join(t.TempDir(), "checkpoints"), records-1, rate, lossKeys, lossKeys, out))
+}
+
+// A TaskManager that is alive but unreachable (SIGSTOP: no broken connection, just silence)
+// is declared lost after heartbeat.timeout. With no spare slot the job waits for one; a
+// TaskManager that joins later gets the tasks. When the stopped one resumes it is a new
+// TaskManager: its old tasks are cancelled (fenced), not resumed.
+func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
+	skipShort(t)
+	const records, rate = 2400, 300 // about 8 s
+	c := startCluster(t, 2, 1)
+	out := filepath.Join(t.TempDir(), "out")
+	id := c.submit(lossSpec(t, out, records, rate))
+	waitFor(t, 30*time.Second, func() error {
+		st, err := c.statusOf(id)
+		if err != nil {
+			return err
+		}
+		if st.Status != "RUNNING" || len(committedParts(t, out)) < 2 {
+			return fmt.Errorf("job is %s, %d committed part files", st.Status, len(committedParts(t, out)))
+		}
+		return nil
+	})
+	victim := c.TMs[0]
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+
+	// Lost by heartbeat timeout (2 s in the harness); the job restarts and waits for a slot.
+	waitFor(t, 20*time.Second, func() error {
+		st, err := c.statusOf(id)
+		if err != nil {
+			return err
+		}
+		lost := false
+		for _, e := range st.Exceptions {
+			lost = lost || strings.Contains(e.Cause, "no heartbeat")
+		}
+		waiting := 0
+		for _, task := range st.Tasks {
+			if task.Status == "SCHEDULED" {
+				waiting++
+			}
+		}
+		if !lost || st.Status != "RUNNING" || waiting == 0 {
+			return fmt.Errorf("job %s, %d tasks waiting for a slot, heartbeat loss recorded: %v", st.Status, waiting, lost)
+		}
+		return nil
+	})
+	// A TaskManager that joins later takes the tasks.
+	c.TMs = append(c.TMs, startProc(t, "taskmanager 2", "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", "tm-2"))
+	waitFor(t, 20*time.Second, func() error {
+		st, err := c.statusOf(id)
+		if err != nil {
+			return err
+		}
+		on := map[string]bool{}
+		for _, task := range st.Tasks {
+			if task.Status != "RUNNING" && task.Status != "FINISHED" {
+				return fmt.Errorf("task %s/%d is %s", task.Operator, task.Subtask, task.Status)
+			}
+			on[task.TaskManager] = true
+		}
+		if !on["tm-2"] || on["tm-0"] {
+			return fmt.Errorf("tasks run on %v, want tm-2 and not the lost tm-0", on)
+		}
+		return nil
+	})
+	// The stopped TaskManager resumes: it registers again as a new TaskManager and its old
+	// tasks are cancelled, so its slot is free again.
+	resume()
+	waitFor(t, 20*time.Second, func() error {
+		var info struct {
+			TaskManagers []struct {
+				ID        string `json:"id"`
+				FreeSlots int    `json:"free_slots"`
+			} `json:"taskmanagers"`
+		}
+		if err := c.flinkctlJSON(&info, "cluster"); err != nil {
+			return err
+		}
+		for _, tm := range info.TaskManagers {
+			if tm.ID == "tm-0" && tm.FreeSlots == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("tm-0 not registered again with a free slot: %+v", info.TaskManagers)
+	})
+	var st *failoverStatus
+	waitFor(t, 60*time.Second, func() error {
+		var err error
+		if st, err = c.statusOf(id); err != nil {
+			return err
+		}
+		if st.Status == "RUNNING" || st.Status == "RESTARTING" {
+			return fmt.Errorf("job is %s", st.Status)
+		}
+		return nil
+	})
+	if st.Status != "FINISHED" {
+		t.Fatalf("job ended %s: %s\nexceptions: %+v", st.Status, st.FailureCause, st.Exceptions)
+	}
+	rows := checkCountsOnce(t, out, lossKeys, records)
+	t.Logf("%d restarts; %d committed rows, each (key, seq) exactly once with count = seq+1", st.Restarts, rows)
 }

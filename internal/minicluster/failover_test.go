@@ -144,3 +144,62 @@ operators:
 		t.Errorf("exception history %v, want the failure marked unrecoverable", ex)
 	}
 }
+
+// Two regions failing within the backoff make one restart: the second failure merges into the
+// pending restart (exponential-delay does not grow its backoff for it), and both regions are
+// redeployed together while the other two keep running.
+func TestConcurrentRegionFailuresMergeIntoOneRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	const n = 400
+	out := filepath.Join(t.TempDir(), "out")
+	// Values 202 and 203 are the 51st values of subtasks 1 and 2: emitted about together.
+	spec := fmt.Sprintf(`name: two-failures
+parallelism: 4
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: exponential-delay
+  restart-strategy.exponential-delay.initial-backoff: 1s
+  restart-strategy.exponential-delay.jitter-factor: 0
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: 200}
+  - {name: boom, type: fail, when: "value == 202 || value == 203", attempt: 0}
+  - {name: out, type: file, path: %q}
+`, filepath.Join(t.TempDir(), "cp"), n, out)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	var got []pb.FailureHandling
+	for _, e := range last.GetExceptions() {
+		got = append(got, e.GetHandling())
+		if e.GetRestartAttempt() != 1 || len(e.GetRestartedTasks()) != 1 {
+			t.Errorf("exception %v: want restart attempt 1 of its own region's task", e)
+		}
+	}
+	want := []pb.FailureHandling{pb.FailureHandling_FAILURE_HANDLING_RESTART, pb.FailureHandling_FAILURE_HANDLING_MERGED}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("exception handling %v, want %v", got, want)
+	}
+	for _, task := range last.GetTasks() {
+		want := int32(0)
+		if task.GetSubtask() == 1 || task.GetSubtask() == 2 {
+			want = 1
+		}
+		if task.GetAttempt() != want {
+			t.Errorf("task %s (%d) has attempt %d, want %d", task.GetOperator(), task.GetSubtask(), task.GetAttempt(), want)
+		}
+	}
+	got2 := committedValues(t, out)
+	for v := 1; v <= n; v++ {
+		if got2[int64(v)] != 1 {
+			t.Errorf("value %d committed %d times, want exactly once", v, got2[int64(v)])
+		}
+	}
+}

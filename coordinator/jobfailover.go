@@ -89,7 +89,7 @@ func (m *jobMaster) handleFailure(f failure) {
 		entry.Handling = pb.FailureHandling_FAILURE_HANDLING_SUPPRESSED
 		record()
 		m.log.Info("recovery is suppressed", "strategy", m.restart.Name(), "cause", f.cause)
-		m.failJobNow(fmt.Sprintf("Recovery is suppressed by %s: %s", m.restart.Name(), f.cause))
+		m.failJobNow(fmt.Sprintf("Recovery is suppressed by %s: %s: %s", m.restart.Name(), f.task, f.cause))
 		return
 	}
 	// All pending checkpoints are aborted, even for a small region (§5.3), and not counted.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"time"
 
@@ -217,7 +219,13 @@ func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.Oper
 		keyed, err := t.writeKeyed(id, snap)
 		if err != nil {
 			if t.ctx.Err() == nil {
-				t.log.Warn("checkpoint upload failed", "checkpoint_id", id, "err", err)
+				level := slog.LevelWarn
+				if errors.Is(err, fs.ErrNotExist) {
+					// Its directory was deleted under it: the JobManager aborted the checkpoint
+					// (a failover, or the job ending) while it was being written.
+					level = slog.LevelInfo
+				}
+				t.log.Log(t.ctx, level, "checkpoint upload failed", "checkpoint_id", id, "err", err)
 				t.decline(id, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
 			}
 			return

@@ -160,7 +160,7 @@ func (t *task) report(s pb.ExecutionState, failure error) {
 		EndOfData: s == pb.ExecutionState_EXECUTION_STATE_RUNNING && t.ending,
 	}
 	if failure != nil {
-		r.Failure = fmt.Sprintf("%s: %v", t.name, failure)
+		r.Failure = failure.Error() // the JobManager names the task
 		r.Unrecoverable = operator.IsUnrecoverable(failure)
 		var pe *producerError
 		if errors.As(failure, &pe) {

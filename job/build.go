@@ -109,8 +109,8 @@ type builder struct {
 	cfg *config.Config
 	// jobCfg holds the keys the spec and the overrides set (JobGraph.job_config).
 	jobCfg map[string]string
-	par int
-	ops []*specOp
+	par    int
+	ops    []*specOp
 }
 
 func (b *builder) build() *pb.JobGraph {

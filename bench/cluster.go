@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ type cluster struct {
 	bin       string // absolute
 	jm        string
 	debugAddr string // tm-0's pprof address
+	slots     int    // per TaskManager
 	logf      *os.File
 
 	mu       sync.Mutex
@@ -90,9 +92,9 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with one slot each and
-// waits until all registered. On error nothing is left behind.
-func startCluster(bin string, tms int) (c *cluster, err error) {
+// startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with slots slots each
+// and waits until all registered. On error nothing is left behind.
+func startCluster(bin string, tms, slots int) (c *cluster, err error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func startCluster(bin string, tms int) (c *cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &cluster{dir: dir, bin: abs}
+	c = &cluster{dir: dir, bin: abs, slots: slots}
 	unregister := onInterrupt(c.stop)
 	defer func() {
 		if err != nil {
@@ -157,9 +159,9 @@ func (c *cluster) start(name, binary string, args ...string) error {
 	return nil
 }
 
-// startTM starts a TaskManager with one slot; tm-0 serves pprof on debugAddr.
+// startTM starts a TaskManager with the cluster's slots; tm-0 serves pprof on debugAddr.
 func (c *cluster) startTM(id string) error {
-	args := []string{"--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", id,
+	args := []string{"--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", strconv.Itoa(c.slots), "--id", id,
 		"--data-dir", filepath.Join(c.dir, id), "--log-level", "warn"}
 	if id == "tm-0" {
 		args = append(args, "--debug-addr", c.debugAddr)

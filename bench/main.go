@@ -8,8 +8,9 @@
 //     checkpointing off, the variants interleaved in the same run;
 //   - duration: checkpoint duration p50/p99 end to end for 10 thousand and 1 million keys on
 //     each keyed state backend, next to the in-process snapshot cost (state.MeasureSnapshot);
-//   - recovery: the time from a TaskManager SIGKILL to the job running and committing output
-//     again.
+//   - recovery: the time from a TaskManager SIGKILL to the job RUNNING and committing output
+//     again, with a spare TaskManager, for region and full failover on a forward-only job
+//     (the kills interleaved) and for region failover on a keyed job (one region).
 //
 // Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
@@ -52,10 +53,11 @@ type options struct {
 	snapRuns         int
 	snapLargeRuns    int
 
-	recRuns     int
-	recRate     int
-	recInterval time.Duration
-	recDelay    time.Duration
+	recRuns      int
+	recKeyedRuns int
+	recRate      int
+	recInterval  time.Duration
+	recDelay     time.Duration
 }
 
 // sections of the bench, in the order they run.
@@ -81,7 +83,8 @@ func main() {
 	flag.DurationVar(&o.cpdTimeout, "duration-timeout", 90*time.Second, "duration: give up on one measurement after this long (reporting what completed)")
 	flag.IntVar(&o.snapRuns, "snapshot-runs", 5, "duration: in-process state.MeasureSnapshot runs per backend for small key counts (the median is reported)")
 	flag.IntVar(&o.snapLargeRuns, "snapshot-large-runs", 3, "duration: the same for large key counts")
-	flag.IntVar(&o.recRuns, "recovery-runs", 3, "recovery: TaskManager kills (the median is reported)")
+	flag.IntVar(&o.recRuns, "recovery-runs", 7, "recovery: TaskManager kills per failover strategy (full, region) of the forward-only job (median and max are reported)")
+	flag.IntVar(&o.recKeyedRuns, "recovery-keyed-runs", 3, "recovery: TaskManager kills of the keyed job (region failover, one region); 0 skips it")
 	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery: records/s of the job's source")
 	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery: checkpoint interval")
 	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery: restart-strategy.fixed-delay.delay")
@@ -115,6 +118,9 @@ func (o options) validate() error {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
+	}
+	if o.recKeyedRuns < 0 {
+		errs = append(errs, fmt.Errorf("-recovery-keyed-runs must be at least 0, got %d", o.recKeyedRuns))
 	}
 	if o.recDelay < 0 || o.recDelay%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("-recovery-delay must be whole milliseconds, got %v", o.recDelay))
@@ -162,7 +168,7 @@ func run(o options) error {
 
 // runOnTwo runs the sections that use a JobManager and 2 TaskManager processes with 1 slot each.
 func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 2)
+	c, err := startCluster(o.bin, 2, 1)
 	if err != nil {
 		return err
 	}

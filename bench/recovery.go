@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,16 +15,37 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
+// recoveryVariant is one job shape and failover strategy the recovery section kills.
+type recoveryVariant struct {
+	job      string // "forward" or "keyed"
+	strategy string // jobmanager.execution.failover-strategy
+	runs     int
+}
+
+func (rv recoveryVariant) String() string {
+	return fmt.Sprintf("%s job, %s failover", rv.job, rv.strategy)
+}
+
 // recoveryResult is what one TaskManager kill measured, each time from the SIGKILL.
 type recoveryResult struct {
 	victim     string
-	hosted     []string
-	detected   time.Duration // the job left RUNNING (failover started)
-	running    time.Duration // the job is RUNNING again (a new run; tasks are being deployed)
-	tasks      time.Duration // every task of the new run is RUNNING
-	committed  time.Duration // the first part file of the new run is committed (visible)
+	hosted     []string // tasks on the victim, "<vertex> (<i>/<p>)"
+	restarted  []string // tasks whose attempt changed
+	jmRestart  []string // the restarted tasks the JobManager recorded (ExceptionEntry.restarted_tasks)
+	tasks      int      // tasks of the job
 	restoredID int64
 	cause      string
+
+	detected   time.Duration // the job left RUNNING
+	running    time.Duration // the job is RUNNING again (the restarted tasks are being deployed)
+	allRunning time.Duration // every task of the job is RUNNING
+	cpTrigger  time.Duration // the first checkpoint completed after recovery was triggered (JobManager clock)
+	committed  time.Duration // the first new part file is committed (visible)
+
+	firstParts    []string // the new part files of the listing that saw the first one
+	attemptBefore int32    // the highest task attempt before the kill
+	olderData     int      // part files committed after the kill with data only from before it
+	early         int      // part files committed after the kill, before the job was RUNNING again
 }
 
 // recoveryPoll is how often the job status and the output directory are looked at after the
@@ -31,15 +53,29 @@ type recoveryResult struct {
 // which would cost more CPU than the recovery it measures on 2 cores.
 const recoveryPoll = 5 * time.Millisecond
 
-// recoveryWarmFiles is how many part files a job must have committed before the kill (two a
-// checkpoint at parallelism 2).
-const recoveryWarmFiles = 10
+// The recovery cluster: two TaskManagers with recoverySlots slots run a job with parallelism
+// recoveryParallelism (the JobManager spreads it, two subtask indices each), and a spare
+// TaskManager with the same free slots is started once the job runs.
+const (
+	recoveryParallelism = 4
+	recoverySlots       = 2
+	recoveryBusyTMs     = 2
+)
 
-// recovery measures the time from a TaskManager SIGKILL to the job running and committing
-// output again: 3 TaskManagers with 1 slot, a parallelism-2 job with a file sink; each round
-// kills a TaskManager that hosts tasks, and a new TaskManager replaces it before the next.
+// recoveryWarmCheckpoints is how many checkpoints' worth of part files (one per subtask) a
+// job must have committed before the kill.
+const recoveryWarmCheckpoints = 3
+
+// recoveryTarget is the issue's target: the job RUNNING again this soon after a TaskManager
+// kill, with a spare slot.
+const recoveryTarget = 500 * time.Millisecond
+
+// recovery measures the time from a TaskManager SIGKILL to the job RUNNING again and to its
+// first new committed output, for each failover strategy on a forward-only job (each subtask
+// index its own pipelined region) and for a keyed job (one region). Every kill is a new job on
+// two busy TaskManagers plus a spare; the kills of the variants are interleaved.
 func recovery(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 3)
+	c, err := startCluster(o.bin, recoveryBusyTMs, recoverySlots)
 	if err != nil {
 		return err
 	}
@@ -54,83 +90,223 @@ func recovery(o options, v *verdicts) (err error) {
 		return err
 	}
 	defer cl.Close()
+	full := recoveryVariant{job: "forward", strategy: "full", runs: o.recRuns}
+	region := recoveryVariant{job: "forward", strategy: "region", runs: o.recRuns}
+	keyed := recoveryVariant{job: "keyed", strategy: "region", runs: o.recKeyedRuns}
+	p := recoveryParallelism
 	fmt.Printf("\n== recovery from a TaskManager SIGKILL ==\n")
-	fmt.Printf("3 TaskManager processes with 1 slot; job: sequence from 0, unbounded, %d records/s -> key-by value %% 1024 -> count -> file sink (2PC), parallelism 2\n", o.recRate)
-	fmt.Printf("execution.checkpointing.interval %s (EXACTLY_ONCE, hashmap), restart-strategy.type fixed-delay, delay %s, attempts 10\n", durText(o.recInterval), durText(o.recDelay))
-	fmt.Printf("heartbeat.interval 1 s, heartbeat.timeout 5 s (defaults; a killed TaskManager is noticed when its heartbeat stream breaks, not by the timeout)\n")
-	fmt.Printf("each round: a new job; wait until it runs and committed >= %d part files, SIGKILL a TaskManager hosting tasks, then poll every %s\n", recoveryWarmFiles, durText(recoveryPoll))
-	fmt.Printf("the job status (Go client) and the output directory (new output = part files of the new run's higher attempt number;\n")
-	fmt.Printf("it needs the new run's first checkpoint, so it includes up to one interval); a new TaskManager replaces the killed one afterwards\n\n")
-	live := []string{"tm-0", "tm-1", "tm-2"}
-	var results []recoveryResult
-	for round := range o.recRuns {
-		r, err := recoverOnce(c, cl, o, round)
-		if err != nil {
-			return fmt.Errorf("recovery round %d: %w", round+1, err)
-		}
-		results = append(results, r)
-		fmt.Printf("  kill %d: %s (hosting %s): failover started %s, job RUNNING %s, all tasks RUNNING %s, first new committed part file %s (restored checkpoint %d)\n",
-			round+1, r.victim, strings.Join(r.hosted, ", "), ms(r.detected), ms(r.running), ms(r.tasks), ms(r.committed), r.restoredID)
-		if round == 0 && r.cause != "" {
-			fmt.Printf("          cause recorded by the JobManager: %s\n", r.cause)
-		}
-		live = slices.DeleteFunc(live, func(id string) bool { return id == r.victim })
-		if round < o.recRuns-1 {
-			id := fmt.Sprintf("tm-%d", 3+round)
-			if err := c.startTM(id); err != nil {
-				return err
-			}
-			live = append(live, id)
-			if err := c.waitTaskManagers(live, 30*time.Second); err != nil {
-				return err
+	fmt.Printf("%d TaskManager processes with %d slots run the job (%d subtask indices each); a spare TaskManager with %d free slots registers before the kill\n",
+		recoveryBusyTMs, recoverySlots, p/recoveryBusyTMs, recoverySlots)
+	fmt.Printf("forward job: sequence from 0, unbounded, %d records/s -> map -> file sink (2PC), parallelism %d: chained into %d tasks, each its own pipelined region\n", o.recRate, p, p)
+	fmt.Printf("keyed job:   sequence from 0, unbounded, %d records/s -> key-by value %% 1024 -> count -> file sink, parallelism %d: the key-by edge makes its %d tasks one region\n", o.recRate, p, 2*p)
+	fmt.Printf("execution.checkpointing.interval %s (EXACTLY_ONCE, hashmap), restart-strategy.type fixed-delay, delay %s, attempts 10;\n", durText(o.recInterval), durText(o.recDelay))
+	fmt.Printf("jobmanager.execution.failover-strategy full or region; heartbeat defaults (a killed TaskManager is noticed when its heartbeat stream breaks)\n")
+	fmt.Printf("each kill: a new job; once it committed >= %d part files and after a random part of an interval, SIGKILL the TaskManager hosting subtask 1,\n", recoveryWarmCheckpoints*p)
+	fmt.Printf("then poll the job status (Go client) and the output directory every %s. New committed output: a visible part file with data written\n", durText(recoveryPoll))
+	fmt.Printf("after the kill (mtime) that appeared once the job was RUNNING again: no file committed before, no restored transaction re-committed,\n")
+	fmt.Printf("no late commit of a checkpoint completed before the kill and no file already pending at the kill (each kill lists those not counted);\n")
+	fmt.Printf("it waits for the first checkpoint after recovery (checkpoints are aborted during RESTARTING), so it includes up to one interval\n")
+	fmt.Printf("kills: %d per failover strategy of the forward job, %d of the keyed job, interleaved\n\n", o.recRuns, o.recKeyedRuns)
+	live := []string{"tm-0", "tm-1"}
+	nextTM := recoveryBusyTMs
+	results := map[recoveryVariant][]recoveryResult{}
+	kill := 0
+	for pass := range max(o.recRuns, o.recKeyedRuns) {
+		var order []recoveryVariant
+		if pass < o.recRuns {
+			order = []recoveryVariant{full, region}
+			if pass%2 == 1 {
+				order = []recoveryVariant{region, full}
 			}
 		}
-	}
-	pick := func(f func(recoveryResult) time.Duration) (time.Duration, string) {
-		var ds []time.Duration
-		var each []string
-		for _, r := range results {
-			ds = append(ds, f(r))
-			each = append(each, ms(f(r)))
+		if pass < o.recKeyedRuns {
+			order = append(order, keyed)
 		}
-		return median(ds), strings.Join(each, ", ")
+		for _, rv := range order {
+			kill++
+			spare := fmt.Sprintf("tm-%d", nextTM)
+			nextTM++
+			r, err := recoverOnce(c, cl, o, rv, kill, live, spare)
+			if err != nil {
+				return fmt.Errorf("recovery kill %d (%s): %w", kill, rv, err)
+			}
+			results[rv] = append(results[rv], r)
+			// The job ran on the survivors and the spare; they run the next job.
+			live = slices.DeleteFunc(append(live, spare), func(id string) bool { return id == r.victim })
+			fmt.Printf("  kill %2d, %s: SIGKILL %s (hosting %s), restarted %s, restored checkpoint %d\n",
+				kill, rv, r.victim, groupTasks(r.hosted), restartedText(r), r.restoredID)
+			fmt.Printf("           RUNNING again %s, all tasks RUNNING %s, first new committed output %s: %s",
+				ms(r.running), ms(r.allRunning), ms(r.committed), partsText(r.firstParts, r.attemptBefore))
+			if r.olderData > 0 {
+				fmt.Printf("; not counted: %d part %s committed after the kill with data written before it", r.olderData, plural(r.olderData, "file"))
+			}
+			if r.early > 0 {
+				fmt.Printf("; not counted: %d part %s committed after the kill, before the job was RUNNING again", r.early, plural(r.early, "file"))
+			}
+			fmt.Println()
+			if !slices.Equal(sortedCopy(r.jmRestart), sortedCopy(r.restarted)) {
+				fmt.Printf("           note: the JobManager's exception history names %s as restarted\n", groupTasks(r.jmRestart))
+			}
+			if kill == 1 && r.cause != "" {
+				fmt.Printf("           cause recorded by the JobManager: %s\n", r.cause)
+			}
+		}
 	}
-	fmt.Println()
-	for _, row := range []struct {
-		name string
-		f    func(recoveryResult) time.Duration
-	}{
-		{"kill -> failover started:", func(r recoveryResult) time.Duration { return r.detected }},
-		{"kill -> job RUNNING again:", func(r recoveryResult) time.Duration { return r.running }},
-		{"kill -> all tasks RUNNING:", func(r recoveryResult) time.Duration { return r.tasks }},
-		{"kill -> first new committed part file:", func(r recoveryResult) time.Duration { return r.committed }},
-	} {
-		m, each := pick(row.f)
-		fmt.Printf("  %-40s median %9s  (each: %s)\n", row.name, ms(m), each)
+	for _, rv := range []recoveryVariant{full, region, keyed} {
+		if rv.runs > 0 {
+			printRecoveryTable(rv, results[rv])
+		}
 	}
-	fmt.Printf("  target: none in the issue (reported)\n")
+	fmt.Printf("\n  target (issue): job RUNNING again under %s after a TaskManager kill, with a spare slot (judged on the max over the kills):\n", ms(recoveryTarget))
+	for _, rv := range []recoveryVariant{region, full, keyed} {
+		rs := results[rv]
+		if len(rs) == 0 {
+			continue
+		}
+		run := recoveryFigures(rs, func(r recoveryResult) time.Duration { return r.running })
+		word := v.check(fmt.Sprintf("recovery %s/%s: RUNNING again, max %s < %s", rv.job, rv.strategy, ms(slices.Max(run)), ms(recoveryTarget)),
+			slices.Max(run) < recoveryTarget)
+		fmt.Printf("    %-30s median %9s  max %9s   %s\n", rv.String()+":", ms(median(run)), ms(slices.Max(run)), word)
+	}
+	fmt.Printf("\n  region vs full failover, forward job (same run, kills interleaved), medians:\n")
+	for _, row := range recoveryRows {
+		if row.name == "failover started" || row.name == "first checkpoint triggered" {
+			continue
+		}
+		r, f := median(recoveryFigures(results[region], row.f)), median(recoveryFigures(results[full], row.f))
+		fmt.Printf("    kill -> %-28s region %9s  full %9s  region/full %.2f\n", row.name+":", ms(r), ms(f), float64(r)/float64(f))
+	}
+	sinceTrigger := func(r recoveryResult) time.Duration { return r.committed - r.cpTrigger }
+	r, f := median(recoveryFigures(results[region], sinceTrigger)), median(recoveryFigures(results[full], sinceTrigger))
+	fmt.Printf("    %-36s region %9s  full %9s  region/full %.2f\n", "first checkpoint -> output:", ms(r), ms(f), float64(r)/float64(f))
+	fmt.Printf("    after recovery the first checkpoint is triggered after a random delay in [min-pause, interval], as in Flink: that, more\n")
+	fmt.Printf("    than the failover strategy, spreads kill -> first new committed output over up to one interval; the status and the directory\n")
+	fmt.Printf("    are polled every %s, so differences of a few ms are within the resolution\n", durText(recoveryPoll))
 	return nil
 }
 
-func recoverOnce(c *cluster, cl *client.Client, o options, round int) (r recoveryResult, err error) {
-	out := filepath.Join(c.dir, fmt.Sprintf("recovery-out-%d", round+1))
+// recoveryRows are the figures of a recovery table.
+var recoveryRows = []struct {
+	name string
+	f    func(recoveryResult) time.Duration
+}{
+	{"failover started", func(r recoveryResult) time.Duration { return r.detected }},
+	{"job RUNNING again", func(r recoveryResult) time.Duration { return r.running }},
+	{"all tasks RUNNING", func(r recoveryResult) time.Duration { return r.allRunning }},
+	{"first checkpoint triggered", func(r recoveryResult) time.Duration { return r.cpTrigger }},
+	{"first new committed output", func(r recoveryResult) time.Duration { return r.committed }},
+}
+
+func recoveryFigures(rs []recoveryResult, f func(recoveryResult) time.Duration) []time.Duration {
+	ds := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ds[i] = f(r)
+	}
+	return ds
+}
+
+func printRecoveryTable(rv recoveryVariant, rs []recoveryResult) {
+	fmt.Printf("\n  %s, %d %s; restarted: %s\n", rv, len(rs), plural(len(rs), "kill"), restartedSummary(rs))
+	fmt.Printf("    %-36s %9s  %9s   %s\n", "", "median", "max", "each")
+	for _, row := range recoveryRows {
+		ds := recoveryFigures(rs, row.f)
+		each := make([]string, len(ds))
+		for i, d := range ds {
+			each[i] = ms(d)
+		}
+		fmt.Printf("    kill -> %-28s %9s  %9s   %s\n", row.name+":", ms(median(ds)), ms(slices.Max(ds)), strings.Join(each, ", "))
+	}
+}
+
+// restartedText says which tasks one kill restarted.
+func restartedText(r recoveryResult) string {
+	switch {
+	case len(r.restarted) == r.tasks:
+		return fmt.Sprintf("all %d tasks", r.tasks)
+	case slices.Equal(sortedCopy(r.restarted), sortedCopy(r.hosted)):
+		return fmt.Sprintf("the killed TaskManager's %d of %d tasks", len(r.restarted), r.tasks)
+	}
+	return fmt.Sprintf("%d of %d tasks: %s", len(r.restarted), r.tasks, groupTasks(r.restarted))
+}
+
+// restartedSummary says which tasks the kills restarted, once if every kill did the same.
+func restartedSummary(rs []recoveryResult) string {
+	each := make([]string, len(rs))
+	for i, r := range rs {
+		each[i] = restartedText(r)
+	}
+	if len(slices.Compact(slices.Clone(each))) == 1 {
+		s := each[0]
+		if len(rs) > 1 {
+			s += " in every kill"
+		}
+		if r := rs[0]; len(r.restarted) < r.tasks {
+			s += fmt.Sprintf(" (the other %d kept running)", r.tasks-len(r.restarted))
+		}
+		return s
+	}
+	return strings.Join(each, "; ")
+}
+
+// groupTasks writes task names "v (1/4)", "v (3/4)" as "v (1/4, 3/4)".
+func groupTasks(names []string) string {
+	var vertices []string
+	subtasks := map[string][]string{}
+	for _, n := range sortedCopy(names) {
+		v, st := n, ""
+		if i := strings.LastIndex(n, " ("); i >= 0 && strings.HasSuffix(n, ")") {
+			v, st = n[:i], n[i+2:len(n)-1]
+		}
+		if _, ok := subtasks[v]; !ok {
+			vertices = append(vertices, v)
+		}
+		subtasks[v] = append(subtasks[v], st)
+	}
+	out := make([]string, len(vertices))
+	for i, v := range vertices {
+		out[i] = fmt.Sprintf("%s (%s)", v, strings.Join(subtasks[v], ", "))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// recoverySpec is the job of one kill.
+func recoverySpec(o options, rv recoveryVariant, kill int, out, cpDir string) string {
 	cfg := jobConfig(
 		"execution.checkpointing.interval", fmt.Sprintf("%dms", o.recInterval.Milliseconds()),
 		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", filepath.Join(c.dir, "checkpoints"),
+		"execution.checkpointing.dir", cpDir,
 		"state.backend.type", "hashmap",
 		"restart-strategy.type", "fixed-delay",
 		"restart-strategy.fixed-delay.delay", fmt.Sprintf("%dms", o.recDelay.Milliseconds()),
-		"restart-strategy.fixed-delay.attempts", "10")
-	spec := fmt.Sprintf(`name: bench-recovery-%d
-parallelism: 2
+		"restart-strategy.fixed-delay.attempts", "10",
+		"jobmanager.execution.failover-strategy", rv.strategy)
+	middle := `  - {name: double, type: map, fields: {value: "value * 2"}}`
+	if rv.job == "keyed" {
+		middle = `  - {name: by-key, type: key-by, key: "value % 1024"}
+  - {name: counts, type: count}`
+	}
+	return fmt.Sprintf(`name: bench-recovery-%d-%s-%s
+parallelism: %d
 %soperators:
   - {name: numbers, type: sequence, from: 0, rate: %d}
-  - {name: by-key, type: key-by, key: "value %% 1024"}
-  - {name: counts, type: count}
+%s
   - {name: out, type: file, path: %q}
-`, round+1, cfg, o.recRate, out)
-	id, err := c.startJob(fmt.Sprintf("recovery-%d", round+1), spec, 50*time.Millisecond)
+`, kill, rv.job, rv.strategy, recoveryParallelism, cfg, o.recRate, middle, out)
+}
+
+// recoverOnce runs one job on the live TaskManagers, starts the spare, kills the TaskManager
+// hosting subtask 1 once the job committed output, measures the recovery and cancels the job.
+func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, kill int, live []string, spare string) (r recoveryResult, err error) {
+	// Only the live TaskManagers (not the previous victim) may offer slots to the job.
+	if err := c.waitTaskManagers(live, 30*time.Second); err != nil {
+		return r, err
+	}
+	out := filepath.Join(c.dir, fmt.Sprintf("recovery-out-%d", kill))
+	spec := recoverySpec(o, rv, kill, out, filepath.Join(c.dir, "checkpoints"))
+	id, err := c.startJob(fmt.Sprintf("recovery-%d", kill), spec, 20*time.Millisecond)
 	if id != "" {
 		defer func() {
 			if cerr := c.cancel(id); cerr != nil && err == nil {
@@ -141,21 +317,33 @@ parallelism: 2
 	if err != nil {
 		return r, err
 	}
+	// The spare registers after the job took the other TaskManagers' slots: the JobManager
+	// spreads a job over the TaskManagers with the most free slots.
+	if err := c.startTM(spare); err != nil {
+		return r, err
+	}
+	if err := c.waitTaskManagers(append(slices.Clone(live), spare), 30*time.Second); err != nil {
+		return r, err
+	}
+	warm := recoveryWarmCheckpoints * recoveryParallelism
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		files, err := committedParts(out)
 		if err != nil {
 			return r, err
 		}
-		if len(files) >= recoveryWarmFiles {
+		if len(files) >= warm {
 			break
 		}
 		if time.Now().After(deadline) {
-			return r, fmt.Errorf("job %s committed %d part files in 30 s, want %d", id, len(files), recoveryWarmFiles)
+			return r, fmt.Errorf("job %s committed %d part files in 30 s, want %d", id, len(files), warm)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// Kill at a random point of the checkpoint interval, not just after a commit: a kill may
+	// also meet a checkpoint in flight, or one completed whose commits are still under way.
+	time.Sleep(rand.N(o.recInterval))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	before, err := cl.Job(ctx, id)
 	if err != nil {
@@ -164,23 +352,68 @@ parallelism: 2
 	if before.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
 		return r, fmt.Errorf("job %s is %v before the kill", id, before.GetStatus())
 	}
-	var attempt int32
+	oldAttempt := map[string]int32{}
 	for _, t := range before.GetTasks() {
-		attempt = max(attempt, t.GetAttempt())
-		if r.victim == "" {
+		oldAttempt[taskName(t, before)] = t.GetAttempt()
+		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
+		if t.GetSubtask() == 0 && r.victim == "" {
 			r.victim = t.GetTaskmanager()
 		}
 	}
+	if r.victim == spare {
+		return r, fmt.Errorf("job %s runs on the spare %s", id, spare)
+	}
 	for _, t := range before.GetTasks() {
 		if t.GetTaskmanager() == r.victim {
-			r.hosted = append(r.hosted, fmt.Sprintf("%s (%d/%d)", t.GetOperator(), t.GetSubtask()+1, before.GetParallelism()))
+			r.hosted = append(r.hosted, taskName(t, before))
 		}
+	}
+	r.tasks = len(before.GetTasks())
+	// seen holds the part files that are not new output: those visible at the kill, and
+	// every one that appeared before the job was RUNNING again (a checkpoint that completed
+	// before the failover did commit it) or holds only data written before the kill (a
+	// restored transaction re-committed, a late commit, an older pending file).
+	seen := map[string]bool{}
+	atKill, err := committedParts(out)
+	if err != nil {
+		return r, err
+	}
+	for _, f := range atKill {
+		seen[f] = true
 	}
 	killed, err := c.killTM(r.victim)
 	if err != nil {
 		return r, err
 	}
-	for r.committed == 0 || r.tasks == 0 {
+	recovered := false // RUNNING again in a status read before the listing at hand
+	for r.committed == 0 || r.allRunning == 0 {
+		// The listing comes first: a part file in it was committed before the status below.
+		files, err := committedParts(out)
+		if err != nil {
+			return r, err
+		}
+		listed := time.Since(killed)
+		for _, f := range files {
+			if seen[f] || (r.committed != 0 && r.committed != listed) {
+				continue
+			}
+			st, err := os.Stat(filepath.Join(out, f))
+			if err != nil {
+				return r, err
+			}
+			if !st.ModTime().After(killed) {
+				seen[f] = true
+				r.olderData++
+				continue
+			}
+			if !recovered {
+				seen[f] = true
+				r.early++
+				continue
+			}
+			r.committed = listed
+			r.firstParts = append(r.firstParts, f)
+		}
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			return r, fmt.Errorf("job status after the kill: %w", err)
@@ -193,48 +426,63 @@ parallelism: 2
 		if r.running == 0 && restarted && d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING {
 			r.running = now
 			r.restoredID = d.GetRestoredCheckpointId()
+			recovered = true
 		}
-		if r.tasks == 0 && restarted && newRunRunning(d, attempt) {
-			r.tasks = now
+		if r.allRunning == 0 && restarted && allTasksRunning(d) {
+			r.allRunning = now
 		}
+		r.firstCheckpoint(d, killed)
 		if client.IsTerminal(d.GetStatus()) {
 			return r, fmt.Errorf("job %s ended %v after the kill: %s", id, d.GetStatus(), d.GetFailureCause())
 		}
-		if r.committed == 0 {
-			files, err := committedParts(out)
-			if err != nil {
-				return r, err
-			}
-			for _, f := range files {
-				if a, ok := partAttempt(f); ok && a > int(attempt) {
-					r.committed = time.Since(killed)
-					break
-				}
-			}
-		}
 		if ctx.Err() != nil {
-			return r, fmt.Errorf("job %s did not recover within 90 s of the kill (status %v)", id, d.GetStatus())
+			return r, fmt.Errorf("job %s did not recover within 30 s of the kill (status %v)", id, d.GetStatus())
 		}
 		time.Sleep(recoveryPoll)
 	}
-	if d, err := cl.Job(ctx, id); err == nil {
-		for _, e := range d.GetExceptions() {
-			if e.GetTaskmanager() == r.victim {
-				r.cause = e.GetCause()
-				break
+	d, err := cl.Job(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	r.firstCheckpoint(d, killed)
+	for _, t := range d.GetTasks() {
+		if n := taskName(t, d); t.GetAttempt() != oldAttempt[n] {
+			r.restarted = append(r.restarted, n)
+		}
+	}
+	for _, e := range d.GetExceptions()[len(before.GetExceptions()):] {
+		if r.cause == "" && e.GetTaskmanager() == r.victim {
+			r.cause = e.GetCause()
+		}
+		for _, t := range e.GetRestartedTasks() {
+			if !slices.Contains(r.jmRestart, t) {
+				r.jmRestart = append(r.jmRestart, t)
 			}
 		}
 	}
 	return r, nil
 }
 
-// newRunRunning reports whether every task runs in an attempt after attempt.
-func newRunRunning(d *pb.JobDetails, attempt int32) bool {
+// firstCheckpoint records when the first checkpoint completed after recovery was triggered,
+// if d shows it.
+func (r *recoveryResult) firstCheckpoint(d *pb.JobDetails, killed time.Time) {
+	if cp := d.GetLastCheckpoint(); r.cpTrigger == 0 && r.running != 0 && cp.GetId() > r.restoredID && cp.GetTriggerTime() != nil {
+		r.cpTrigger = cp.GetTriggerTime().AsTime().Sub(killed)
+	}
+}
+
+// taskName is how the JobManager names a task: "<vertex> (<subtask+1>/<parallelism>)".
+func taskName(t *pb.TaskDetails, d *pb.JobDetails) string {
+	return fmt.Sprintf("%s (%d/%d)", t.GetOperator(), t.GetSubtask()+1, d.GetParallelism())
+}
+
+// allTasksRunning reports whether the job and every task are RUNNING.
+func allTasksRunning(d *pb.JobDetails) bool {
 	if d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING || len(d.GetTasks()) == 0 {
 		return false
 	}
 	for _, t := range d.GetTasks() {
-		if t.GetAttempt() <= attempt || t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
+		if t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
 			return false
 		}
 	}
@@ -260,12 +508,17 @@ func committedParts(dir string) ([]string, error) {
 	return out, nil
 }
 
-// partAttempt parses the execution attempt of "part-<subtask>-<attempt>-<n>.jsonl".
-func partAttempt(name string) (int, bool) {
-	f := strings.Split(name, "-")
-	if len(f) < 4 {
-		return 0, false
+// partsText describes new part files "part-<subtask>-<attempt>-<n>.jsonl" by who wrote them:
+// restarted tasks run an attempt above every attempt before the kill (attemptBefore).
+func partsText(names []string, attemptBefore int32) string {
+	restarted := 0
+	for _, name := range names {
+		if f := strings.Split(name, "-"); len(f) >= 4 {
+			if a, err := strconv.Atoi(f[2]); err == nil && int32(a) > attemptBefore {
+				restarted++
+			}
+		}
 	}
-	a, err := strconv.Atoi(f[2])
-	return a, err == nil
+	return fmt.Sprintf("%d part %s, %d by restarted tasks, %d by tasks that kept running",
+		len(names), plural(len(names), "file"), restarted, len(names)-restarted)
 }

@@ -133,7 +133,7 @@ var options = []Option{
 	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},
 		Description: "Keyed state backend: hashmap (in memory) or bbolt (on local disk, snapshots from a read transaction while processing continues)."},
 	{Key: FailoverStrategy, Kind: KindEnum, Default: "region", Scope: ScopeJob, Enum: []string{"full", "region"},
-		Description: "Which tasks a task failure restarts: full (all) or region (the failed task's pipelined region). Validated; every failure restarts all tasks until region failover is wired into the job master."},
+		Description: "Which tasks a task failure restarts: full (all) or region (the failed task's pipelined region); global failures restart all."},
 	{Key: RestartStrategy, Kind: KindEnum, Scope: ScopeJob,
 		Enum: []string{"none", "disable", "off", "fixed-delay", "fixeddelay", "failure-rate", "failurerate", "exponential-delay", "exponentialdelay"},
 		Description: "Restart strategy: none (disable, off), fixed-delay, failure-rate or exponential-delay (also written without the dash). " +

@@ -321,9 +321,13 @@ func (m *jobMaster) slotsTimedOut() {
 		return
 	}
 	free, total := m.rm.freeCount()
+	need := fmt.Sprint(len(missing))
+	if held := m.slotCount() - len(missing); held > 0 {
+		need = fmt.Sprintf("%d more (it holds %d)", len(missing), held)
+	}
 	m.failJobNow(fmt.Sprintf(
-		"could not acquire the required slots: the job needs %d more, the cluster has %d free of %d (waited %s = %v)",
-		len(missing), free, total, config.SlotRequestTimeout, m.cfg.Duration(config.SlotRequestTimeout)))
+		"could not acquire the required slots: the job needs %s, the cluster has %d free of %d (waited %s = %v)",
+		need, free, total, config.SlotRequestTimeout, m.cfg.Duration(config.SlotRequestTimeout)))
 }
 
 // submit deploys executions that have their slots. Producer locations come from the current

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,10 +370,25 @@ func (m *jobMaster) handle(ev any) {
 	case evTMLost:
 		// Every task on it fails; each counts as a failure of its own region, as in Flink
 		// (tasks of one region after the first are already being restarted).
+		cause := fmt.Sprintf("%s is lost: %s", ev.tm.describe(), ev.reason)
+		var lost []*execution
+		var names []string
 		for _, e := range m.execs {
 			if e.tm.regID == ev.tm.regID && !e.terminal() {
-				m.failExecution(e, fmt.Sprintf("%s is lost: %s", ev.tm.describe(), ev.reason), false)
+				lost = append(lost, e)
+				if e.state == pb.ExecutionState_EXECUTION_STATE_CANCELING {
+					names = append(names, e.name)
+				}
 			}
+		}
+		if len(names) > 0 {
+			// Its tasks were being cancelled already (an earlier report of this loss, such as
+			// a consumer's broken input, failed them over): the loss is recorded, not counted.
+			m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(),
+				Task: strings.Join(names, ", "), Taskmanager: ev.tm.id, Cause: cause})
+		}
+		for _, e := range lost {
+			m.failExecution(e, cause, false)
 		}
 	case evCancel:
 		if m.status == pb.JobStatus_JOB_STATUS_CANCELLING || m.status == pb.JobStatus_JOB_STATUS_FAILING {

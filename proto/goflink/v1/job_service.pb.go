@@ -27,7 +27,8 @@ type FailureHandling int32
 
 const (
 	// FAILURE_HANDLING_UNSPECIFIED: an entry that is not a task failure (a checkpoint that
-	// cannot be restored), or a failure while the job was already ending.
+	// cannot be restored), a failure while the job was already ending, or the loss of a
+	// TaskManager whose tasks were already being cancelled (a consequence, not counted).
 	FailureHandling_FAILURE_HANDLING_UNSPECIFIED FailureHandling = 0
 	// FAILURE_HANDLING_RESTART: the restart strategy allowed a restart; restarted_tasks are
 	// cancelled and redeployed after restart_delay_ms.

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -64,6 +66,9 @@ func (m *jobMaster) failExecution(e *execution, cause string, unrecoverable bool
 // (unrecoverable error, or the restart strategy says no), or cancel the tasks the failover
 // strategy names and schedule their restart.
 func (m *jobMaster) handleFailure(f failure) {
+	if m.ctx.Err() != nil {
+		return // stopped (leadership lost): the next leader takes over
+	}
 	now := time.Now()
 	entry := &pb.ExceptionEntry{Time: timestamppb.New(now), Task: f.task, Taskmanager: f.tm, Cause: f.cause}
 	// An entry is added once complete (published views share entries, so they never change
@@ -92,35 +97,41 @@ func (m *jobMaster) handleFailure(f failure) {
 		m.failJobNow(fmt.Sprintf("Recovery is suppressed by %s: %s: %s", m.restart.Name(), f.task, f.cause))
 		return
 	}
-	// All pending checkpoints are aborted, even for a small region (§5.3), and not counted.
-	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
+	// The restart this failure leads to: a new one, or the pending one it joins (whose
+	// backoff becomes the later of the two; fixed-delay and failure-rate still count it).
+	p := m.pending
 	entry.Handling = pb.FailureHandling_FAILURE_HANDLING_MERGED
-	if m.pending == nil {
-		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
-			record()
-			return
-		}
-		m.pending = &pendingRestart{tasks: map[string]bool{}, attempt: m.restarts + 1, due: now}
+	if p == nil {
+		p = &pendingRestart{tasks: map[string]bool{}, attempt: m.restarts + 1, due: now}
 		entry.Handling = pb.FailureHandling_FAILURE_HANDLING_RESTART
 	}
-	p := m.pending
 	if due := now.Add(d.Delay); due.After(p.due) {
 		p.due = due
 	}
 	entry.Failover, entry.RestartAttempt, entry.RestartDelayMs = how, p.attempt, p.due.Sub(now).Milliseconds()
+	var cancel []*execution
 	for _, st := range subtasks {
 		k := subtaskKey(st.Vertex, st.Index)
-		e := m.bySubtask[k]
-		if e == nil {
-			continue
-		}
-		entry.RestartedTasks = append(entry.RestartedTasks, e.name)
-		if !p.tasks[k] {
-			p.tasks[k] = true
-			m.cancelExecution(e)
+		if e := m.bySubtask[k]; e != nil {
+			entry.RestartedTasks = append(entry.RestartedTasks, e.name)
+			if !p.tasks[k] {
+				p.tasks[k] = true
+				cancel = append(cancel, e)
+			}
 		}
 	}
-	record()
+	record() // before RESTARTING is published, so watchers see its cause with it
+	// All pending checkpoints are aborted, even for a small region (§5.3), and not counted.
+	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
+	if m.pending == nil {
+		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
+			return
+		}
+		m.pending = p
+	}
+	for _, e := range cancel {
+		m.cancelExecution(e)
+	}
 	m.log.Info("restarting tasks", "failover", how, "tasks", len(entry.RestartedTasks), "strategy", m.restart.Name(),
 		"delay", p.due.Sub(now), "new_attempt", d.NewAttempt, "restart", p.attempt, "cause", f.cause)
 }
@@ -191,6 +202,9 @@ func (m *jobMaster) maybeRestart() {
 	}
 	m.dropPendingRestart()
 	m.redeploy(p.tasks)
+	if m.pending != nil { // a task failed during the redeployment itself
+		m.maybeRestart()
+	}
 }
 
 // redeploy starts a new run of the given subtasks: the checkpoint to restore, status RUNNING
@@ -209,7 +223,7 @@ func (m *jobMaster) redeploy(tasks map[string]bool) {
 		return
 	}
 	execs := make([]*execution, 0, len(m.execs))
-	fresh := 0
+	fresh, now := 0, time.Now()
 	for _, v := range m.graph.GetVertices() {
 		for i := range v.GetParallelism() {
 			k := subtaskKey(v.GetId(), i)
@@ -222,7 +236,7 @@ func (m *jobMaster) redeploy(tasks map[string]bool) {
 				delete(m.byKey, old.key)
 			}
 			id := &pb.ExecutionAttemptID{JobId: m.id, VertexId: v.GetId(), Subtask: i, Attempt: m.attempt}
-			e := &execution{id: id, key: execid.Key(id), vertex: v, tm: unassigned, slot: -1,
+			e := &execution{id: id, key: execid.Key(id), vertex: v, tm: unassigned, slot: -1, scheduledAt: now,
 				name: fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()), state: pb.ExecutionState_EXECUTION_STATE_SCHEDULED}
 			m.byKey[e.key], m.bySubtask[k] = e, e
 			execs = append(execs, e)
@@ -231,9 +245,6 @@ func (m *jobMaster) redeploy(tasks map[string]bool) {
 	}
 	m.execs = execs
 	m.log.Info("redeploying tasks", "tasks", fresh, "of", len(execs), "attempt", m.attempt, "restored_checkpoint_id", m.restoredID)
-	if m.slotDeadline == nil {
-		m.slotDeadline = time.NewTimer(m.cfg.Duration(config.SlotRequestTimeout))
-	}
 	m.tryAssignSlots()
 }
 
@@ -249,60 +260,94 @@ func (m *jobMaster) slotCount() int {
 	return n
 }
 
-// missingSlots returns the slot indices that executions waiting for a slot need and the job
-// no longer holds (never had, or their TaskManager is gone), and the waiting executions.
-func (m *jobMaster) missingSlots() (missing []int, waiting []*execution) {
+// waiting returns the executions that wait for a slot, grouped by the redeployment that
+// created them (their attempt number), oldest first. A group is deployed whole or not at all:
+// a job never holds half the slots it needs to start, and the tasks of a restarted region
+// exchange data. Groups are independent, so a region restarted later is not held back by one
+// that still waits for a slot.
+func (m *jobMaster) waiting() [][]*execution {
+	byAttempt := map[int32][]*execution{}
+	for _, e := range m.execs {
+		if e.state == pb.ExecutionState_EXECUTION_STATE_SCHEDULED {
+			byAttempt[e.id.GetAttempt()] = append(byAttempt[e.id.GetAttempt()], e)
+		}
+	}
+	groups := make([][]*execution, 0, len(byAttempt))
+	for _, a := range slices.Sorted(maps.Keys(byAttempt)) {
+		groups = append(groups, byAttempt[a])
+	}
+	return groups
+}
+
+// missingSlots returns the slot indices that the given executions need and the job no longer
+// holds (never had, or their TaskManager is gone).
+func (m *jobMaster) missingSlots(execs []*execution) []int {
 	for len(m.slots) < m.slotCount() {
 		m.slots = append(m.slots, slotRef{slot: -1})
 	}
-	seen := map[int]bool{}
-	for _, e := range m.execs {
-		if e.state != pb.ExecutionState_EXECUTION_STATE_SCHEDULED {
-			continue
-		}
-		waiting = append(waiting, e)
+	var missing []int
+	for _, e := range execs {
 		i := int(e.id.GetSubtask())
-		if seen[i] {
+		if slices.Contains(missing, i) {
 			continue
 		}
-		seen[i] = true
 		if _, ok := m.rm.get(m.slots[i].tm); !ok {
 			missing = append(missing, i)
 		}
 	}
-	return missing, waiting
+	return missing
 }
 
-// tryAssignSlots gives waiting executions their slots and deploys them, or waits for slots
-// to become free (up to slot.request.timeout from the redeployment).
+// tryAssignSlots gives waiting executions their slots, a group (waiting) at a time, and
+// deploys every group that has them all; the others wait for slots to become free, each execution up to
+// slot.request.timeout from its redeployment.
 func (m *jobMaster) tryAssignSlots() {
 	m.slotWatch = nil
 	watch := m.rm.watch() // before allocating: a slot freed in between wakes us
-	missing, waiting := m.missingSlots()
-	if len(waiting) == 0 {
-		m.stopSlotWait()
-		return
-	}
-	if len(missing) > 0 {
-		refs := m.rm.allocate(m.id, len(missing))
-		if refs == nil {
-			m.slotWatch = watch
-			return
+	var ready []*execution
+	blocked := false
+	for _, group := range m.waiting() {
+		if missing := m.missingSlots(group); len(missing) > 0 {
+			refs := m.rm.allocate(m.id, len(missing))
+			if refs == nil {
+				blocked = true
+				continue
+			}
+			for j, i := range missing {
+				m.slots[i] = refs[j]
+			}
 		}
-		for j, i := range missing {
-			m.slots[i] = refs[j]
+		for _, e := range group {
+			ref := m.slots[e.id.GetSubtask()]
+			tm, ok := m.rm.get(ref.tm)
+			if !ok { // lost since allocate; its deployment fails in submit
+				tm = &taskManager{regID: ref.tm, id: "unknown", addr: "unknown"}
+			}
+			e.tm, e.slot, e.state = tm, ref.slot, pb.ExecutionState_EXECUTION_STATE_DEPLOYING
 		}
+		ready = append(ready, group...)
 	}
 	m.stopSlotWait()
-	for _, e := range waiting {
-		ref := m.slots[e.id.GetSubtask()]
-		tm, ok := m.rm.get(ref.tm)
-		if !ok { // lost since allocate; its deployment fails below
-			tm = &taskManager{regID: ref.tm, id: "unknown", addr: "unknown"}
-		}
-		e.tm, e.slot, e.state = tm, ref.slot, pb.ExecutionState_EXECUTION_STATE_DEPLOYING
+	if blocked {
+		m.slotWatch = watch
+		m.armSlotDeadline()
 	}
-	m.submit(waiting)
+	if len(ready) > 0 {
+		m.submit(ready)
+	}
+}
+
+// armSlotDeadline sets the slot timer to the earliest moment a waiting execution times out.
+func (m *jobMaster) armSlotDeadline() {
+	var first time.Time
+	for _, e := range m.execs {
+		if e.state == pb.ExecutionState_EXECUTION_STATE_SCHEDULED && (first.IsZero() || e.scheduledAt.Before(first)) {
+			first = e.scheduledAt
+		}
+	}
+	if !first.IsZero() {
+		m.slotDeadline = time.NewTimer(time.Until(first.Add(m.cfg.Duration(config.SlotRequestTimeout))))
+	}
 }
 
 // stopSlotWait ends waiting for slots.
@@ -314,20 +359,31 @@ func (m *jobMaster) stopSlotWait() {
 	}
 }
 
-// slotsTimedOut fails the job: its tasks waited slot.request.timeout for slots.
+// slotsTimedOut fails the job when an execution waited slot.request.timeout for its slot.
 func (m *jobMaster) slotsTimedOut() {
-	missing, waiting := m.missingSlots()
-	if len(waiting) == 0 {
+	timeout := m.cfg.Duration(config.SlotRequestTimeout)
+	var waiting []*execution
+	expired := false
+	for _, group := range m.waiting() {
+		for _, e := range group {
+			waiting = append(waiting, e)
+			expired = expired || !time.Now().Before(e.scheduledAt.Add(timeout))
+		}
+	}
+	if !expired {
+		m.armSlotDeadline()
 		return
 	}
+	missing := m.missingSlots(waiting)
 	free, total := m.rm.freeCount()
 	need := fmt.Sprint(len(missing))
 	if held := m.slotCount() - len(missing); held > 0 {
 		need = fmt.Sprintf("%d more (it holds %d)", len(missing), held)
 	}
-	m.failJobNow(fmt.Sprintf(
-		"could not acquire the required slots: the job needs %s, the cluster has %d free of %d (waited %s = %v)",
-		need, free, total, config.SlotRequestTimeout, m.cfg.Duration(config.SlotRequestTimeout)))
+	cause := fmt.Sprintf("could not acquire the required slots: the job needs %s, the cluster has %d free of %d (waited %s = %v)",
+		need, free, total, config.SlotRequestTimeout, timeout)
+	m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "slot allocation", Cause: cause})
+	m.failJobNow(cause)
 }
 
 // submit deploys executions that have their slots. Producer locations come from the current
@@ -339,7 +395,8 @@ func (m *jobMaster) submit(batch []*execution) {
 		grid[e.vertex.GetId()] = append(grid[e.vertex.GetId()], e)
 	}
 	for _, e := range batch {
-		if e.tm.client == nil {
+		// (One that failed here may cancel the others of its region: those are skipped.)
+		if e.tm.client == nil && e.state == pb.ExecutionState_EXECUTION_STATE_DEPLOYING {
 			m.failExecution(e, fmt.Sprintf("could not deploy %s: its TaskManager was lost before deployment", e.name), false)
 		}
 	}

@@ -42,6 +42,8 @@ type execution struct {
 	submitted bool
 	// cancelAt is when the execution was asked to cancel.
 	cancelAt time.Time
+	// scheduledAt is when it was created to wait for a slot.
+	scheduledAt time.Time
 }
 
 func (e *execution) terminal() bool {
@@ -175,7 +177,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, cluster *config.Con
 		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart, failover: fo,
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
-		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(),
+		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(), restarts: max(rec.GetRuns()-1, 0),
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 	}
 	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
@@ -533,6 +535,12 @@ func (m *jobMaster) giveUpOnCancel() {
 		}
 		m.log.Warn("task did not confirm cancellation in time", "task", e.name, "tm_id", e.tm.id, "timeout", cancelTimeout)
 		e.state = pb.ExecutionState_EXECUTION_STATE_CANCELED
+		// It may still run there: its replacement must not share its slot. The slot stays
+		// reserved for the job (released when the job ends), and heartbeat reconciliation
+		// keeps asking the TaskManager to cancel the task.
+		if i := int(e.id.GetSubtask()); i < len(m.slots) && m.slots[i].tm == e.tm.regID && m.slots[i].slot == e.slot {
+			m.slots[i] = slotRef{slot: -1}
+		}
 	}
 	if !next.IsZero() {
 		m.cancelTimer = time.NewTimer(next.Sub(now))
@@ -543,6 +551,9 @@ func (m *jobMaster) giveUpOnCancel() {
 // checkTerminal ends the job once every task has settled. A restarting job goes on when its
 // restart is due (maybeRestart).
 func (m *jobMaster) checkTerminal() {
+	if m.ctx.Err() != nil {
+		return // stopped without a status change: nothing more may be committed
+	}
 	for _, e := range m.execs {
 		if !e.terminal() {
 			return
@@ -615,6 +626,9 @@ func (m *jobMaster) setStatus(s pb.JobStatus, cause string) error {
 func (m *jobMaster) commitStatus(s pb.JobStatus, cause string) (*pb.JobRecord, error) {
 	backoff := 50 * time.Millisecond
 	for {
+		if err := m.ctx.Err(); err != nil {
+			return nil, err // stopped: a status change now could contradict the next leader
+		}
 		rec, err := m.host.setJobStatus(m.ctx, m.id, s, cause)
 		if err == nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShuttingDown) ||
 			errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrJobNotFound) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -200,6 +201,82 @@ operators:
 	for v := 1; v <= n; v++ {
 		if got2[int64(v)] != 1 {
 			t.Errorf("value %d committed %d times, want exactly once", v, got2[int64(v)])
+		}
+	}
+}
+
+// A region restarted later is not held back by one that still waits for a slot: with one
+// region's TaskManager gone and no spare, the other region fails and comes back at once in the
+// slot it holds; the first runs again once a TaskManager joins. Output stays exactly once.
+func TestRegionWithItsSlotIsNotHeldBackByOneWaiting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	const n = 600 // 300 per subtask at 100/s each: 3 s
+	out := filepath.Join(t.TempDir(), "out")
+	// Each subtask fails on its first attempt at its 151st value (301 and 302), about 1.5 s in.
+	spec := fmt.Sprintf(`name: held-back
+parallelism: 2
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 10
+  restart-strategy.fixed-delay.delay: 0ms
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: 200}
+  - {name: boom, type: fail, when: "value == 301 || value == 302", attempt: 0}
+  - {name: out, type: file, path: %q}
+`, filepath.Join(t.TempDir(), "cp"), n, out)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	d := waitRunning(t, ctx, cl, id, 2)
+	// Stop the TaskManager of subtask 0: its region waits for a slot (attempt 1, SCHEDULED).
+	var gone int
+	for i, tm := range c.TMs {
+		for _, task := range d.GetTasks() {
+			if task.GetSubtask() == 0 && task.GetTaskmanager() == tm.ID() {
+				gone = i
+			}
+		}
+	}
+	if err := c.TMs[gone].Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Subtask 1 fails at 302 on attempt 0 and is redeployed in its own slot while subtask 0
+	// still waits.
+	waitFor(t, ctx, 20*time.Second, "subtask 1 running again while subtask 0 waits", func() error {
+		d, err := cl.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		var s0, s1 *pb.TaskDetails
+		for _, task := range d.GetTasks() {
+			if task.GetSubtask() == 0 {
+				s0 = task
+			} else {
+				s1 = task
+			}
+		}
+		if s0.GetStatus() != pb.ExecutionState_EXECUTION_STATE_SCHEDULED || s1.GetAttempt() < 2 ||
+			s1.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
+			return fmt.Errorf("subtask 0 %v (attempt %d), subtask 1 %v (attempt %d)", s0.GetStatus(), s0.GetAttempt(), s1.GetStatus(), s1.GetAttempt())
+		}
+		return nil
+	})
+	if _, err := c.AddTaskManager(); err != nil {
+		t.Fatal(err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	got := committedValues(t, out)
+	for v := 1; v <= n; v++ {
+		if got[int64(v)] != 1 {
+			t.Errorf("value %d committed %d times, want exactly once", v, got[int64(v)])
 		}
 	}
 }

@@ -33,8 +33,10 @@ const (
 	// FAILURE_HANDLING_RESTART: the restart strategy allowed a restart; restarted_tasks are
 	// cancelled and redeployed after restart_delay_ms.
 	FailureHandling_FAILURE_HANDLING_RESTART FailureHandling = 1
-	// FAILURE_HANDLING_MERGED: the failure came while a restart was pending and joined it
-	// (exponential-delay merges such failures; the attempt and delay are the pending one's).
+	// FAILURE_HANDLING_MERGED: the failure came while a restart was pending and joined it: its
+	// tasks restart with the pending restart (restart_attempt), whose backoff becomes the later
+	// of the two. Exponential-delay does not count such a failure as a new attempt; fixed-delay
+	// and failure-rate count every failure, as in Flink.
 	FailureHandling_FAILURE_HANDLING_MERGED FailureHandling = 2
 	// FAILURE_HANDLING_SUPPRESSED: the restart strategy refused ("Recovery is suppressed by …"):
 	// the job fails.

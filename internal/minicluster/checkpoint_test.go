@@ -320,17 +320,8 @@ operators:
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
 		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
 	}
-	for dir, n := range map[string]int{short: 50, long: 60} {
-		got := committedValues(t, dir)
-		for v := 1; v <= n; v++ {
-			if got[int64(v)] != 1 {
-				t.Errorf("%s: value %d committed %d times, want exactly once", filepath.Base(dir), v, got[int64(v)])
-			}
-		}
-		if len(got) != n {
-			t.Errorf("%s: %d distinct values, want %d", filepath.Base(dir), len(got), n)
-		}
-	}
+	checkEachValueOnce(t, short, 50)
+	checkEachValueOnce(t, long, 60)
 }
 
 // committedValues counts the "value" of every committed row of a file sink.

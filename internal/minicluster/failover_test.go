@@ -50,15 +50,7 @@ func runForward(t *testing.T, strategy string, failAt int) *pb.JobDetails {
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
 		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
 	}
-	got := committedValues(t, out)
-	for v := 1; v <= n; v++ {
-		if got[int64(v)] != 1 {
-			t.Errorf("value %d committed %d times, want exactly once", v, got[int64(v)])
-		}
-	}
-	if len(got) != n {
-		t.Errorf("%d distinct values committed, want %d", len(got), n)
-	}
+	checkEachValueOnce(t, out, n)
 	var failures []*pb.ExceptionEntry
 	for _, e := range last.GetExceptions() {
 		if e.GetHandling() != pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED {
@@ -197,12 +189,7 @@ operators:
 			t.Errorf("task %s (%d) has attempt %d, want %d", task.GetOperator(), task.GetSubtask(), task.GetAttempt(), want)
 		}
 	}
-	got2 := committedValues(t, out)
-	for v := 1; v <= n; v++ {
-		if got2[int64(v)] != 1 {
-			t.Errorf("value %d committed %d times, want exactly once", v, got2[int64(v)])
-		}
-	}
+	checkEachValueOnce(t, out, n)
 }
 
 // A region restarted later is not held back by one that still waits for a slot: with one
@@ -273,10 +260,20 @@ operators:
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
 	}
-	got := committedValues(t, out)
+	checkEachValueOnce(t, out, n)
+}
+
+// checkEachValueOnce checks that a file sink committed every value 1..n exactly once, and
+// nothing else.
+func checkEachValueOnce(t *testing.T, dir string, n int) {
+	t.Helper()
+	got := committedValues(t, dir)
 	for v := 1; v <= n; v++ {
 		if got[int64(v)] != 1 {
 			t.Errorf("value %d committed %d times, want exactly once", v, got[int64(v)])
 		}
+	}
+	if len(got) != n {
+		t.Errorf("%d distinct values committed, want %d", len(got), n)
 	}
 }

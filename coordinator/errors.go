@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -52,12 +53,31 @@ var grpcCodes = []struct {
 // JobManager that is not the leader; clients try another JobManager when they see it.
 const ReasonNotLeader = "NOT_LEADER"
 
+// ReasonNoLeader is the errdetails.ErrorInfo reason on the UNAVAILABLE status of a JobManager
+// that knows no leader (an election is under way); clients retry.
+const ReasonNoLeader = "NO_LEADER"
+
 // ReasonShuttingDown is the errdetails.ErrorInfo reason on the UNAVAILABLE status of a
 // JobManager that is stopping.
 const ReasonShuttingDown = "SHUTTING_DOWN"
 
 // errorDomain is the errdetails.ErrorInfo domain of goflink's errors.
 const errorDomain = "goflink"
+
+// notLeaderError is ErrNotLeader with the leader that followers know of: its node ID and,
+// once it recorded it, its RPC address. Clients and TaskManagers follow the hint.
+type notLeaderError struct {
+	leaderID, leaderAddr string
+}
+
+func (e *notLeaderError) Error() string {
+	if e.leaderAddr == "" {
+		return fmt.Sprintf("%v (the leader is %s; its address is not known yet)", ErrNotLeader, e.leaderID)
+	}
+	return fmt.Sprintf("%v (the leader is %s at %s)", ErrNotLeader, e.leaderID, e.leaderAddr)
+}
+
+func (e *notLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // toStatus converts an error for a gRPC response. Context errors pass through unchanged.
 func toStatus(err error) error {
@@ -74,9 +94,14 @@ func toStatus(err error) error {
 		err    error
 		code   codes.Code
 		reason string
-	}{{ErrNotLeader, codes.FailedPrecondition, ReasonNotLeader}, {ErrShuttingDown, codes.Unavailable, ReasonShuttingDown}} {
+	}{{ErrNotLeader, codes.FailedPrecondition, ReasonNotLeader}, {ErrShuttingDown, codes.Unavailable, ReasonShuttingDown},
+		{ErrNoLeader, codes.Unavailable, ReasonNoLeader}} {
 		if errors.Is(err, r.err) {
-			st, derr := status.New(r.code, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: r.reason, Domain: errorDomain})
+			info := &errdetails.ErrorInfo{Reason: r.reason, Domain: errorDomain}
+			if nl := (*notLeaderError)(nil); errors.As(err, &nl) && nl.leaderAddr != "" {
+				info.Metadata = map[string]string{"leader": nl.leaderAddr, "leader_id": nl.leaderID}
+			}
+			st, derr := status.New(r.code, err.Error()).WithDetails(info)
 			if derr == nil {
 				return st.Err()
 			}

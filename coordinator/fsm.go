@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
@@ -23,13 +24,15 @@ type fsm struct {
 	jobs map[string]*pb.JobRecord
 	// order lists job IDs in submission order.
 	order []string
+	// jobmanagers maps a JobManager's Raft node ID to its RPC address.
+	jobmanagers map[string]string
 
 	// changed is closed and replaced after every applied change.
 	changed chan struct{}
 }
 
 func newFSM() *fsm {
-	return &fsm{jobs: map[string]*pb.JobRecord{}, changed: make(chan struct{})}
+	return &fsm{jobs: map[string]*pb.JobRecord{}, jobmanagers: map[string]string{}, changed: make(chan struct{})}
 }
 
 // Apply applies one committed log entry. It panics on an entry it cannot decode: a corrupt
@@ -55,6 +58,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		res = f.applyAllocateCheckpointID(op.AllocateCheckpointId)
 	case *pb.RaftCommand_CompleteCheckpoint:
 		res = f.applyCompleteCheckpoint(op.CompleteCheckpoint)
+	case *pb.RaftCommand_RegisterJobmanager:
+		res = f.applyRegisterJobManager(op.RegisterJobmanager)
 	default:
 		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
 	}
@@ -206,6 +211,9 @@ func (f *fsm) state() *pb.FSMSnapshot {
 	for _, id := range f.order {
 		s.Jobs = append(s.Jobs, f.jobs[id])
 	}
+	for _, id := range slices.Sorted(maps.Keys(f.jobmanagers)) {
+		s.Jobmanagers = append(s.Jobmanagers, &pb.JobManagerRecord{NodeId: id, RpcAddress: f.jobmanagers[id]})
+	}
 	return proto.Clone(s).(*pb.FSMSnapshot)
 }
 
@@ -235,8 +243,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		jobs[j.GetId()] = j
 		order = append(order, j.GetId())
 	}
+	jms := make(map[string]string, len(s.GetJobmanagers()))
+	for _, r := range s.GetJobmanagers() {
+		jms[r.GetNodeId()] = r.GetRpcAddress()
+	}
 	f.mu.Lock()
-	f.jobs, f.order = jobs, slices.Clip(order)
+	f.jobs, f.order, f.jobmanagers = jobs, slices.Clip(order), jms
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
@@ -260,3 +272,20 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) Release() {}
+
+// applyRegisterJobManager records a JobManager's RPC address.
+func (f *fsm) applyRegisterJobManager(c *pb.RegisterJobManagerCommand) error {
+	if c.GetNodeId() == "" || c.GetRpcAddress() == "" {
+		return fmt.Errorf("register jobmanager: node_id and rpc_address are required")
+	}
+	f.jobmanagers[c.GetNodeId()] = c.GetRpcAddress()
+	return nil
+}
+
+// jobManagerAddr returns the RPC address recorded for a JobManager's node ID.
+func (f *fsm) jobManagerAddr(nodeID string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.jobmanagers[nodeID]
+	return a, ok
+}

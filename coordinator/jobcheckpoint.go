@@ -93,7 +93,7 @@ func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrie
 	m := io.m()
 	for _, k := range p.trigger {
 		e := m.byKey[k]
-		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, Execution: e.id, Barrier: b}
+		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, Barrier: b}
 		client, name := e.tm.client, e.name
 		m.wg.Add(1)
 		go func() {
@@ -150,14 +150,14 @@ func (io *jobCheckpointIO) notifyTasks(send func(ctx context.Context, e *executi
 
 func (io *jobCheckpointIO) notifyComplete(id int64) {
 	io.notifyTasks(func(ctx context.Context, e *execution) error {
-		_, err := e.tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: e.tm.regID, Execution: e.id, CheckpointId: id})
+		_, err := e.tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, CheckpointId: id})
 		return err
 	})
 }
 
 func (io *jobCheckpointIO) notifyAborted(id, latestCompleted int64) {
 	io.notifyTasks(func(ctx context.Context, e *execution) error {
-		_, err := e.tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: e.tm.regID, Execution: e.id,
+		_, err := e.tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id,
 			CheckpointId: id, LatestCompletedId: latestCompleted})
 		return err
 	})

@@ -408,7 +408,7 @@ func (m *jobMaster) submit(batch []*execution) {
 		}
 		e.submitted = true
 		n++
-		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot),
+		req := &pb.SubmitTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, JobGraph: m.graph, Slot: int32(e.slot),
 			Restore: m.taskRestore(e.vertex)}
 		if m.cpSettings.enabled() {
 			req.CheckpointingMode = m.cpSettings.mode

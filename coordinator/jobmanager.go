@@ -8,15 +8,19 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/netaddr"
@@ -34,6 +38,10 @@ type Config struct {
 	RaftAddr string
 	// DataDir holds the Raft log, stable store and snapshots.
 	DataDir string
+	// Peers is the fixed Raft group, this JobManager included, bootstrapped identically on
+	// every member when it has no Raft state yet (a restart reuses the state on disk). Empty:
+	// a group of this JobManager alone.
+	Peers []Peer
 	// Settings is the cluster configuration; its job-scope keys are the defaults of every job.
 	Settings *config.Config
 	// Operators holds custom operators (optional).
@@ -41,6 +49,29 @@ type Config struct {
 	Logger    *slog.Logger
 	// RaftLog receives hashicorp/raft's own warnings (default os.Stderr).
 	RaftLog io.Writer
+}
+
+// Peer is one member of the JobManagers' Raft group.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// ParsePeers parses the --peers flag: "id=host:port,id=host:port,…".
+func ParsePeers(s string) ([]Peer, error) {
+	var peers []Peer
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peers: %q is not id=host:port", item)
+		}
+		peers = append(peers, Peer{ID: id, RaftAddr: addr})
+	}
+	return peers, nil
 }
 
 // DefaultConfig returns a Config with Flink's default ports.
@@ -60,6 +91,26 @@ func (c *Config) Validate() error {
 	for name, a := range map[string]string{"rpc": c.RPCAddr, "raft": c.RaftAddr} {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("jobmanager %s address %q: %w", name, a, err)
+		}
+	}
+	if len(c.Peers) > 0 {
+		self := false
+		ids, addrs := map[string]bool{}, map[string]bool{}
+		for _, p := range c.Peers {
+			if _, port, err := net.SplitHostPort(p.RaftAddr); err != nil || port == "0" {
+				return fmt.Errorf("peers: %s's raft address %q is not host:port with a fixed port", p.ID, p.RaftAddr)
+			}
+			if ids[p.ID] {
+				return fmt.Errorf("peers: node ID %q appears twice", p.ID)
+			}
+			if addrs[p.RaftAddr] {
+				return fmt.Errorf("peers: raft address %q appears twice", p.RaftAddr)
+			}
+			ids[p.ID], addrs[p.RaftAddr] = true, true
+			self = self || p.ID == c.NodeID
+		}
+		if !self {
+			return fmt.Errorf("peers: this JobManager's node ID %q is not among them", c.NodeID)
 		}
 	}
 	if c.Settings != nil && c.Settings.Duration(config.HeartbeatTimeout) <= c.Settings.Duration(config.HeartbeatInterval) {
@@ -84,7 +135,11 @@ type JobManager struct {
 	srv    *grpc.Server
 	health *health.Server
 
-	leading atomic.Bool // leadership established (after Barrier)
+	peersMu sync.Mutex
+	peers   map[string]*grpc.ClientConn // other JobManagers by RPC address
+
+	leading atomic.Bool   // leadership established (after Barrier)
+	term    atomic.Uint64 // the Raft term of the current leadership: the fencing token of JM→TM commands
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -117,13 +172,14 @@ func Start(cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	f := newFSM()
-	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, f, raftLog, defaultRaftTimings)
+	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, raftLog, defaultRaftTimings)
 	if err != nil {
 		lis.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, ctx: ctx, cancel: cancel}
+	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, ctx: ctx, cancel: cancel,
+		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), cfg.Operators)
@@ -137,7 +193,8 @@ func Start(cfg Config) (*JobManager, error) {
 	healthpb.RegisterHealthServer(jm.srv, jm.health)
 	reflection.Register(jm.srv)
 
-	jm.wg.Add(2)
+	jm.wg.Add(3)
+	go func() { defer jm.wg.Done(); jm.advertise() }()
 	go func() {
 		defer jm.wg.Done()
 		if err := jm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -175,8 +232,9 @@ func (jm *JobManager) checkLeader() error {
 	if jm.node.r.State() == raft.Leader {
 		return ErrNoLeader // elected, still establishing
 	}
-	if addr, _ := jm.node.r.LeaderWithID(); addr != "" {
-		return fmt.Errorf("%w (leader raft address %s)", ErrNotLeader, addr)
+	if _, id := jm.node.r.LeaderWithID(); id != "" {
+		addr, _ := jm.fsm.jobManagerAddr(string(id))
+		return &notLeaderError{leaderID: string(id), leaderAddr: addr}
 	}
 	return ErrNoLeader
 }
@@ -217,6 +275,11 @@ func (jm *JobManager) monitorLeadership() {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
+			if err := jm.recordAddress(); err != nil {
+				jm.log.Warn("cannot record this jobmanager's address; not leading", "err", err)
+				continue
+			}
+			jm.term.Store(jm.currentTerm())
 			l := &leadership{}
 			var ctx context.Context
 			ctx, l.cancel = context.WithCancel(jm.ctx)
@@ -234,16 +297,27 @@ func (jm *JobManager) monitorLeadership() {
 	}
 }
 
-// barrier waits until every entry committed by earlier leaders is applied, retrying for as
-// long as this node still leads.
-func (jm *JobManager) barrier() error {
+// recordAddress records this JobManager's RPC address in the FSM (for the leader hints of
+// followers) unless it is there already.
+func (jm *JobManager) recordAddress() error {
+	if a, ok := jm.fsm.jobManagerAddr(jm.cfg.NodeID); ok && a == jm.rpcAddr {
+		return nil
+	}
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
+		NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr}}}
+	return jm.whileLeading("record address", func() error { return jm.node.apply(cmd, applyTimeout) })
+}
+
+// whileLeading runs op until it succeeds, retrying transient errors for as long as this node
+// still leads.
+func (jm *JobManager) whileLeading(what string, op func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		err := jm.node.r.Barrier(applyTimeout).Error()
+		err := op()
 		if err == nil || jm.node.r.State() != raft.Leader || jm.ctx.Err() != nil {
 			return err
 		}
-		jm.log.Warn("barrier failed; retrying", "err", err)
+		jm.log.Warn(what+" failed; retrying", "err", err)
 		select {
 		case <-time.After(backoff):
 		case <-jm.ctx.Done():
@@ -251,6 +325,151 @@ func (jm *JobManager) barrier() error {
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// ownStatus describes this JobManager's Raft state.
+func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
+	r := jm.node.r
+	_, leaderID := r.LeaderWithID()
+	return &pb.JobManagerInfo{Id: jm.cfg.NodeID, Address: jm.rpcAddr, RaftAddress: jm.node.addr, Role: r.State().String(),
+		Term: jm.currentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
+}
+
+// isMember reports whether a node ID is in the Raft configuration.
+func (jm *JobManager) isMember(id string) bool {
+	f := jm.node.r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// statusTimeout bounds asking another JobManager for its status.
+const statusTimeout = time.Second
+
+// groupStatus describes every member of the Raft group: this one from its own state, the
+// others by asking them (in parallel) at their recorded RPC addresses. A member that cannot
+// be asked is listed with the reason.
+func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, error) {
+	f := jm.node.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+	_, leaderID := jm.node.r.LeaderWithID()
+	servers := f.Configuration().Servers
+	out := make([]*pb.JobManagerInfo, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		base := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
+		if string(srv.ID) == jm.cfg.NodeID {
+			out[i] = jm.ownStatus()
+			continue
+		}
+		addr, ok := jm.fsm.jobManagerAddr(string(srv.ID))
+		if !ok {
+			base.Error = "its RPC address is not known yet (it has not registered with a leader)"
+			out[i] = base
+			continue
+		}
+		base.Address = addr
+		out[i] = base
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := jm.peerStatus(ctx, addr)
+			if err != nil {
+				base.Error = err.Error()
+				return
+			}
+			info.RaftAddress = base.RaftAddress
+			out[i] = info
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// peerStatus asks another JobManager for its own status.
+func (jm *JobManager) peerStatus(ctx context.Context, addr string) (*pb.JobManagerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	conn, err := jm.peerConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pb.NewClusterServiceClient(conn).GetJobManagerStatus(ctx, &pb.GetJobManagerStatusRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("unreachable: %v", status.Convert(err).Message())
+	}
+	return resp.GetJobmanager(), nil
+}
+
+// peerConn returns a shared client connection to another JobManager.
+func (jm *JobManager) peerConn(addr string) (*grpc.ClientConn, error) {
+	jm.peersMu.Lock()
+	defer jm.peersMu.Unlock()
+	if c, ok := jm.peers[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial jobmanager %s: %w", addr, err)
+	}
+	jm.peers[addr] = c
+	return c, nil
+}
+
+// advertiseInterval is how often a JobManager checks that its RPC address is recorded.
+const advertiseInterval = 500 * time.Millisecond
+
+// advertise keeps this JobManager's RPC address recorded in the FSM, so that followers can
+// hint clients to it once it leads and `flinkctl cluster` can reach it: a leader records it
+// itself, a follower through the leader's RegisterJobManager.
+func (jm *JobManager) advertise() {
+	t := time.NewTicker(advertiseInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-jm.ctx.Done():
+			return
+		}
+		if a, ok := jm.fsm.jobManagerAddr(jm.cfg.NodeID); ok && a == jm.rpcAddr {
+			continue
+		}
+		_, leaderID := jm.node.r.LeaderWithID()
+		addr, ok := jm.fsm.jobManagerAddr(string(leaderID))
+		if leaderID == "" || string(leaderID) == jm.cfg.NodeID || !ok {
+			continue // no leader yet, or this node leads and records it itself
+		}
+		conn, err := jm.peerConn(addr)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(jm.ctx, statusTimeout)
+		_, err = pb.NewClusterServiceClient(conn).RegisterJobManager(ctx, &pb.RegisterJobManagerRequest{NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr})
+		cancel()
+		if err != nil {
+			jm.log.Debug("recording this jobmanager's address through the leader failed", "leader", addr, "err", err)
+		}
+	}
+}
+
+// currentTerm returns this node's Raft term.
+func (jm *JobManager) currentTerm() uint64 {
+	t, _ := strconv.ParseUint(jm.node.r.Stats()["term"], 10, 64)
+	return t
+}
+
+// barrier waits until every entry committed by earlier leaders is applied, retrying for as
+// long as this node still leads.
+func (jm *JobManager) barrier() error {
+	return jm.whileLeading("barrier", func() error { return jm.node.r.Barrier(applyTimeout).Error() })
 }
 
 // Close stops leading, serving and Raft, and waits for every goroutine.
@@ -266,5 +485,10 @@ func (jm *JobManager) Close() error {
 		<-stopped
 	}
 	jm.wg.Wait()
+	jm.peersMu.Lock()
+	for _, c := range jm.peers {
+		c.Close()
+	}
+	jm.peersMu.Unlock()
 	return jm.node.close()
 }

@@ -507,7 +507,7 @@ func (m *jobMaster) maybeStartCheckpoints() {
 // best effort: a TaskManager that cannot be reached is lost soon, and heartbeat reconciliation
 // cancels any task that survives.
 func (m *jobMaster) sendCancel(e *execution) {
-	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, Execution: e.id}
+	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id}
 	client := e.tm.client
 	m.wg.Add(1)
 	go func() {

@@ -36,7 +36,7 @@ type raftTimings struct {
 
 var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, lease: 250 * time.Millisecond, commit: 10 * time.Millisecond}
 
-func openRaft(nodeID, bind, dataDir string, f *fsm, logOut io.Writer, t raftTimings) (*raftNode, error) {
+func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writer, t raftTimings) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
@@ -58,7 +58,13 @@ func openRaft(nodeID, bind, dataDir string, f *fsm, logOut io.Writer, t raftTimi
 		store.Close()
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
-	advertise, err := resolveAdvertise(bind)
+	adv := bind
+	for _, p := range peers {
+		if p.ID == nodeID {
+			adv = p.RaftAddr // the address the others know this node by
+		}
+	}
+	advertise, err := resolveAdvertise(adv)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -81,7 +87,14 @@ func openRaft(nodeID, bind, dataDir string, f *fsm, logOut io.Writer, t raftTimi
 		return nil, fmt.Errorf("raft state: %w", err)
 	}
 	if !has {
+		// Every member bootstraps the same configuration; Raft accepts it once per group.
 		boot := raft.Configuration{Servers: []raft.Server{{ID: cfg.LocalID, Address: trans.LocalAddr()}}}
+		if len(peers) > 0 {
+			boot.Servers = nil
+			for _, p := range peers {
+				boot.Servers = append(boot.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+			}
+		}
 		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			_ = n.close()
 			return nil, fmt.Errorf("bootstrap raft: %w", err)

@@ -25,7 +25,10 @@ const reasonShutdown = "it shut down"
 // taskManager is one registration of a TaskManager process. A TaskManager that registers
 // again (after it lost us, or restarted) is a new registration; the old one is lost.
 type taskManager struct {
-	regID  string
+	regID string
+	// term is the Raft term of the leadership the registration belongs to: the fencing token
+	// on every command sent to it (a registration does not outlive its leadership).
+	term   uint64
 	id     string
 	addr   string
 	slots  int
@@ -85,7 +88,7 @@ func (rm *resourceManager) watch() <-chan struct{} {
 }
 
 // register adds a registration. An earlier registration of the same TaskManager ID is lost.
-func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest) (*taskManager, error) {
+func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uint64) (*taskManager, error) {
 	if req.GetTaskmanagerId() == "" {
 		return nil, fmt.Errorf("register: taskmanager_id is required")
 	}
@@ -102,7 +105,7 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest) (*taskMa
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	tm := &taskManager{
-		regID: hex.EncodeToString(b[:]), id: req.GetTaskmanagerId(), addr: req.GetAddress(), slots: int(req.GetSlots()),
+		regID: hex.EncodeToString(b[:]), term: term, id: req.GetTaskmanagerId(), addr: req.GetAddress(), slots: int(req.GetSlots()),
 		client: pb.NewTaskExecutorServiceClient(conn), conn: conn, lost: make(chan struct{}),
 		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},
 	}

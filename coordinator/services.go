@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"net"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -131,30 +130,43 @@ type clusterService struct {
 	jm *JobManager
 }
 
-func (s *clusterService) GetCluster(context.Context, *pb.GetClusterRequest) (*pb.GetClusterResponse, error) {
-	r := s.jm.node.r
-	stats := r.Stats()
-	term, _ := strconv.ParseUint(stats["term"], 10, 64)
-	_, leaderID := r.LeaderWithID()
-	resp := &pb.GetClusterResponse{}
-	fut := r.GetConfiguration()
-	if err := fut.Error(); err != nil {
-		return nil, toStatus(fmt.Errorf("raft configuration: %w", err))
+func (s *clusterService) GetCluster(ctx context.Context, _ *pb.GetClusterRequest) (*pb.GetClusterResponse, error) {
+	jms, err := s.jm.groupStatus(ctx)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	for _, srv := range fut.Configuration().Servers {
-		info := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
-		if srv.ID == raft.ServerID(s.jm.cfg.NodeID) {
-			info.Address = s.jm.rpcAddr
-			info.Role = r.State().String()
-			info.Term = term
-			info.LastIndex = r.LastIndex()
-		}
-		resp.Jobmanagers = append(resp.Jobmanagers, info)
-	}
+	resp := &pb.GetClusterResponse{Jobmanagers: jms}
 	if s.jm.checkLeader() == nil {
 		resp.Taskmanagers = s.jm.rm.infos()
 	}
 	return resp, nil
+}
+
+// GetJobManagerStatus returns this JobManager's own Raft status.
+func (s *clusterService) GetJobManagerStatus(context.Context, *pb.GetJobManagerStatusRequest) (*pb.GetJobManagerStatusResponse, error) {
+	return &pb.GetJobManagerStatusResponse{Jobmanager: s.jm.ownStatus()}, nil
+}
+
+// RegisterJobManager records a member's RPC address through this leader.
+func (s *clusterService) RegisterJobManager(ctx context.Context, req *pb.RegisterJobManagerRequest) (*pb.RegisterJobManagerResponse, error) {
+	if err := s.jm.checkLeader(); err != nil {
+		return nil, toStatus(err)
+	}
+	if _, _, err := net.SplitHostPort(req.GetRpcAddress()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register jobmanager %s: rpc_address %q: %v", req.GetNodeId(), req.GetRpcAddress(), err)
+	}
+	if !s.jm.isMember(req.GetNodeId()) {
+		return nil, status.Errorf(codes.InvalidArgument, "register jobmanager: %q is not a member of the Raft group", req.GetNodeId())
+	}
+	if a, ok := s.jm.fsm.jobManagerAddr(req.GetNodeId()); ok && a == req.GetRpcAddress() {
+		return &pb.RegisterJobManagerResponse{}, nil
+	}
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
+		NodeId: req.GetNodeId(), RpcAddress: req.GetRpcAddress()}}}
+	if err := s.jm.node.apply(cmd, applyTimeout); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.RegisterJobManagerResponse{}, nil
 }
 
 // taskManagerService serves TaskManagerService.
@@ -167,16 +179,15 @@ func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.Regi
 	if err := s.jm.checkLeader(); err != nil {
 		return nil, toStatus(err)
 	}
-	tm, err := s.jm.rm.register(req)
+	tm, err := s.jm.rm.register(req, s.jm.term.Load())
 	if errors.Is(err, ErrNotLeader) {
 		return nil, toStatus(err)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	term, _ := strconv.ParseUint(s.jm.node.r.Stats()["term"], 10, 64)
 	return &pb.RegisterTaskManagerResponse{
-		RegistrationId: tm.regID, JobmanagerId: s.jm.cfg.NodeID, LeaderTerm: term,
+		RegistrationId: tm.regID, JobmanagerId: s.jm.cfg.NodeID, LeaderTerm: tm.term,
 		HeartbeatIntervalMs: s.jm.rm.interval.Milliseconds(), HeartbeatTimeoutMs: s.jm.rm.timeout.Milliseconds(),
 	}, nil
 }
@@ -245,7 +256,7 @@ func (s *taskManagerService) reconcile(ctx context.Context, tm *taskManager, rep
 		}
 		s.jm.log.Warn("cancelling a task no job expects", "tm_id", tm.id, "execution", execid.Key(r.GetExecution()))
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, _ = tm.client.CancelTask(cctx, &pb.CancelTaskRequest{RegistrationId: tm.regID, Execution: r.GetExecution()})
+		_, _ = tm.client.CancelTask(cctx, &pb.CancelTaskRequest{RegistrationId: tm.regID, LeaderTerm: tm.term, Execution: r.GetExecution()})
 		cancel()
 	}
 }

@@ -17,6 +17,7 @@ import (
 func main() {
 	cfg := coordinator.DefaultConfig()
 	var pf process.Flags
+	var peers string
 	cmd := &cobra.Command{
 		Use:           "jobmanager",
 		Short:         "Run a goflink JobManager",
@@ -32,6 +33,9 @@ func main() {
 				return err
 			}
 			cfg.Settings = settings
+			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
@@ -45,6 +49,7 @@ func main() {
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "host:port for clients and TaskManagers")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "host:port for Raft")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
+	fs.StringVar(&peers, "peers", "", "the Raft group of JobManagers, this one included: id=raft-host:port,… (empty: a single JobManager)")
 	pf.Bind(fs)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "jobmanager:", err)

@@ -22,6 +22,94 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RegisterJobManagerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RpcAddress    string                 `protobuf:"bytes,2,opt,name=rpc_address,json=rpcAddress,proto3" json:"rpc_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterJobManagerRequest) Reset() {
+	*x = RegisterJobManagerRequest{}
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterJobManagerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterJobManagerRequest) ProtoMessage() {}
+
+func (x *RegisterJobManagerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterJobManagerRequest.ProtoReflect.Descriptor instead.
+func (*RegisterJobManagerRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RegisterJobManagerRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RegisterJobManagerRequest) GetRpcAddress() string {
+	if x != nil {
+		return x.RpcAddress
+	}
+	return ""
+}
+
+type RegisterJobManagerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterJobManagerResponse) Reset() {
+	*x = RegisterJobManagerResponse{}
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterJobManagerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterJobManagerResponse) ProtoMessage() {}
+
+func (x *RegisterJobManagerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterJobManagerResponse.ProtoReflect.Descriptor instead.
+func (*RegisterJobManagerResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{1}
+}
+
 type GetClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -30,7 +118,7 @@ type GetClusterRequest struct {
 
 func (x *GetClusterRequest) Reset() {
 	*x = GetClusterRequest{}
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +130,7 @@ func (x *GetClusterRequest) String() string {
 func (*GetClusterRequest) ProtoMessage() {}
 
 func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +143,87 @@ func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{0}
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{2}
+}
+
+type GetJobManagerStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobManagerStatusRequest) Reset() {
+	*x = GetJobManagerStatusRequest{}
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobManagerStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobManagerStatusRequest) ProtoMessage() {}
+
+func (x *GetJobManagerStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobManagerStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetJobManagerStatusRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{3}
+}
+
+type GetJobManagerStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobmanager    *JobManagerInfo        `protobuf:"bytes,1,opt,name=jobmanager,proto3" json:"jobmanager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobManagerStatusResponse) Reset() {
+	*x = GetJobManagerStatusResponse{}
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobManagerStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobManagerStatusResponse) ProtoMessage() {}
+
+func (x *GetJobManagerStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobManagerStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetJobManagerStatusResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetJobManagerStatusResponse) GetJobmanager() *JobManagerInfo {
+	if x != nil {
+		return x.Jobmanager
+	}
+	return nil
 }
 
 type GetClusterResponse struct {
@@ -68,7 +236,7 @@ type GetClusterResponse struct {
 
 func (x *GetClusterResponse) Reset() {
 	*x = GetClusterResponse{}
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -80,7 +248,7 @@ func (x *GetClusterResponse) String() string {
 func (*GetClusterResponse) ProtoMessage() {}
 
 func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -93,7 +261,7 @@ func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetClusterResponse) GetJobmanagers() []*JobManagerInfo {
@@ -117,18 +285,21 @@ type JobManagerInfo struct {
 	// address is the JobManager's RPC address.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// role is the Raft role: Leader, Follower or Candidate.
-	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
-	Term          uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
-	Leader        bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
-	LastIndex     uint64 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	RaftAddress   string `protobuf:"bytes,7,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	Role        string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Term        uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	Leader      bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	LastIndex   uint64 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	RaftAddress string `protobuf:"bytes,7,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	// error says why the JobManager's own status is missing (down, unreachable); role, term and
+	// last_index are then unknown.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobManagerInfo) Reset() {
 	*x = JobManagerInfo{}
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +311,7 @@ func (x *JobManagerInfo) String() string {
 func (*JobManagerInfo) ProtoMessage() {}
 
 func (x *JobManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +324,7 @@ func (x *JobManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobManagerInfo.ProtoReflect.Descriptor instead.
 func (*JobManagerInfo) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JobManagerInfo) GetId() string {
@@ -205,6 +376,13 @@ func (x *JobManagerInfo) GetRaftAddress() string {
 	return ""
 }
 
+func (x *JobManagerInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // TaskManagerInfo is one registered TaskManager.
 type TaskManagerInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -219,7 +397,7 @@ type TaskManagerInfo struct {
 
 func (x *TaskManagerInfo) Reset() {
 	*x = TaskManagerInfo{}
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +409,7 @@ func (x *TaskManagerInfo) String() string {
 func (*TaskManagerInfo) ProtoMessage() {}
 
 func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_cluster_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_cluster_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +422,7 @@ func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerInfo.ProtoReflect.Descriptor instead.
 func (*TaskManagerInfo) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_cluster_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TaskManagerInfo) GetId() string {
@@ -287,11 +465,21 @@ var File_goflink_v1_cluster_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_cluster_service_proto_rawDesc = "" +
 	"\n" +
 	" goflink/v1/cluster_service.proto\x12\n" +
-	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
-	"\x11GetClusterRequest\"\x93\x01\n" +
+	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"U\n" +
+	"\x19RegisterJobManagerRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vrpc_address\x18\x02 \x01(\tR\n" +
+	"rpcAddress\"\x1c\n" +
+	"\x1aRegisterJobManagerResponse\"\x13\n" +
+	"\x11GetClusterRequest\"\x1c\n" +
+	"\x1aGetJobManagerStatusRequest\"Y\n" +
+	"\x1bGetJobManagerStatusResponse\x12:\n" +
+	"\n" +
+	"jobmanager\x18\x01 \x01(\v2\x1a.goflink.v1.JobManagerInfoR\n" +
+	"jobmanager\"\x93\x01\n" +
 	"\x12GetClusterResponse\x12<\n" +
 	"\vjobmanagers\x18\x01 \x03(\v2\x1a.goflink.v1.JobManagerInfoR\vjobmanagers\x12?\n" +
-	"\ftaskmanagers\x18\x02 \x03(\v2\x1b.goflink.v1.TaskManagerInfoR\ftaskmanagers\"\xbc\x01\n" +
+	"\ftaskmanagers\x18\x02 \x03(\v2\x1b.goflink.v1.TaskManagerInfoR\ftaskmanagers\"\xd2\x01\n" +
 	"\x0eJobManagerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -300,17 +488,20 @@ const file_goflink_v1_cluster_service_proto_rawDesc = "" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x06 \x01(\x04R\tlastIndex\x12!\n" +
-	"\fraft_address\x18\a \x01(\tR\vraftAddress\"\xb3\x01\n" +
+	"\fraft_address\x18\a \x01(\tR\vraftAddress\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xb3\x01\n" +
 	"\x0fTaskManagerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12\x1d\n" +
 	"\n" +
 	"free_slots\x18\x04 \x01(\x05R\tfreeSlots\x12A\n" +
-	"\x0elast_heartbeat\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat2]\n" +
+	"\x0elast_heartbeat\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat2\xaa\x02\n" +
 	"\x0eClusterService\x12K\n" +
 	"\n" +
-	"GetCluster\x12\x1d.goflink.v1.GetClusterRequest\x1a\x1e.goflink.v1.GetClusterResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"GetCluster\x12\x1d.goflink.v1.GetClusterRequest\x1a\x1e.goflink.v1.GetClusterResponse\x12f\n" +
+	"\x13GetJobManagerStatus\x12&.goflink.v1.GetJobManagerStatusRequest\x1a'.goflink.v1.GetJobManagerStatusResponse\x12c\n" +
+	"\x12RegisterJobManager\x12%.goflink.v1.RegisterJobManagerRequest\x1a&.goflink.v1.RegisterJobManagerResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_cluster_service_proto_rawDescOnce sync.Once
@@ -324,25 +515,34 @@ func file_goflink_v1_cluster_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_cluster_service_proto_rawDescData
 }
 
-var file_goflink_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_goflink_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_goflink_v1_cluster_service_proto_goTypes = []any{
-	(*GetClusterRequest)(nil),     // 0: goflink.v1.GetClusterRequest
-	(*GetClusterResponse)(nil),    // 1: goflink.v1.GetClusterResponse
-	(*JobManagerInfo)(nil),        // 2: goflink.v1.JobManagerInfo
-	(*TaskManagerInfo)(nil),       // 3: goflink.v1.TaskManagerInfo
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*RegisterJobManagerRequest)(nil),   // 0: goflink.v1.RegisterJobManagerRequest
+	(*RegisterJobManagerResponse)(nil),  // 1: goflink.v1.RegisterJobManagerResponse
+	(*GetClusterRequest)(nil),           // 2: goflink.v1.GetClusterRequest
+	(*GetJobManagerStatusRequest)(nil),  // 3: goflink.v1.GetJobManagerStatusRequest
+	(*GetJobManagerStatusResponse)(nil), // 4: goflink.v1.GetJobManagerStatusResponse
+	(*GetClusterResponse)(nil),          // 5: goflink.v1.GetClusterResponse
+	(*JobManagerInfo)(nil),              // 6: goflink.v1.JobManagerInfo
+	(*TaskManagerInfo)(nil),             // 7: goflink.v1.TaskManagerInfo
+	(*timestamppb.Timestamp)(nil),       // 8: google.protobuf.Timestamp
 }
 var file_goflink_v1_cluster_service_proto_depIdxs = []int32{
-	2, // 0: goflink.v1.GetClusterResponse.jobmanagers:type_name -> goflink.v1.JobManagerInfo
-	3, // 1: goflink.v1.GetClusterResponse.taskmanagers:type_name -> goflink.v1.TaskManagerInfo
-	4, // 2: goflink.v1.TaskManagerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	0, // 3: goflink.v1.ClusterService.GetCluster:input_type -> goflink.v1.GetClusterRequest
-	1, // 4: goflink.v1.ClusterService.GetCluster:output_type -> goflink.v1.GetClusterResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 0: goflink.v1.GetJobManagerStatusResponse.jobmanager:type_name -> goflink.v1.JobManagerInfo
+	6, // 1: goflink.v1.GetClusterResponse.jobmanagers:type_name -> goflink.v1.JobManagerInfo
+	7, // 2: goflink.v1.GetClusterResponse.taskmanagers:type_name -> goflink.v1.TaskManagerInfo
+	8, // 3: goflink.v1.TaskManagerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	2, // 4: goflink.v1.ClusterService.GetCluster:input_type -> goflink.v1.GetClusterRequest
+	3, // 5: goflink.v1.ClusterService.GetJobManagerStatus:input_type -> goflink.v1.GetJobManagerStatusRequest
+	0, // 6: goflink.v1.ClusterService.RegisterJobManager:input_type -> goflink.v1.RegisterJobManagerRequest
+	5, // 7: goflink.v1.ClusterService.GetCluster:output_type -> goflink.v1.GetClusterResponse
+	4, // 8: goflink.v1.ClusterService.GetJobManagerStatus:output_type -> goflink.v1.GetJobManagerStatusResponse
+	1, // 9: goflink.v1.ClusterService.RegisterJobManager:output_type -> goflink.v1.RegisterJobManagerResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_cluster_service_proto_init() }
@@ -356,7 +556,7 @@ func file_goflink_v1_cluster_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_cluster_service_proto_rawDesc), len(file_goflink_v1_cluster_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_GetCluster_FullMethodName = "/goflink.v1.ClusterService/GetCluster"
+	ClusterService_GetCluster_FullMethodName          = "/goflink.v1.ClusterService/GetCluster"
+	ClusterService_GetJobManagerStatus_FullMethodName = "/goflink.v1.ClusterService/GetJobManagerStatus"
+	ClusterService_RegisterJobManager_FullMethodName  = "/goflink.v1.ClusterService/RegisterJobManager"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -30,6 +32,12 @@ const (
 type ClusterServiceClient interface {
 	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots.
 	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error)
+	// GetJobManagerStatus returns the answering JobManager's own Raft status, whether it leads
+	// or not (GetCluster asks every JobManager for it).
+	GetJobManagerStatus(ctx context.Context, in *GetJobManagerStatusRequest, opts ...grpc.CallOption) (*GetJobManagerStatusResponse, error)
+	// RegisterJobManager is how a follower records its RPC address through the leader (only a
+	// leader can propose to Raft). The node must be a member of the Raft group.
+	RegisterJobManager(ctx context.Context, in *RegisterJobManagerRequest, opts ...grpc.CallOption) (*RegisterJobManagerResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -50,6 +58,26 @@ func (c *clusterServiceClient) GetCluster(ctx context.Context, in *GetClusterReq
 	return out, nil
 }
 
+func (c *clusterServiceClient) GetJobManagerStatus(ctx context.Context, in *GetJobManagerStatusRequest, opts ...grpc.CallOption) (*GetJobManagerStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetJobManagerStatusResponse)
+	err := c.cc.Invoke(ctx, ClusterService_GetJobManagerStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) RegisterJobManager(ctx context.Context, in *RegisterJobManagerRequest, opts ...grpc.CallOption) (*RegisterJobManagerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterJobManagerResponse)
+	err := c.cc.Invoke(ctx, ClusterService_RegisterJobManager_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -58,6 +86,12 @@ func (c *clusterServiceClient) GetCluster(ctx context.Context, in *GetClusterReq
 type ClusterServiceServer interface {
 	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots.
 	GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error)
+	// GetJobManagerStatus returns the answering JobManager's own Raft status, whether it leads
+	// or not (GetCluster asks every JobManager for it).
+	GetJobManagerStatus(context.Context, *GetJobManagerStatusRequest) (*GetJobManagerStatusResponse, error)
+	// RegisterJobManager is how a follower records its RPC address through the leader (only a
+	// leader can propose to Raft). The node must be a member of the Raft group.
+	RegisterJobManager(context.Context, *RegisterJobManagerRequest) (*RegisterJobManagerResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -70,6 +104,12 @@ type UnimplementedClusterServiceServer struct{}
 
 func (UnimplementedClusterServiceServer) GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCluster not implemented")
+}
+func (UnimplementedClusterServiceServer) GetJobManagerStatus(context.Context, *GetJobManagerStatusRequest) (*GetJobManagerStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJobManagerStatus not implemented")
+}
+func (UnimplementedClusterServiceServer) RegisterJobManager(context.Context, *RegisterJobManagerRequest) (*RegisterJobManagerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterJobManager not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -110,6 +150,42 @@ func _ClusterService_GetCluster_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_GetJobManagerStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobManagerStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetJobManagerStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetJobManagerStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetJobManagerStatus(ctx, req.(*GetJobManagerStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_RegisterJobManager_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterJobManagerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).RegisterJobManager(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_RegisterJobManager_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).RegisterJobManager(ctx, req.(*RegisterJobManagerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -120,6 +196,14 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCluster",
 			Handler:    _ClusterService_GetCluster_Handler,
+		},
+		{
+			MethodName: "GetJobManagerStatus",
+			Handler:    _ClusterService_GetJobManagerStatus_Handler,
+		},
+		{
+			MethodName: "RegisterJobManager",
+			Handler:    _ClusterService_RegisterJobManager_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

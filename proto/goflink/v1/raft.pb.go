@@ -35,6 +35,7 @@ type RaftCommand struct {
 	//	*RaftCommand_UpdateJobStatus
 	//	*RaftCommand_AllocateCheckpointId
 	//	*RaftCommand_CompleteCheckpoint
+	//	*RaftCommand_RegisterJobmanager
 	Op            isRaftCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -120,6 +121,15 @@ func (x *RaftCommand) GetCompleteCheckpoint() *CompleteCheckpointCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetRegisterJobmanager() *RegisterJobManagerCommand {
+	if x != nil {
+		if x, ok := x.Op.(*RaftCommand_RegisterJobmanager); ok {
+			return x.RegisterJobmanager
+		}
+	}
+	return nil
+}
+
 type isRaftCommand_Op interface {
 	isRaftCommand_Op()
 }
@@ -140,6 +150,10 @@ type RaftCommand_CompleteCheckpoint struct {
 	CompleteCheckpoint *CompleteCheckpointCommand `protobuf:"bytes,13,opt,name=complete_checkpoint,json=completeCheckpoint,proto3,oneof"`
 }
 
+type RaftCommand_RegisterJobmanager struct {
+	RegisterJobmanager *RegisterJobManagerCommand `protobuf:"bytes,14,opt,name=register_jobmanager,json=registerJobmanager,proto3,oneof"`
+}
+
 func (*RaftCommand_SubmitJob) isRaftCommand_Op() {}
 
 func (*RaftCommand_UpdateJobStatus) isRaftCommand_Op() {}
@@ -147,6 +161,116 @@ func (*RaftCommand_UpdateJobStatus) isRaftCommand_Op() {}
 func (*RaftCommand_AllocateCheckpointId) isRaftCommand_Op() {}
 
 func (*RaftCommand_CompleteCheckpoint) isRaftCommand_Op() {}
+
+func (*RaftCommand_RegisterJobmanager) isRaftCommand_Op() {}
+
+// RegisterJobManagerCommand records a JobManager's RPC address under its Raft node ID, so that
+// followers can tell clients and TaskManagers where the leader serves. A leader proposes it for
+// itself once its leadership is established; repeating it is a no-op.
+type RegisterJobManagerCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RpcAddress    string                 `protobuf:"bytes,2,opt,name=rpc_address,json=rpcAddress,proto3" json:"rpc_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterJobManagerCommand) Reset() {
+	*x = RegisterJobManagerCommand{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterJobManagerCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterJobManagerCommand) ProtoMessage() {}
+
+func (x *RegisterJobManagerCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterJobManagerCommand.ProtoReflect.Descriptor instead.
+func (*RegisterJobManagerCommand) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RegisterJobManagerCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RegisterJobManagerCommand) GetRpcAddress() string {
+	if x != nil {
+		return x.RpcAddress
+	}
+	return ""
+}
+
+// JobManagerRecord is a JobManager's replicated RPC address.
+type JobManagerRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RpcAddress    string                 `protobuf:"bytes,2,opt,name=rpc_address,json=rpcAddress,proto3" json:"rpc_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobManagerRecord) Reset() {
+	*x = JobManagerRecord{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobManagerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobManagerRecord) ProtoMessage() {}
+
+func (x *JobManagerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobManagerRecord.ProtoReflect.Descriptor instead.
+func (*JobManagerRecord) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobManagerRecord) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *JobManagerRecord) GetRpcAddress() string {
+	if x != nil {
+		return x.RpcAddress
+	}
+	return ""
+}
 
 // SubmitJobCommand records a validated job. Applying it twice is a no-op.
 type SubmitJobCommand struct {
@@ -159,7 +283,7 @@ type SubmitJobCommand struct {
 
 func (x *SubmitJobCommand) Reset() {
 	*x = SubmitJobCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +295,7 @@ func (x *SubmitJobCommand) String() string {
 func (*SubmitJobCommand) ProtoMessage() {}
 
 func (x *SubmitJobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +308,7 @@ func (x *SubmitJobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobCommand.ProtoReflect.Descriptor instead.
 func (*SubmitJobCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SubmitJobCommand) GetJobId() string {
@@ -214,7 +338,7 @@ type UpdateJobStatusCommand struct {
 
 func (x *UpdateJobStatusCommand) Reset() {
 	*x = UpdateJobStatusCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +350,7 @@ func (x *UpdateJobStatusCommand) String() string {
 func (*UpdateJobStatusCommand) ProtoMessage() {}
 
 func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +363,7 @@ func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobStatusCommand.ProtoReflect.Descriptor instead.
 func (*UpdateJobStatusCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpdateJobStatusCommand) GetJobId() string {
@@ -277,7 +401,7 @@ type AllocateCheckpointIdCommand struct {
 
 func (x *AllocateCheckpointIdCommand) Reset() {
 	*x = AllocateCheckpointIdCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +413,7 @@ func (x *AllocateCheckpointIdCommand) String() string {
 func (*AllocateCheckpointIdCommand) ProtoMessage() {}
 
 func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +426,7 @@ func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateCheckpointIdCommand.ProtoReflect.Descriptor instead.
 func (*AllocateCheckpointIdCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AllocateCheckpointIdCommand) GetJobId() string {
@@ -332,7 +456,7 @@ type CompleteCheckpointCommand struct {
 
 func (x *CompleteCheckpointCommand) Reset() {
 	*x = CompleteCheckpointCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +468,7 @@ func (x *CompleteCheckpointCommand) String() string {
 func (*CompleteCheckpointCommand) ProtoMessage() {}
 
 func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +481,7 @@ func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteCheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CompleteCheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompleteCheckpointCommand) GetJobId() string {
@@ -402,7 +526,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +538,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +551,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobRecord) GetId() string {
@@ -502,16 +626,18 @@ func (x *JobRecord) GetCheckpoints() []*CompletedCheckpoint {
 
 // FSMSnapshot is the whole replicated state, written by FSM snapshots.
 type FSMSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Jobs          []*JobRecord           `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Jobs    []*JobRecord           `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// jobmanagers are sorted by node ID.
+	Jobmanagers   []*JobManagerRecord `protobuf:"bytes,3,rep,name=jobmanagers,proto3" json:"jobmanagers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +649,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +662,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FSMSnapshot) GetVersion() int32 {
@@ -553,12 +679,19 @@ func (x *FSMSnapshot) GetJobs() []*JobRecord {
 	return nil
 }
 
+func (x *FSMSnapshot) GetJobmanagers() []*JobManagerRecord {
+	if x != nil {
+		return x.Jobmanagers
+	}
+	return nil
+}
+
 var File_goflink_v1_raft_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x15goflink/v1/raft.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x03\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe9\x03\n" +
 	"\vRaftCommand\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
 	"\n" +
@@ -566,8 +699,17 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	" \x01(\v2\x1c.goflink.v1.SubmitJobCommandH\x00R\tsubmitJob\x12P\n" +
 	"\x11update_job_status\x18\v \x01(\v2\".goflink.v1.UpdateJobStatusCommandH\x00R\x0fupdateJobStatus\x12_\n" +
 	"\x16allocate_checkpoint_id\x18\f \x01(\v2'.goflink.v1.AllocateCheckpointIdCommandH\x00R\x14allocateCheckpointId\x12X\n" +
-	"\x13complete_checkpoint\x18\r \x01(\v2%.goflink.v1.CompleteCheckpointCommandH\x00R\x12completeCheckpointB\x04\n" +
+	"\x13complete_checkpoint\x18\r \x01(\v2%.goflink.v1.CompleteCheckpointCommandH\x00R\x12completeCheckpoint\x12X\n" +
+	"\x13register_jobmanager\x18\x0e \x01(\v2%.goflink.v1.RegisterJobManagerCommandH\x00R\x12registerJobmanagerB\x04\n" +
 	"\x02op\"U\n" +
+	"\x19RegisterJobManagerCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vrpc_address\x18\x02 \x01(\tR\n" +
+	"rpcAddress\"L\n" +
+	"\x10JobManagerRecord\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vrpc_address\x18\x02 \x01(\tR\n" +
+	"rpcAddress\"U\n" +
 	"\x10SubmitJobCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\"\x83\x01\n" +
@@ -597,10 +739,11 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x04runs\x18\b \x01(\x05R\x04runs\x12,\n" +
 	"\x12last_checkpoint_id\x18\t \x01(\x03R\x10lastCheckpointId\x12A\n" +
 	"\vcheckpoints\x18\n" +
-	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\"R\n" +
+	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\"\x92\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12)\n" +
-	"\x04jobs\x18\x02 \x03(\v2\x15.goflink.v1.JobRecordR\x04jobsB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"\x04jobs\x18\x02 \x03(\v2\x15.goflink.v1.JobRecordR\x04jobs\x12>\n" +
+	"\vjobmanagers\x18\x03 \x03(\v2\x1c.goflink.v1.JobManagerRecordR\vjobmanagersB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_raft_proto_rawDescOnce sync.Once
@@ -614,41 +757,45 @@ func file_goflink_v1_raft_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_raft_proto_rawDescData
 }
 
-var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_goflink_v1_raft_proto_goTypes = []any{
 	(*RaftCommand)(nil),                 // 0: goflink.v1.RaftCommand
-	(*SubmitJobCommand)(nil),            // 1: goflink.v1.SubmitJobCommand
-	(*UpdateJobStatusCommand)(nil),      // 2: goflink.v1.UpdateJobStatusCommand
-	(*AllocateCheckpointIdCommand)(nil), // 3: goflink.v1.AllocateCheckpointIdCommand
-	(*CompleteCheckpointCommand)(nil),   // 4: goflink.v1.CompleteCheckpointCommand
-	(*JobRecord)(nil),                   // 5: goflink.v1.JobRecord
-	(*FSMSnapshot)(nil),                 // 6: goflink.v1.FSMSnapshot
-	(*timestamppb.Timestamp)(nil),       // 7: google.protobuf.Timestamp
-	(*JobGraph)(nil),                    // 8: goflink.v1.JobGraph
-	(JobStatus)(0),                      // 9: goflink.v1.JobStatus
-	(*CompletedCheckpoint)(nil),         // 10: goflink.v1.CompletedCheckpoint
+	(*RegisterJobManagerCommand)(nil),   // 1: goflink.v1.RegisterJobManagerCommand
+	(*JobManagerRecord)(nil),            // 2: goflink.v1.JobManagerRecord
+	(*SubmitJobCommand)(nil),            // 3: goflink.v1.SubmitJobCommand
+	(*UpdateJobStatusCommand)(nil),      // 4: goflink.v1.UpdateJobStatusCommand
+	(*AllocateCheckpointIdCommand)(nil), // 5: goflink.v1.AllocateCheckpointIdCommand
+	(*CompleteCheckpointCommand)(nil),   // 6: goflink.v1.CompleteCheckpointCommand
+	(*JobRecord)(nil),                   // 7: goflink.v1.JobRecord
+	(*FSMSnapshot)(nil),                 // 8: goflink.v1.FSMSnapshot
+	(*timestamppb.Timestamp)(nil),       // 9: google.protobuf.Timestamp
+	(*JobGraph)(nil),                    // 10: goflink.v1.JobGraph
+	(JobStatus)(0),                      // 11: goflink.v1.JobStatus
+	(*CompletedCheckpoint)(nil),         // 12: goflink.v1.CompletedCheckpoint
 }
 var file_goflink_v1_raft_proto_depIdxs = []int32{
-	7,  // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
-	1,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
-	2,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
-	3,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
-	4,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
-	8,  // 5: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
-	9,  // 6: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
-	10, // 7: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
-	8,  // 8: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
-	9,  // 9: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
-	7,  // 10: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
-	7,  // 11: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
-	7,  // 12: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
-	10, // 13: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
-	5,  // 14: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	9,  // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
+	3,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
+	4,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
+	5,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
+	6,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
+	1,  // 5: goflink.v1.RaftCommand.register_jobmanager:type_name -> goflink.v1.RegisterJobManagerCommand
+	10, // 6: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
+	11, // 7: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
+	12, // 8: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
+	10, // 9: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
+	11, // 10: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
+	9,  // 11: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
+	9,  // 12: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
+	9,  // 13: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
+	12, // 14: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
+	7,  // 15: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
+	2,  // 16: goflink.v1.FSMSnapshot.jobmanagers:type_name -> goflink.v1.JobManagerRecord
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_raft_proto_init() }
@@ -664,6 +811,7 @@ func file_goflink_v1_raft_proto_init() {
 		(*RaftCommand_UpdateJobStatus)(nil),
 		(*RaftCommand_AllocateCheckpointId)(nil),
 		(*RaftCommand_CompleteCheckpoint)(nil),
+		(*RaftCommand_RegisterJobmanager)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -671,7 +819,7 @@ func file_goflink_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_raft_proto_rawDesc), len(file_goflink_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

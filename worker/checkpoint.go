@@ -331,8 +331,8 @@ func (t *task) notifyAborted(id, latestCompleted int64) error {
 }
 
 // checkpointCommand runs a checkpoint RPC on the task's goroutine.
-func (tm *TaskManager) checkpointCommand(ctx context.Context, registration string, id *pb.ExecutionAttemptID, f func(t *task) error) error {
-	t, err := tm.runningTask(registration, id)
+func (tm *TaskManager) checkpointCommand(ctx context.Context, registration string, term uint64, id *pb.ExecutionAttemptID, f func(t *task) error) error {
+	t, err := tm.runningTask(registration, term, id)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -35,7 +35,9 @@ type Config struct {
 	// Addr is where the TaskManager listens and what it advertises (host:port). An empty host
 	// listens on all interfaces and advertises the hostname; port 0 picks a free port.
 	Addr string
-	// JobManagers are the JobManager RPC addresses to register with.
+	// JobManagers are JobManager RPC addresses (host:port). The TaskManager registers with the
+	// leader among them: it tries them in turn and follows the leader address that a JobManager
+	// which does not lead names, also to a JobManager that is not listed.
 	JobManagers []string
 	// DataDir holds the TaskManager's local files.
 	DataDir string
@@ -62,8 +64,8 @@ func (c *Config) Validate() error {
 		return errors.New("taskmanager: at least one JobManager address is required")
 	}
 	for _, a := range c.JobManagers {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("jobmanager address %q: %w", a, err)
+		if err := checkJobManagerAddr(a); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -90,10 +92,24 @@ type TaskManager struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	mu           sync.Mutex
-	tasks        map[string]*task
+	// leader is the address of the last known JobManager leader, and lost the address of the
+	// JobManager whose registration ended last (tried last, since it may be unreachable); both
+	// are owned by connectLoop.
+	leader, lost string
+
+	mu    sync.Mutex
+	tasks map[string]*task
+	// registration is the current registration ("" while there is none) and jmClient the
+	// JobManager that accepted it; reports and checkpoint messages go there.
 	registration string
 	jmClient     pb.TaskManagerServiceClient
+	// regCtx lives as long as the current registration: reports and checkpoint messages of
+	// the registration use it, so they stop when it ends. endReg ends it with the reason.
+	regCtx context.Context
+	endReg context.CancelCauseFunc
+	// leaderTerm is the highest JobManager leader term seen, from registrations and commands;
+	// commands of a lower term come from a deposed leader and are refused (fenceLocked).
+	leaderTerm uint64
 	// tombstones remember cancelled execution keys for tombstoneTTL, so a SubmitTask that a
 	// CancelTask overtook is refused.
 	tombstones map[string]time.Time
@@ -238,6 +254,12 @@ func (tm *TaskManager) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect within a second of a peer coming back (gRPC's default backoff grows to two
+		// minutes): a restarted JobManager may be the next leader.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: registerTimeout,
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecordBytes+1<<20)),
 		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
 	if err != nil {
@@ -255,31 +277,41 @@ func (tm *TaskManager) dataClient(addr string) (pb.DataExchangeServiceClient, er
 	return pb.NewDataExchangeServiceClient(c), nil
 }
 
-// connectLoop keeps the TaskManager registered: register, heartbeat until the JobManager is
-// lost, cancel the tasks it ran for that registration, and register again as a new TaskManager.
+// Registration backoff: after a round in which no JobManager accepted the registration (none
+// reachable, none leading during an election), connectLoop waits before the next round.
+const (
+	minRegisterBackoff = 50 * time.Millisecond
+	maxRegisterBackoff = time.Second
+	// registerTimeout bounds one RegisterTaskManager call.
+	registerTimeout = 5 * time.Second
+)
+
+// connectLoop keeps the TaskManager registered with the JobManager leader: register, heartbeat
+// until the JobManager is lost (it died, stopped leading or stopped answering), cancel the tasks
+// it ran for that registration, and register again as a new TaskManager — with the leader the
+// lost JobManager named, if it named one.
 func (tm *TaskManager) connectLoop() {
-	backoff := 50 * time.Millisecond
+	backoff := minRegisterBackoff
 	for tm.ctx.Err() == nil {
-		client, resp, err := tm.register()
+		reg, err := tm.register()
 		if err != nil {
-			tm.log.Debug("register with jobmanager failed", "err", err)
+			tm.log.Debug("no jobmanager accepted the registration; retrying", "err", err, "backoff", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-tm.ctx.Done():
 				return
 			}
-			backoff = min(backoff*2, time.Second)
+			backoff = min(backoff*2, maxRegisterBackoff)
 			continue
 		}
-		backoff = 50 * time.Millisecond
-		tm.mu.Lock()
-		tm.registration, tm.jmClient = resp.GetRegistrationId(), client
-		tm.mu.Unlock()
+		backoff = minRegisterBackoff
 		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		tm.log.Info("registered with jobmanager", "registration_id", resp.GetRegistrationId(), "jobmanager", resp.GetJobmanagerId())
-		err = tm.heartbeat(client, resp)
+		tm.log.Info("registered with jobmanager", "registration_id", reg.resp.GetRegistrationId(),
+			"jobmanager", reg.resp.GetJobmanagerId(), "jobmanager_addr", reg.addr, "leader_term", reg.resp.GetLeaderTerm())
+		err = tm.heartbeat(reg)
 		tm.mu.Lock()
-		tm.registration = ""
+		tm.registration, tm.jmClient = "", nil
+		tm.endReg(err)
 		tasks := make([]*task, 0, len(tm.tasks))
 		for _, t := range tm.tasks {
 			tasks = append(tasks, t)
@@ -287,6 +319,12 @@ func (tm *TaskManager) connectLoop() {
 		tm.mu.Unlock()
 		if tm.ctx.Err() != nil {
 			return
+		}
+		tm.lost = reg.addr
+		if leader, notLeader := leaderHint(err); leader != "" {
+			tm.leader = leader
+		} else if (notLeader || notLeading(err)) && tm.leader == reg.addr {
+			tm.leader = ""
 		}
 		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		level := slog.LevelWarn
@@ -301,58 +339,121 @@ func (tm *TaskManager) connectLoop() {
 	}
 }
 
-// reasonShuttingDown is the ErrorInfo reason of a JobManager that is stopping.
-const reasonShuttingDown = "SHUTTING_DOWN"
+var (
+	// errJobManagerLost releases the partitions of a TaskManager that lost its JobManager.
+	errJobManagerLost = errors.New("taskmanager lost its jobmanager")
+	// errDeposedLeader refuses a registration that a JobManager accepted at a leader term below
+	// one the TaskManager has seen.
+	errDeposedLeader = errors.New("registration accepted by a deposed leader")
+)
 
-// hasReason reports whether err carries a gRPC ErrorInfo detail with this reason.
-func hasReason(err error, reason string) bool {
-	var se interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &se) {
-		return false
-	}
-	for _, d := range se.GRPCStatus().Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason {
-			return true
-		}
-	}
-	return false
+// jmRegistration is a registration the JobManager leader accepted and the TaskManager adopted.
+type jmRegistration struct {
+	addr   string
+	client pb.TaskManagerServiceClient
+	resp   *pb.RegisterTaskManagerResponse
+	ctx    context.Context // ends with the registration, with the reason as its cause
 }
 
-// errJobManagerLost releases the partitions of a TaskManager that lost its JobManager.
-var errJobManagerLost = errors.New("taskmanager lost its jobmanager")
-
-func (tm *TaskManager) register() (pb.TaskManagerServiceClient, *pb.RegisterTaskManagerResponse, error) {
+// register makes one round of registration attempts. It tries the last known leader first, then
+// the configured JobManagers in order, and the JobManager just lost last (a partitioned one
+// would hold every round up for registerTimeout). A JobManager answering NOT_LEADER with the
+// leader's address sends the next attempt straight there, even to an address that is not
+// configured. Each address is tried at most once per round, so JobManagers naming each other
+// during an election cannot make it loop. It returns every attempt's error if none succeeded.
+func (tm *TaskManager) register() (*jmRegistration, error) {
+	queue := make([]string, 0, len(tm.cfg.JobManagers)+2)
+	if tm.leader != "" && tm.leader != tm.lost {
+		queue = append(queue, tm.leader)
+	}
+	for _, a := range tm.cfg.JobManagers {
+		if a != tm.lost {
+			queue = append(queue, a)
+		}
+	}
+	if tm.lost != "" {
+		queue = append(queue, tm.lost)
+	}
+	tried := map[string]bool{}
 	var errs []error
-	for _, addr := range tm.cfg.JobManagers {
-		c, err := tm.conn(addr)
-		if err != nil {
-			errs = append(errs, err)
+	for len(queue) > 0 && tm.ctx.Err() == nil {
+		addr := queue[0]
+		queue = queue[1:]
+		if tried[addr] {
 			continue
 		}
-		client := pb.NewTaskManagerServiceClient(c)
-		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
-		resp, err := client.RegisterTaskManager(ctx, &pb.RegisterTaskManagerRequest{TaskmanagerId: tm.id, Address: tm.addr, Slots: int32(tm.slots)})
-		cancel()
+		tried[addr] = true
+		reg, err := tm.registerWith(addr)
 		if err == nil {
-			return client, resp, nil
+			tm.leader, tm.lost = addr, ""
+			return reg, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		leader, notLeader := leaderHint(err)
+		if tm.leader == addr && (notLeader || notLeading(err) || errors.Is(err, errDeposedLeader)) {
+			tm.leader = ""
+		}
+		if leader != "" {
+			tm.leader = leader
+			if !tried[leader] {
+				queue = append([]string{leader}, queue...)
+			}
+		}
 	}
-	return nil, nil, errors.Join(errs...)
+	if tm.ctx.Err() != nil {
+		return nil, tm.ctx.Err()
+	}
+	return nil, errors.Join(errs...)
 }
 
-// heartbeat runs the heartbeat stream until it breaks or the JobManager stays silent for the
-// heartbeat timeout.
-func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.RegisterTaskManagerResponse) error {
+// registerWith registers with the JobManager at addr and adopts the registration, unless a
+// newer leader term was seen already (the JobManager is a deposed leader that does not know it).
+func (tm *TaskManager) registerWith(addr string) (*jmRegistration, error) {
+	c, err := tm.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	client := pb.NewTaskManagerServiceClient(c)
+	ctx, cancel := context.WithTimeout(tm.ctx, registerTimeout)
+	resp, err := client.RegisterTaskManager(ctx, &pb.RegisterTaskManagerRequest{TaskmanagerId: tm.id, Address: tm.addr, Slots: int32(tm.slots)})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if term := resp.GetLeaderTerm(); term > 0 && term < tm.leaderTerm {
+		return nil, fmt.Errorf("registration %s: %w: stale leader term %d < %d", resp.GetRegistrationId(), errDeposedLeader, term, tm.leaderTerm)
+	}
+	tm.leaderTerm = max(tm.leaderTerm, resp.GetLeaderTerm())
+	regCtx, endReg := context.WithCancelCause(tm.ctx)
+	tm.registration, tm.jmClient, tm.regCtx, tm.endReg = resp.GetRegistrationId(), client, regCtx, endReg
+	return &jmRegistration{addr: addr, client: client, resp: resp, ctx: regCtx}, nil
+}
+
+// loseRegistration ends the registration if it is still the current one: its JobManager
+// answered a report with err, saying that it does not lead any more. connectLoop then
+// registers again.
+func (tm *TaskManager) loseRegistration(registration string, err error) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if registration != "" && registration == tm.registration {
+		tm.endReg(fmt.Errorf("jobmanager does not lead any more: %w", err))
+	}
+}
+
+// heartbeat runs the heartbeat stream until it breaks, the JobManager stays silent for the
+// heartbeat timeout, or the registration ends (loseRegistration, Close).
+func (tm *TaskManager) heartbeat(reg *jmRegistration) error {
 	// The stream outlives tm.ctx by one message: a closing TaskManager says goodbye on it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream, err := client.Heartbeat(ctx)
+	stream, err := reg.client.Heartbeat(ctx)
 	if err != nil {
 		return err
 	}
-	interval := time.Duration(reg.GetHeartbeatIntervalMs()) * time.Millisecond
-	timeout := time.Duration(reg.GetHeartbeatTimeoutMs()) * time.Millisecond
+	interval := time.Duration(reg.resp.GetHeartbeatIntervalMs()) * time.Millisecond
+	timeout := time.Duration(reg.resp.GetHeartbeatTimeoutMs()) * time.Millisecond
 	if interval <= 0 || timeout <= 0 {
 		return fmt.Errorf("jobmanager sent invalid heartbeat settings %v/%v", interval, timeout)
 	}
@@ -375,7 +476,18 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 	silence := time.NewTimer(timeout)
 	defer silence.Stop()
 	send := func() error {
-		return stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.GetRegistrationId(), Tasks: tm.taskReports()})
+		err := stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.resp.GetRegistrationId(), Tasks: tm.taskReports()})
+		if err == nil {
+			return nil
+		}
+		// Send reports io.EOF when the JobManager ended the stream; Recv has its status (such
+		// as NOT_LEADER with the leader's address).
+		select {
+		case rerr := <-broken:
+			return fmt.Errorf("heartbeat stream: %w", rerr)
+		case <-time.After(time.Second):
+			return fmt.Errorf("heartbeat send: %w", err)
+		}
 	}
 	if err := send(); err != nil {
 		return err
@@ -388,12 +500,15 @@ func (tm *TaskManager) heartbeat(client pb.TaskManagerServiceClient, reg *pb.Reg
 			silence.Reset(timeout)
 		case <-ticker.C:
 			if err := send(); err != nil {
-				return fmt.Errorf("heartbeat send: %w", err)
+				return err
 			}
 		case <-silence.C:
 			return fmt.Errorf("no heartbeat answer from the jobmanager for %v", timeout)
-		case <-tm.ctx.Done():
-			_ = stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.GetRegistrationId(), Closing: true})
+		case <-reg.ctx.Done():
+			if tm.ctx.Err() == nil {
+				return context.Cause(reg.ctx)
+			}
+			_ = stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.resp.GetRegistrationId(), Closing: true})
 			_ = stream.CloseSend()
 			select { // wait briefly for the JobManager to end the stream
 			case <-broken:
@@ -431,7 +546,9 @@ func (tm *TaskManager) enqueueReport(r *pb.UpdateTaskExecutionStateRequest) {
 }
 
 // reportLoop sends task state changes to the JobManager in order, retrying transient errors.
-// Reports of an older registration are dropped: that JobManager already failed those tasks.
+// Reports of an older registration are dropped: that JobManager already failed those tasks (or
+// lost its leadership, and the new leader redeploys the job). A JobManager that answers that
+// it does not lead ends the registration.
 func (tm *TaskManager) reportLoop() {
 	for {
 		tm.reportMu.Lock()
@@ -459,22 +576,24 @@ func (tm *TaskManager) reportLoop() {
 func (tm *TaskManager) deliver(r *pb.UpdateTaskExecutionStateRequest) {
 	backoff := 20 * time.Millisecond
 	for tm.ctx.Err() == nil {
-		tm.mu.Lock()
-		current, client := tm.registration, tm.jmClient
-		tm.mu.Unlock()
-		if current != r.GetRegistrationId() || client == nil {
-			return
+		client, regCtx := tm.clientFor(r.GetRegistrationId())
+		if client == nil {
+			return // the registration ended: that JobManager failed the task already
 		}
-		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(regCtx, 5*time.Second)
 		_, err := client.UpdateTaskExecutionState(ctx, r)
 		cancel()
+		if notLeading(err) {
+			tm.loseRegistration(r.GetRegistrationId(), err)
+			return
+		}
 		if err == nil || status.Code(err) == codes.NotFound || status.Code(err) == codes.FailedPrecondition {
 			return
 		}
 		tm.log.Debug("report task state failed; retrying", "err", err)
 		select {
 		case <-time.After(backoff):
-		case <-tm.ctx.Done():
+		case <-regCtx.Done():
 			return
 		}
 		backoff = min(backoff*2, time.Second)
@@ -515,23 +634,35 @@ type executorServer struct {
 	tm *TaskManager
 }
 
-func (s *executorServer) checkRegistration(id string) error {
-	s.tm.mu.Lock()
-	defer s.tm.mu.Unlock()
-	return s.checkRegistrationLocked(id)
+// fence checks a command's leader term (see fenceLocked).
+func (tm *TaskManager) fence(registration string, term uint64) error {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.fenceLocked(registration, term)
 }
 
-func (s *executorServer) checkRegistrationLocked(id string) error {
-	if id == "" || id != s.tm.registration || s.tm.ctx.Err() != nil {
-		return status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", id)
+// checkCommandLocked admits a command of the current leader term (fenceLocked) for the current
+// registration. tm.mu is held.
+func (tm *TaskManager) checkCommandLocked(registration string, term uint64) error {
+	if err := tm.fenceLocked(registration, term); err != nil {
+		return err
+	}
+	if registration == "" || registration != tm.registration || tm.ctx.Err() != nil {
+		return status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", registration)
 	}
 	return nil
 }
 
-// admitLocked decides whether a task may be deployed: current registration, not deployed yet,
-// not cancelled before it arrived (a CancelTask can overtake its SubmitTask).
-func (s *executorServer) admitLocked(registration, key string) error {
-	if err := s.checkRegistrationLocked(registration); err != nil {
+func (s *executorServer) checkCommand(registration string, term uint64) error {
+	s.tm.mu.Lock()
+	defer s.tm.mu.Unlock()
+	return s.tm.checkCommandLocked(registration, term)
+}
+
+// admitLocked decides whether a task may be deployed: current leader term and registration,
+// not deployed yet, not cancelled before it arrived (a CancelTask can overtake its SubmitTask).
+func (s *executorServer) admitLocked(registration string, term uint64, key string) error {
+	if err := s.tm.checkCommandLocked(registration, term); err != nil {
 		return err
 	}
 	if _, dup := s.tm.tasks[key]; dup {
@@ -545,7 +676,7 @@ func (s *executorServer) admitLocked(registration, key string) error {
 
 // SubmitTask deploys one task attempt.
 func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (*pb.SubmitTaskResponse, error) {
-	if err := s.checkRegistration(req.GetRegistrationId()); err != nil {
+	if err := s.checkCommand(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
 		return nil, err
 	}
 	if req.GetSlot() < 0 || int(req.GetSlot()) >= s.tm.slots {
@@ -556,10 +687,10 @@ func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	key := execid.Key(req.GetExecution())
-	// Check the registration and insert in one critical section, so the sweep of a lost
-	// JobManager (connectLoop) either sees this task or this call sees the new registration.
+	// Check the term and registration and insert in one critical section, so the sweep of a
+	// lost JobManager (connectLoop) either sees this task or this call sees the new registration.
 	s.tm.mu.Lock()
-	err = s.admitLocked(req.GetRegistrationId(), key)
+	err = s.admitLocked(req.GetRegistrationId(), req.GetLeaderTerm(), key)
 	if err == nil {
 		s.tm.tasks[key] = t
 	}
@@ -573,7 +704,8 @@ func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest
 	return &pb.SubmitTaskResponse{}, nil
 }
 
-// CancelTask cancels one task attempt and releases its result partitions.
+// CancelTask cancels one task attempt and releases its result partitions. A command of a stale
+// leader term is refused; the registration need not be the current one.
 func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
 	id := req.GetExecution()
 	if id == nil {
@@ -581,6 +713,10 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	}
 	key := execid.Key(id)
 	s.tm.mu.Lock()
+	if err := s.tm.fenceLocked(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+		s.tm.mu.Unlock()
+		return nil, err
+	}
 	t := s.tm.tasks[key]
 	s.tm.buryLocked(key)
 	s.tm.mu.Unlock()
@@ -591,15 +727,15 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	return &pb.CancelTaskResponse{}, nil
 }
 
-// runningTask finds a task for a command of the current registration.
-func (tm *TaskManager) runningTask(registration string, id *pb.ExecutionAttemptID) (*task, error) {
+// runningTask finds a task for a command of the current leader term and registration.
+func (tm *TaskManager) runningTask(registration string, term uint64, id *pb.ExecutionAttemptID) (*task, error) {
 	if id == nil {
 		return nil, status.Error(codes.InvalidArgument, "execution is required")
 	}
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	if registration == "" || registration != tm.registration {
-		return nil, status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", registration)
+	if err := tm.checkCommandLocked(registration, term); err != nil {
+		return nil, err
 	}
 	t := tm.tasks[execid.Key(id)]
 	if t == nil {
@@ -614,42 +750,49 @@ const checkpointRPCTimeout = 10 * time.Second
 // sendAck reports a task's part of a checkpoint to the JobManager of its registration. Lost
 // acknowledgements are not retried: the checkpoint expires and a later one succeeds.
 func (tm *TaskManager) sendAck(r *pb.AcknowledgeCheckpointRequest) {
-	client := tm.clientFor(r.GetRegistrationId())
+	client, regCtx := tm.clientFor(r.GetRegistrationId())
 	if client == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(tm.ctx, checkpointRPCTimeout)
+	ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 	defer cancel()
 	if _, err := client.AcknowledgeCheckpoint(ctx, r); err != nil {
+		if notLeading(err) {
+			tm.loseRegistration(r.GetRegistrationId(), err)
+		}
 		tm.log.Debug("acknowledge checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
 	}
 }
 
 // sendDecline reports that a task does not take a checkpoint.
 func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
-	client := tm.clientFor(r.GetRegistrationId())
+	client, regCtx := tm.clientFor(r.GetRegistrationId())
 	if client == nil {
 		return
 	}
 	tm.wg.Add(1)
 	go func() { // declines come from the task goroutine, which must not wait for the network
 		defer tm.wg.Done()
-		ctx, cancel := context.WithTimeout(tm.ctx, checkpointRPCTimeout)
+		ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 		defer cancel()
 		if _, err := client.DeclineCheckpoint(ctx, r); err != nil {
+			if notLeading(err) {
+				tm.loseRegistration(r.GetRegistrationId(), err)
+			}
 			tm.log.Debug("decline checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
 		}
 	}()
 }
 
-// clientFor returns the JobManager client if registration is still the current one.
-func (tm *TaskManager) clientFor(registration string) pb.TaskManagerServiceClient {
+// clientFor returns the JobManager client and the registration's context if registration is
+// still the current one, or nil.
+func (tm *TaskManager) clientFor(registration string) (pb.TaskManagerServiceClient, context.Context) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	if registration != tm.registration {
-		return nil
+	if registration == "" || registration != tm.registration || tm.jmClient == nil {
+		return nil, nil
 	}
-	return tm.jmClient
+	return tm.jmClient, tm.regCtx
 }
 
 // TriggerTaskCheckpoint starts a checkpoint at a source task.
@@ -657,7 +800,7 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 	if req.GetBarrier().GetCheckpointId() <= 0 {
 		return nil, status.Error(codes.InvalidArgument, "barrier with a positive checkpoint_id is required")
 	}
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
 		return t.triggerFromRPC(req.GetBarrier())
 	})
 	if err != nil {
@@ -670,9 +813,12 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 }
 
 // NotifyCheckpointComplete tells a task that a checkpoint is committed. Tasks that no longer
-// run ignore it.
+// run ignore it; a notification of a stale leader term is refused.
 func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.NotifyCheckpointCompleteRequest) (*pb.NotifyCheckpointCompleteResponse, error) {
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+		return nil, err
+	}
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
 		return t.notifyComplete(req.GetCheckpointId())
 	})
 	if status.Code(err) == codes.InvalidArgument {
@@ -681,9 +827,13 @@ func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.N
 	return &pb.NotifyCheckpointCompleteResponse{}, nil
 }
 
-// NotifyCheckpointAborted tells a task that a checkpoint was aborted.
+// NotifyCheckpointAborted tells a task that a checkpoint was aborted. Tasks that no longer run
+// ignore it; a notification of a stale leader term is refused.
 func (s *executorServer) NotifyCheckpointAborted(ctx context.Context, req *pb.NotifyCheckpointAbortedRequest) (*pb.NotifyCheckpointAbortedResponse, error) {
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetExecution(), func(t *task) error {
+	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+		return nil, err
+	}
+	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
 		return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId())
 	})
 	if status.Code(err) == codes.InvalidArgument {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -20,7 +19,7 @@ import (
 func main() {
 	cfg := worker.DefaultConfig()
 	var pf process.Flags
-	var jobmanagers string
+	var jobmanagers []string
 	var slots int
 	cmd := &cobra.Command{
 		Use:           "taskmanager",
@@ -42,7 +41,9 @@ func main() {
 				return err
 			}
 			cfg.Settings = settings
-			cfg.JobManagers = strings.Split(jobmanagers, ",")
+			if cfg.JobManagers, err = worker.ParseJobManagers(jobmanagers); err != nil {
+				return fmt.Errorf("--jobmanager: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
@@ -52,7 +53,8 @@ func main() {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&jobmanagers, "jobmanager", strings.Join(cfg.JobManagers, ","), "JobManager RPC address(es), host:port[,host:port...]")
+	fs.StringSliceVar(&jobmanagers, "jobmanager", cfg.JobManagers,
+		"JobManager RPC address(es), host:port; comma-separated or repeated. The TaskManager finds and follows the leader among them")
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to listen on and advertise")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default tm-<advertised address>)")
 	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")

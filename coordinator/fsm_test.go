@@ -328,8 +328,14 @@ func populated(t *testing.T) *applier {
 		statusCmd("live", restarting, "", ts(9)),
 		statusCmd("live", running, "", ts(10)),
 		submitCmd("new", "created-job", ts(11)),
+		allocCmd("live", 64),
+		completeCmd("live", 3, 2),
+		completeCmd("live", 5, 2),
+		registerJMCmd("jm1", "10.0.0.1:6123"),
+		registerJMCmd("jm2", "10.0.0.2:6123"),
+		registerJMCmd("jm1", "10.0.0.1:7123"), // moved
 	} {
-		if err := a.apply(cmd); err != nil {
+		if err, ok := a.applyResult(cmd).(error); ok && err != nil {
 			t.Fatalf("apply %v: %v", cmd, err)
 		}
 	}
@@ -382,6 +388,12 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	got := dst.f.list()
 	if !equalRecords(got, want) {
 		t.Errorf("list() after Restore =\n %v\nwant\n %v", got, want)
+	}
+	if live, restored := src.f.state(), dst.f.state(); !proto.Equal(live, restored) {
+		t.Errorf("state after Restore =\n %v\nwant the live state\n %v", restored, live)
+	}
+	if a, _ := dst.f.jobManagerAddr("jm1"); a != "10.0.0.1:7123" {
+		t.Errorf("jobManagerAddr(jm1) after Restore = %q, want the latest 10.0.0.1:7123", a)
 	}
 	if _, ok := dst.f.job("stale"); ok {
 		t.Errorf("job(stale) survived Restore, want the old state discarded")
@@ -537,4 +549,8 @@ func TestFSMWatchClosedAfterApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+func registerJMCmd(id, addr string) *pb.RaftCommand {
+	return &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{NodeId: id, RpcAddress: addr}}}
 }

@@ -162,6 +162,9 @@ func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any,
 
 func (n *raftNode) close() error {
 	err := n.r.Shutdown().Error()
+	// Shutdown closes the listener but not the pooled connections to the other members, whose
+	// handler goroutines would wait on them for ever.
+	n.trans.CloseStreams()
 	if cerr := n.store.Close(); err == nil {
 		err = cerr
 	}

@@ -413,15 +413,17 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 // the whole cluster: nothing is recorded on the way down.
 func crash(t *testing.T, c *Cluster) {
 	t.Helper()
-	if err := c.JM.Close(); err != nil {
-		t.Errorf("JobManager Close() = %v", err)
+	for i := range c.JMs {
+		if err := c.StopJobManager(i); err != nil {
+			t.Errorf("JobManager %d Close() = %v", i, err)
+		}
 	}
 	for _, tm := range c.TMs {
 		if err := tm.Close(); err != nil {
 			t.Errorf("TaskManager Close() = %v", err)
 		}
 	}
-	c.JM, c.TMs = nil, nil
+	c.TMs = nil
 }
 
 // TestRunningJobRecoveredAfterEveryCrash crashes the cluster twice while a job runs. Each

@@ -1,6 +1,6 @@
-// Package minicluster runs a whole goflink cluster in one process — one JobManager with real
-// Raft and N TaskManagers — over real gRPC on loopback ports. flinkctl run --local and the
-// integration tests use it.
+// Package minicluster runs a whole goflink cluster in one process — one JobManager (or a Raft
+// group of several) with real Raft and N TaskManagers — over real gRPC on loopback ports.
+// flinkctl run --local and the integration tests use it.
 package minicluster
 
 import (
@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/goflink/goflink/client"
@@ -22,6 +24,8 @@ import (
 
 // Options configure a mini cluster.
 type Options struct {
+	// JobManagers is the size of the JobManagers' Raft group (default 1).
+	JobManagers  int
 	TaskManagers int // default 1
 	Slots        int // per TaskManager, default 1
 	// Settings is the cluster configuration (shared by the JobManager and TaskManagers).
@@ -36,7 +40,11 @@ type Options struct {
 
 // Cluster is a running mini cluster.
 type Cluster struct {
+	// JMs are the JobManagers; JM is the first (the only one by default). A stopped
+	// JobManager's entry is nil.
+	JMs     []*coordinator.JobManager
 	JM      *coordinator.JobManager
+	jmCfgs  []coordinator.Config
 	TMs     []*worker.TaskManager
 	tmpDir  string
 	opts    Options
@@ -68,15 +76,10 @@ func Start(opts Options) (*Cluster, error) {
 		}
 		c.tmpDir, c.dataDir = dir, dir
 	}
-	jm, err := coordinator.Start(coordinator.Config{
-		NodeID: "jm-local", RPCAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(c.dataDir, "jobmanager"),
-		Settings: opts.Settings, Operators: opts.Operators, Logger: opts.Logger, RaftLog: opts.RaftLog,
-	})
-	if err != nil {
-		c.cleanup()
+	if err := c.startJobManagers(); err != nil {
+		c.Close()
 		return nil, err
 	}
-	c.JM = jm
 	for range opts.TaskManagers {
 		if _, err := c.AddTaskManager(); err != nil {
 			c.Close()
@@ -86,6 +89,94 @@ func Start(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// startJobManagers starts the JobManagers: one with the historical node ID "jm-local", or a
+// Raft group jm-1..jm-N on fixed loopback Raft ports (picked free) and RPC addresses kept
+// across restarts of a member.
+func (c *Cluster) startJobManagers() error {
+	n := max(c.opts.JobManagers, 1)
+	if n == 1 {
+		c.jmCfgs = []coordinator.Config{{NodeID: "jm-local", RPCAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(c.dataDir, "jobmanager")}}
+	} else {
+		var peers []coordinator.Peer
+		for i := range n {
+			raftAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			rpcAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			id := fmt.Sprintf("jm-%d", i+1)
+			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: raftAddr})
+			c.jmCfgs = append(c.jmCfgs, coordinator.Config{NodeID: id, RPCAddr: rpcAddr, RaftAddr: raftAddr, DataDir: filepath.Join(c.dataDir, id)})
+		}
+		for i := range c.jmCfgs {
+			c.jmCfgs[i].Peers = peers
+		}
+	}
+	c.JMs = make([]*coordinator.JobManager, n)
+	for i := range n {
+		if err := c.StartJobManager(i); err != nil {
+			return err
+		}
+	}
+	c.JM = c.JMs[0]
+	return nil
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// StartJobManager starts JobManager i (again, after StopJobManager) on its data directory.
+func (c *Cluster) StartJobManager(i int) error {
+	if c.JMs[i] != nil {
+		return fmt.Errorf("jobmanager %d is running", i)
+	}
+	cfg := c.jmCfgs[i]
+	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLog = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLog
+	jm, err := coordinator.Start(cfg)
+	if err != nil {
+		return err
+	}
+	c.JMs[i] = jm
+	if i == 0 {
+		c.JM = jm
+	}
+	return nil
+}
+
+// StopJobManager stops JobManager i as a crash would look to the others (its Raft state stays
+// on disk).
+func (c *Cluster) StopJobManager(i int) error {
+	jm := c.JMs[i]
+	if jm == nil {
+		return nil
+	}
+	c.JMs[i] = nil
+	if i == 0 {
+		c.JM = nil
+	}
+	return jm.Close()
+}
+
+// Leader returns the index of the JobManager that leads, or -1.
+func (c *Cluster) Leader() int {
+	for i, jm := range c.JMs {
+		if jm != nil && jm.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
 // AddTaskManager starts one more TaskManager.
 func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 	settings := c.opts.Settings.Clone()
@@ -93,7 +184,7 @@ func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 		return nil, err
 	}
 	tm, err := worker.Start(worker.Config{
-		Addr: "127.0.0.1:0", JobManagers: []string{c.JM.Addr()}, Settings: settings,
+		Addr: "127.0.0.1:0", JobManagers: c.jmAddrs(), Settings: settings,
 		Operators: c.opts.Operators, Stdout: c.opts.Stdout, Logger: c.opts.Logger,
 	})
 	if err != nil {
@@ -119,8 +210,23 @@ func StartReady(ctx context.Context, opts Options) (*Cluster, error) {
 // Client returns a client of the cluster; close it after use.
 func (c *Cluster) Client() (*client.Client, error) { return client.New(c.Addr()) }
 
-// Addr returns the JobManager's RPC address.
-func (c *Cluster) Addr() string { return c.JM.Addr() }
+// Addr returns the JobManagers' RPC addresses, comma-separated (one for a single JobManager).
+func (c *Cluster) Addr() string { return strings.Join(c.jmAddrs(), ",") }
+
+// jmAddrs returns the RPC addresses of the running JobManagers, or with a group their fixed
+// addresses whether running or not.
+func (c *Cluster) jmAddrs() []string {
+	var out []string
+	for i, jm := range c.JMs {
+		switch {
+		case len(c.JMs) > 1:
+			out = append(out, c.jmCfgs[i].RPCAddr)
+		case jm != nil:
+			out = append(out, jm.Addr())
+		}
+	}
+	return out
+}
 
 // WaitReady waits until the JobManager leads and every TaskManager is registered.
 func (c *Cluster) WaitReady(ctx context.Context) error {
@@ -147,8 +253,8 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 // DataDir recovers them), rather than failing them because their TaskManagers went away.
 func (c *Cluster) Close() error {
 	var errs []error
-	if c.JM != nil {
-		errs = append(errs, c.JM.Close())
+	for i := range c.JMs {
+		errs = append(errs, c.StopJobManager(i))
 	}
 	for _, tm := range c.TMs {
 		errs = append(errs, tm.Close())

@@ -1,0 +1,208 @@
+package minicluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// High availability with a Raft group of three JobManagers in one process (real Raft over
+// loopback TCP): leader failover with a running exactly-once job, leader hints from followers,
+// and a restart of the whole group from disk.
+
+// waitLeader waits until exactly one running JobManager leads and returns its index.
+func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Duration) int {
+	t.Helper()
+	leader := -1
+	waitFor(t, ctx, timeout, "a leader", func() error {
+		n := 0
+		for i, jm := range c.JMs {
+			if jm != nil && jm.IsLeader() {
+				leader, n = i, n+1
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d leaders", n)
+		}
+		return nil
+	})
+	return leader
+}
+
+// A follower answers a leader-only call with NOT_LEADER and the leader's RPC address, and
+// GetCluster from any member lists the whole group with one leader.
+func TestFollowerHintsTheLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1})
+	leader := waitLeader(t, ctx, c, 10*time.Second)
+	follower := (leader + 1) % 3
+	conn, err := grpc.NewClient(c.JMs[follower].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitFor(t, ctx, 10*time.Second, "a leader hint", func() error {
+		_, err := pb.NewJobServiceClient(conn).ListJobs(ctx, &pb.ListJobsRequest{})
+		st := status.Convert(err)
+		if st.Code() != codes.FailedPrecondition {
+			return fmt.Errorf("ListJobs at a follower = %v, want FAILED_PRECONDITION", err)
+		}
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "NOT_LEADER" {
+				if got := info.GetMetadata()["leader"]; got != c.JMs[leader].Addr() {
+					return fmt.Errorf("hint %q, want the leader's %s", got, c.JMs[leader].Addr())
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no NOT_LEADER detail in %v", err)
+	})
+	waitFor(t, ctx, 10*time.Second, "the whole group in GetCluster", func() error {
+		resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
+		if err != nil {
+			return err
+		}
+		leaders := 0
+		for _, jm := range resp.GetJobmanagers() {
+			if jm.GetError() != "" || jm.GetRole() == "" || jm.GetLastIndex() == 0 || jm.GetTerm() == 0 {
+				return fmt.Errorf("jobmanager %s: %v", jm.GetId(), jm)
+			}
+			if jm.GetLeader() {
+				leaders++
+				if jm.GetRole() != "Leader" || jm.GetAddress() != c.JMs[leader].Addr() {
+					return fmt.Errorf("leader entry %v, want role Leader at %s", jm, c.JMs[leader].Addr())
+				}
+			}
+		}
+		if len(resp.GetJobmanagers()) != 3 || leaders != 1 {
+			return fmt.Errorf("%d jobmanagers, %d leaders: %v", len(resp.GetJobmanagers()), leaders, resp.GetJobmanagers())
+		}
+		return nil
+	})
+}
+
+// The leader is stopped while an exactly-once job runs: a new leader is elected, recovers the
+// job from its latest checkpoint (the TaskManagers register with it), checkpoint IDs keep
+// growing, and the committed output holds every value exactly once.
+func TestLeaderFailoverKeepsExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	const n = 1200
+	out := filepath.Join(t.TempDir(), "out")
+	spec := fmt.Sprintf(`name: ha
+parallelism: 2
+config:
+  execution.checkpointing.interval: 50ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 100
+  restart-strategy.fixed-delay.delay: 10ms
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: 400}
+  - {name: out, type: file, path: %q}
+`, filepath.Join(t.TempDir(), "cp"), n, out)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	var seen []int64 // completed checkpoint IDs as observed, in order
+	observe := func() error {
+		d, err := cl.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cp := d.GetLastCheckpoint().GetId(); cp > 0 && (len(seen) == 0 || seen[len(seen)-1] != cp) {
+			seen = append(seen, cp)
+		}
+		if len(seen) < 3 {
+			return fmt.Errorf("%d checkpoints completed", len(seen))
+		}
+		return nil
+	}
+	waitFor(t, ctx, 20*time.Second, "checkpoints before the failover", observe)
+	old := waitLeader(t, ctx, c, 10*time.Second)
+	stopped := time.Now()
+	if err := c.StopJobManager(old); err != nil {
+		t.Fatalf("stop leader: %v", err)
+	}
+	leader := waitLeader(t, ctx, c, 10*time.Second)
+	elected := time.Since(stopped)
+	before := len(seen)
+	waitFor(t, ctx, 30*time.Second, "checkpoints under the new leader", func() error {
+		if err := observe(); err != nil {
+			return err
+		}
+		if len(seen) < before+2 {
+			return fmt.Errorf("%d checkpoints since the failover", len(seen)-before)
+		}
+		return nil
+	})
+	t.Logf("leader jm-%d stopped; jm-%d elected after %v; checkpoints %v", old+1, leader+1, elected.Round(time.Millisecond), seen)
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Errorf("checkpoint IDs %v do not grow strictly", seen)
+		}
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	checkEachValueOnce(t, out, n)
+	if err := c.StartJobManager(old); err != nil {
+		t.Fatalf("restart the old leader: %v", err)
+	}
+}
+
+// All three JobManagers stop and start again on their data: the jobs come back from disk, a
+// finished job stays finished and a running one runs again.
+func TestGroupRestartRecoversJobs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
+	done, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte("name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := watchEnd(t, ctx, cl, done); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("short job ended %v", last.GetStatus())
+	}
+	live, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ctx, cl, live, 2)
+	for i := range c.JMs {
+		if err := c.StopJobManager(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range c.JMs {
+		if err := c.StartJobManager(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLeader(t, ctx, c, 10*time.Second)
+	d := waitRunning(t, ctx, cl, live, 2)
+	if d.GetRestarts() < 1 {
+		t.Errorf("recovered job has %d restarts, want a new run counted", d.GetRestarts())
+	}
+	if j, err := cl.Job(ctx, done); err != nil || j.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("finished job after the restart: %v, %v; want FINISHED", j.GetStatus(), err)
+	}
+	if err := cl.Cancel(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, live)
+}

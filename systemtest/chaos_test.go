@@ -30,15 +30,19 @@ const (
 	chaosRate    = 200  // records per second over the whole job: about 16 s per run
 )
 
-func chaosSeeds(t *testing.T) []uint64 {
-	v := os.Getenv("GOFLINK_CHAOS_SEEDS")
+func chaosSeeds(t *testing.T) []uint64 { return seedsFrom(t, "GOFLINK_CHAOS_SEEDS", "5") }
+
+// seedsFrom reads seeds from an environment variable: a count N (seeds 1..N) or a list
+// "3,17,42"; def when it is unset.
+func seedsFrom(t *testing.T, env, def string) []uint64 {
+	v := os.Getenv(env)
 	if v == "" {
-		v = "5"
+		v = def
 	}
 	if !strings.Contains(v, ",") {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			t.Fatalf("GOFLINK_CHAOS_SEEDS=%q: want a count or a comma-separated list of seeds", v)
+			t.Fatalf("%s=%q: want a count or a comma-separated list of seeds", env, v)
 		}
 		seeds := make([]uint64, n)
 		for i := range seeds {
@@ -50,7 +54,7 @@ func chaosSeeds(t *testing.T) []uint64 {
 	for _, f := range strings.Split(v, ",") {
 		s, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
 		if err != nil {
-			t.Fatalf("GOFLINK_CHAOS_SEEDS=%q: %q is not a seed", v, f)
+			t.Fatalf("%s=%q: %q is not a seed", env, v, f)
 		}
 		seeds = append(seeds, s)
 	}
@@ -84,23 +88,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	c := startCluster(t, 3, 1)
 	out := filepath.Join(t.TempDir(), "out")
-	backend := [...]string{"hashmap", "bbolt"}[seed%2]
-	spec := writeSpec(t, fmt.Sprintf(`name: chaos-%d
-parallelism: 2
-config:
-  execution.checkpointing.interval: 200ms
-  execution.checkpointing.dir: %s
-  state.backend.type: %s
-  restart-strategy.type: fixed-delay
-  restart-strategy.fixed-delay.attempts: 100
-  restart-strategy.fixed-delay.delay: 100ms
-operators:
-  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
-  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
-  - {name: by-key, type: key-by, key: key}
-  - {name: counts, type: count}
-  - {name: out, type: file, path: %s}
-`, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
+	backend, spec := chaosSpec(t, seed, out)
 	stdout, stderr, code := c.flinkctl("run", "-d", spec, "-o", "json")
 	if code != 0 {
 		t.Fatalf("flinkctl run: exit %d: %s %s", code, stdout, stderr)
@@ -162,6 +150,28 @@ operators:
 	rows := checkExactlyOnce(t, out)
 	t.Logf("seed %d (%s backend): %d faults %v; %d restarts; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
 		seed, backend, len(log), log, last.GetRestarts(), completed, rows)
+}
+
+// chaosSpec writes the exactly-once chaos job for a seed (bbolt state on odd seeds) and returns
+// its state backend and spec path.
+func chaosSpec(t *testing.T, seed uint64, out string) (backend, path string) {
+	backend = [...]string{"hashmap", "bbolt"}[seed%2]
+	return backend, writeSpec(t, fmt.Sprintf(`name: chaos-%d
+parallelism: 2
+config:
+  execution.checkpointing.interval: 200ms
+  execution.checkpointing.dir: %s
+  state.backend.type: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 100
+  restart-strategy.fixed-delay.delay: 100ms
+operators:
+  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
+  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
+  - {name: by-key, type: key-by, key: key}
+  - {name: counts, type: count}
+  - {name: out, type: file, path: %s}
+`, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
 }
 
 // waitJobRunning waits until every task of the job runs, and returns its details (nil once the

@@ -1,0 +1,192 @@
+package systemtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// JobManager high availability with real processes: three JobManagers in a Raft group
+// (--peers), three TaskManagers given all three addresses, and the exactly-once chaos job
+// while the leader JobManager is SIGKILLed again and again (and a TaskManager now and then).
+// GOFLINK_HA_CHAOS_SEEDS sets the seeds like GOFLINK_CHAOS_SEEDS; CI runs 3.
+
+// haCluster is a Raft group of JobManager processes and some TaskManagers.
+type haCluster struct {
+	*cluster
+	jmArgs [][]string // each JobManager's arguments, to start it again
+	JMs    []*proc
+	addrs  []string // RPC addresses
+}
+
+func startHACluster(t *testing.T, jms, tms, slots int) *haCluster {
+	t.Helper()
+	h := &haCluster{cluster: &cluster{t: t}}
+	var peers []string
+	raftAddrs := make([]string, jms)
+	for i := range jms {
+		raftAddrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		h.addrs = append(h.addrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		peers = append(peers, fmt.Sprintf("jm%d=%s", i+1, raftAddrs[i]))
+	}
+	h.jm = strings.Join(h.addrs, ",")
+	dataDir := t.TempDir()
+	for i := range jms {
+		h.jmArgs = append(h.jmArgs, []string{"--node-id", fmt.Sprintf("jm%d", i+1), "--rpc-addr", h.addrs[i], "--raft-addr", raftAddrs[i],
+			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dataDir, fmt.Sprintf("jm%d", i+1)),
+			"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"})
+		h.JMs = append(h.JMs, nil)
+		h.startJM(i)
+	}
+	for i := range tms {
+		h.TMs = append(h.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
+			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
+	}
+	waitFor(t, 30*time.Second, func() error {
+		var info struct {
+			JobManagers  []struct{ Leader bool } `json:"jobmanagers"`
+			TaskManagers []struct{ ID string }   `json:"taskmanagers"`
+		}
+		if err := h.flinkctlJSON(&info, "cluster"); err != nil {
+			return err
+		}
+		if len(info.TaskManagers) != tms || len(info.JobManagers) != jms {
+			return fmt.Errorf("%d of %d jobmanagers, %d of %d taskmanagers", len(info.JobManagers), jms, len(info.TaskManagers), tms)
+		}
+		return nil
+	})
+	return h
+}
+
+// startJM starts JobManager i (again) on its data directory.
+func (h *haCluster) startJM(i int) {
+	h.JMs[i] = startProc(h.t, fmt.Sprintf("jobmanager jm%d-%d", i+1, time.Now().UnixNano()%100000), h.jmArgs[i]...)
+}
+
+// leader returns the index of the leading JobManager, as the group reports it.
+func (h *haCluster) leader(ctx context.Context, cl *client.Client) (int, error) {
+	info, err := cl.Cluster(ctx)
+	if err != nil {
+		return -1, err
+	}
+	for _, jm := range info.GetJobmanagers() {
+		if jm.GetLeader() {
+			for i, a := range h.addrs {
+				if a == jm.GetAddress() {
+					return i, nil
+				}
+			}
+		}
+	}
+	return -1, fmt.Errorf("no leader among %v", info.GetJobmanagers())
+}
+
+func TestHAChaosExactlyOnce(t *testing.T) {
+	skipShort(t)
+	seeds := seedsFrom(t, "GOFLINK_HA_CHAOS_SEEDS", "3")
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { haChaosRun(t, seed) })
+	}
+}
+
+func haChaosRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	h := startHACluster(t, 3, 3, 1)
+	out := filepath.Join(t.TempDir(), "out")
+	backend, spec := chaosSpec(t, seed, out)
+	id := h.submit(spec)
+	cl, err := client.New(h.jm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.Wait = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var seen []int64 // completed checkpoint IDs, in the order observed
+	observe := func(d *pb.JobDetails) {
+		if cp := d.GetLastCheckpoint().GetId(); cp > 0 && (len(seen) == 0 || seen[len(seen)-1] != cp) {
+			seen = append(seen, cp)
+		}
+	}
+	faults := 2 + rng.IntN(3)
+	var log []string
+	var failovers []time.Duration
+	for k := range faults {
+		d := waitJobRunning(t, ctx, cl, id)
+		if d == nil {
+			break // finished before all faults ran
+		}
+		observe(d)
+		select {
+		case <-time.After(time.Duration(300+rng.IntN(3000)) * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		if rng.IntN(4) == 0 { // now and then a TaskManager
+			live := map[string]*proc{}
+			for i, p := range h.TMs {
+				live[fmt.Sprintf("tm-%d", i)] = p
+			}
+			if victim := pickVictim(d, live, rng); victim != "" {
+				i := indexOf(h.TMs, live[victim])
+				live[victim].kill()
+				h.TMs[i] = startProc(t, fmt.Sprintf("taskmanager %s-r%d", victim, k), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
+					"--slots", "1", "--id", victim)
+				log = append(log, "kill "+victim)
+				continue
+			}
+		}
+		leader, err := h.leader(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		h.JMs[leader].kill()
+		next := -1
+		waitFor(t, 30*time.Second, func() error {
+			i, err := h.leader(ctx, cl)
+			if err == nil && i == leader {
+				err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
+			}
+			next = i
+			return err
+		})
+		failovers = append(failovers, time.Since(killed))
+		h.startJM(leader) // back as a follower
+		log = append(log, fmt.Sprintf("kill leader jm%d → jm%d leads after %v", leader+1, next+1, time.Since(killed).Round(time.Millisecond)))
+	}
+	last, err := cl.Watch(ctx, id, func(d *pb.JobDetails) error { observe(d); return nil })
+	if err != nil {
+		t.Fatalf("watch job: %v", err)
+	}
+	observe(last)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("seed %d: job ended %v: %s\nfaults: %v", seed, last.GetStatus(), last.GetFailureCause(), log)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Errorf("seed %d: completed checkpoint IDs %v repeat or go back", seed, seen)
+		}
+	}
+	rows := checkExactlyOnce(t, out)
+	t.Logf("seed %d (%s backend): %d faults %v; new leader after %v; %d restarts; checkpoints observed %v; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, backend, len(log), log, failovers, last.GetRestarts(), seen, rows)
+}
+
+func indexOf(ps []*proc, p *proc) int {
+	for i, q := range ps {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}

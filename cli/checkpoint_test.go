@@ -29,19 +29,32 @@ type fakeJobService struct {
 	checkpoints map[string][]*pb.CheckpointInfo
 	trigger     map[string]func(ctx context.Context) (*pb.CheckpointInfo, error)
 	jobs        map[string]*pb.JobDetails
-	notLeader   bool // answer everything with the NOT_LEADER status of a follower
+	notLeader   bool   // answer everything with the NOT_LEADER status of a follower
+	leaderAddr  string // the leader a NOT_LEADER answer names, "" for none
 
 	mu            sync.Mutex
+	unavailable   int // answer this many more calls with UNAVAILABLE, as during an election
+	calls         int // every call received
 	triggerCalls  int
 	triggerBudget time.Duration // time left until the deadline of the last TriggerCheckpoint
 }
 
 func (f *fakeJobService) checkLeader() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.unavailable > 0 {
+		f.unavailable--
+		return status.Error(codes.Unavailable, "no jobmanager leader is known")
+	}
 	if !f.notLeader {
 		return nil
 	}
-	st, err := status.New(codes.FailedPrecondition, "this jobmanager is not the leader").
-		WithDetails(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "goflink"})
+	info := &errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "goflink"}
+	if f.leaderAddr != "" {
+		info.Metadata = map[string]string{"leader": f.leaderAddr, "leader_id": "jm-leader"}
+	}
+	st, err := status.New(codes.FailedPrecondition, "this jobmanager is not the leader").WithDetails(info)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	if def == "" {
 		def = "localhost:6123"
 	}
-	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...] (env FLINKCTL_JOBMANAGER)")
+	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...]: any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.Args = func(_ *cobra.Command, a []string) error {
 		if len(a) > 0 {
@@ -305,7 +305,11 @@ func clusterCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cluster",
 		Short: "Show JobManagers (Raft role, term, leader) and TaskManagers (slots, last heartbeat)",
-		Args:  args(0, "no arguments"),
+		Long: `Show every JobManager of the Raft group (ID, RPC and Raft address, role, term, last log
+index; the leader marked *; a member whose status could not be read is shown with "-" and the
+reason below the table) and the TaskManagers registered with the leader (slots, free slots,
+last heartbeat).`,
+		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withClient(func(c *client.Client, asJSON bool) error {
 				info, err := c.Cluster(cmd.Context())
@@ -427,7 +431,9 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet bool) (*pb.JobDetails, error) {
 	var lastStatus pb.JobStatus
 	var lastCheckpoint int64
-	exceptions := 0
+	// Exceptions already printed. Not a count: when the watch resumes on a new leader, the job's
+	// exception history is the new leader's.
+	printed := map[string]bool{}
 	return c.Watch(ctx, id, func(d *pb.JobDetails) error {
 		if quiet {
 			return nil
@@ -437,8 +443,12 @@ func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet 
 			lastCheckpoint = cp.GetId()
 			fmt.Fprintf(g.stdout, "%s  checkpoint %d completed in %d ms (%s)\n", now, cp.GetId(), cp.GetDurationMs(), bytesText(cp.GetStateSizeBytes()))
 		}
-		for ; exceptions < len(d.GetExceptions()); exceptions++ {
-			e := d.GetExceptions()[exceptions]
+		for _, e := range d.GetExceptions() {
+			key := exceptionKey(e)
+			if printed[key] {
+				continue
+			}
+			printed[key] = true
 			fmt.Fprintf(g.stdout, "%s  failure: %s: %s\n", now, e.GetTask(), e.GetCause())
 			if h := handlingText(e); h != "" {
 				fmt.Fprintf(g.stdout, "%*s→ %s\n", len(now)+4, "", h)
@@ -467,6 +477,11 @@ func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet 
 		fmt.Fprintln(g.stdout, line)
 		return nil
 	})
+}
+
+// exceptionKey identifies an exception history entry.
+func exceptionKey(e *pb.ExceptionEntry) string {
+	return fmt.Sprintf("%d\x00%s\x00%s\x00%s", e.GetTime().AsTime().UnixNano(), e.GetTask(), e.GetTaskmanager(), e.GetCause())
 }
 
 // startLocal starts an embedded cluster sized for the job.

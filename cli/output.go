@@ -79,14 +79,18 @@ type checkpointJSON struct {
 	Manual         bool    `json:"manual"`
 }
 
+// jobManagerJSON is one member of the JobManagers' Raft group.
 type jobManagerJSON struct {
 	ID          string `json:"id"`
-	Address     string `json:"address"`
+	Address     string `json:"address"` // RPC address, "" while it is not known
 	RaftAddress string `json:"raft_address"`
-	Role        string `json:"role"`
+	Role        string `json:"role"` // Leader, Follower or Candidate; "" when unknown
 	Term        uint64 `json:"term"`
 	LastIndex   uint64 `json:"last_index"`
 	Leader      bool   `json:"leader"`
+	// Error says why the member's own status is missing (down, unreachable, address not
+	// known yet): role, term and last_index are then unknown. "" otherwise.
+	Error string `json:"error"`
 }
 
 type taskManagerJSON struct {
@@ -195,7 +199,7 @@ func clusterOut(c *pb.GetClusterResponse) clusterJSON {
 	out := clusterJSON{JobManagers: []jobManagerJSON{}, TaskManagers: []taskManagerJSON{}}
 	for _, j := range c.GetJobmanagers() {
 		out.JobManagers = append(out.JobManagers, jobManagerJSON{ID: j.GetId(), Address: j.GetAddress(), RaftAddress: j.GetRaftAddress(),
-			Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader()})
+			Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader(), Error: j.GetError()})
 	}
 	for _, t := range c.GetTaskmanagers() {
 		out.TaskManagers = append(out.TaskManagers, taskManagerJSON{ID: t.GetId(), Address: t.GetAddress(), Slots: t.GetSlots(),
@@ -315,18 +319,59 @@ func restartScope(e *pb.ExceptionEntry) string {
 	return " (" + strings.Join(parts, ": ") + ")"
 }
 
+// leaderMark marks the leader's row in flinkctl cluster.
+const leaderMark = "*"
+
+// writeCluster writes the JobManagers (the leader marked; members whose status is missing
+// shown with "-" and the reason below the table) and the TaskManagers.
 func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOBMANAGER\tADDRESS\tRAFT ADDRESS\tROLE\tTERM\tLAST INDEX\tLEADER")
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOBMANAGER\tRPC ADDRESS\tRAFT ADDRESS\tROLE\tTERM\tLAST INDEX\tLEADER")
+	var notes []string
+	leaders := 0
 	for _, j := range c.GetJobmanagers() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\n", j.GetId(), orDash(j.GetAddress()), j.GetRaftAddress(), orDash(j.GetRole()), j.GetTerm(), j.GetLastIndex(), j.GetLeader())
+		term, index, mark := fmt.Sprint(j.GetTerm()), fmt.Sprint(j.GetLastIndex()), ""
+		if j.GetError() != "" {
+			term, index = "-", "-"
+			notes = append(notes, fmt.Sprintf("%s: %s", j.GetId(), j.GetError()))
+		}
+		if j.GetLeader() {
+			mark = leaderMark
+			leaders++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.GetId(), orDash(j.GetAddress()), orDash(j.GetRaftAddress()),
+			orDash(j.GetRole()), term, index, mark)
 	}
-	fmt.Fprintln(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(&buf, n)
+	}
+	if leaders == 0 {
+		fmt.Fprintln(&buf, "No leader is known: an election may be under way.")
+	}
+	fmt.Fprintln(&buf)
+	tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASKMANAGER\tADDRESS\tSLOTS\tFREE\tLAST HEARTBEAT")
 	for _, t := range c.GetTaskmanagers() {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.GetId(), t.GetAddress(), t.GetSlots(), t.GetFreeSlots(), timeText(t.GetLastHeartbeat()))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.GetId(), orDash(t.GetAddress()), t.GetSlots(), t.GetFreeSlots(), timeText(t.GetLastHeartbeat()))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The leader column is empty on the other rows: no trailing blanks.
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		body, nl := strings.CutSuffix(line, "\n")
+		out.WriteString(strings.TrimRight(body, " "))
+		if nl {
+			out.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
 func orDash(s string) string {

@@ -1,16 +1,24 @@
 // Package client is a Go client for a goflink cluster: it talks to the JobManagers' public
-// gRPC services, trying every given address and retrying while no leader answers.
+// gRPC services. A call goes first to the JobManager that served the last one, follows a
+// follower's hint to the leader (dialing it even when it was not given), tries every given
+// address, and retries with backoff for up to Client.Wait while no JobManager can serve it
+// (during a leader election, or while every JobManager is unreachable).
 package client
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -18,92 +26,249 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
+// defaultWait is Client.Wait's initial value.
+const defaultWait = 15 * time.Second
+
 // Client talks to a cluster through any of its JobManagers. Safe for concurrent use.
 type Client struct {
-	addrs []string
-	conns []*grpc.ClientConn
-	// Wait is how long a call keeps retrying while no JobManager can serve it.
+	// Wait is how long a call keeps retrying while no JobManager can serve it. Set it before
+	// the first call.
 	Wait time.Duration
+
+	addrs []string // the given addresses, in order
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // every address dialed: the given ones and leader hints
+	served string                      // the address that served the last call; tried first
+	closed bool
+}
+
+// errClosed is returned by calls on a closed Client.
+var errClosed = errors.New("client is closed")
+
+// connectParams reconnect to a JobManager that comes back (or a leader that was just elected on
+// a restarted one) within a second instead of gRPC's default of up to two minutes, and give up
+// on an unreachable host after 5 s instead of 20 s, so that the next JobManager gets its turn.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 // New connects lazily to the given JobManager addresses ("host:port", comma lists allowed).
 func New(addrs ...string) (*Client, error) {
-	c := &Client{Wait: 15 * time.Second}
+	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}}
 	for _, a := range addrs {
 		for _, p := range strings.Split(a, ",") {
-			if p = strings.TrimSpace(p); p != "" {
+			if p = strings.TrimSpace(p); p != "" && c.conns[p] == nil {
+				conn, err := dial(p)
+				if err != nil {
+					c.Close()
+					return nil, fmt.Errorf("jobmanager address %q: %w", p, err)
+				}
 				c.addrs = append(c.addrs, p)
+				c.conns[p] = conn
 			}
 		}
 	}
 	if len(c.addrs) == 0 {
 		return nil, errors.New("no jobmanager address given")
 	}
-	for _, a := range c.addrs {
-		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
-		}
-		c.conns = append(c.conns, conn)
-	}
 	return c, nil
 }
 
-// Close closes the connections.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connectParams))
+}
+
+// Close closes the connections, including those to hinted leaders.
 func (c *Client) Close() error {
-	for _, conn := range c.conns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for a, conn := range c.conns {
 		conn.Close()
+		delete(c.conns, a)
 	}
 	return nil
 }
 
-// reasonNotLeader is the ErrorInfo reason a JobManager that does not lead puts on its
-// FAILED_PRECONDITION answers.
-const reasonNotLeader = "NOT_LEADER"
+// conn returns the connection to addr, dialing it on first use.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	if conn := c.conns[addr]; conn != nil {
+		return conn, nil
+	}
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}
+
+// order is the order in which a call tries the JobManagers: first (a hint the caller already
+// has), the one that served the last call, then the given addresses. It may repeat an address.
+func (c *Client) order(first string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.addrs)+2)
+	for _, a := range []string{first, c.served} {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return append(out, c.addrs...)
+}
+
+func (c *Client) setServed(addr string) {
+	c.mu.Lock()
+	c.served = addr
+	c.mu.Unlock()
+}
+
+// ErrorInfo reasons of the JobManagers' statuses.
+const (
+	// reasonNotLeader is on the FAILED_PRECONDITION answers of a JobManager that does not
+	// lead; its metadata names the leader when the JobManager knows it.
+	reasonNotLeader = "NOT_LEADER"
+	// metaLeader is the ErrorInfo metadata key of the leader's RPC address.
+	metaLeader = "leader"
+)
 
 // retryable says whether another JobManager (or a later try) may serve the call: none is
-// reachable or leading yet (UNAVAILABLE), or this one is not the leader.
+// reachable, leading yet or running (UNAVAILABLE), or this one is not the leader.
 func retryable(err error) bool {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.Unavailable:
 		return true
 	case codes.FailedPrecondition:
-		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNotLeader {
-				return true
-			}
-		}
+		return notLeaderInfo(st) != nil
 	}
 	return false
 }
 
-// call runs fn against each JobManager in turn until one serves it, backing off while none can,
-// for up to c.Wait.
-func call[T any](ctx context.Context, c *Client, fn func(conn *grpc.ClientConn) (T, error)) (T, error) {
-	deadline := time.Now().Add(c.Wait)
-	backoff := 50 * time.Millisecond
-	for {
-		var last error
-		for _, conn := range c.conns {
-			res, err := fn(conn)
-			if err == nil || !retryable(err) {
-				return res, err
-			}
-			last = err
+func notLeaderInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNotLeader {
+			return info
 		}
-		var zero T
-		if time.Now().After(deadline) {
-			return zero, fmt.Errorf("no jobmanager could serve the request within %v (tried %s): %w", c.Wait, strings.Join(c.addrs, ", "), last)
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return zero, ctx.Err()
-		}
-		backoff = min(backoff*2, time.Second)
 	}
+	return nil
+}
+
+// leaderHint is the leader's RPC address named by a NOT_LEADER answer, or "".
+func leaderHint(err error) string {
+	st, _ := status.FromError(err)
+	if st.Code() != codes.FailedPrecondition {
+		return ""
+	}
+	return strings.TrimSpace(notLeaderInfo(st).GetMetadata()[metaLeader])
+}
+
+// Backoff between rounds over the JobManagers while none can serve a call.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// maxHints bounds the leader hints one round follows, so that JobManagers with stale views
+// naming each other cannot keep a call going in circles; the next round starts afresh.
+const maxHints = 3
+
+// jitter spreads d over ±20 %, so that many clients do not retry in step.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// do runs fn against the JobManagers until one serves it and returns that one's address. Each
+// round tries every JobManager once (in c.order(first)) and follows a NOT_LEADER answer's
+// hint at once, even to an address not given; an error that is not retryable is the answer.
+// While no JobManager can serve, rounds repeat with backoff for up to c.Wait; the error then
+// names every address tried and wraps the last error.
+func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.ClientConn) error) (string, error) {
+	deadline := time.Now().Add(c.Wait)
+	wait := minBackoff
+	var tried []string // every address tried, in the order first tried
+	var last error
+	var lastAddr string
+	fail := func(err error) error {
+		if last == nil {
+			return err
+		}
+		return fmt.Errorf("%w (tried %s; last error from %s: %v)", err, strings.Join(tried, ", "), lastAddr, last)
+	}
+	for {
+		queue := c.order(first)
+		seen := map[string]bool{}
+		hints := 0
+		for len(queue) > 0 {
+			addr := queue[0]
+			queue = queue[1:]
+			if seen[addr] {
+				continue
+			}
+			seen[addr] = true
+			if err := ctx.Err(); err != nil {
+				return "", fail(err)
+			}
+			if !slices.Contains(tried, addr) {
+				tried = append(tried, addr)
+			}
+			conn, err := c.conn(addr)
+			if errors.Is(err, errClosed) {
+				return "", err
+			}
+			if err != nil {
+				last, lastAddr = fmt.Errorf("dial: %w", err), addr
+				continue
+			}
+			err = fn(conn)
+			if err == nil {
+				c.setServed(addr)
+				return addr, nil
+			}
+			if !retryable(err) {
+				return addr, err
+			}
+			last, lastAddr = err, addr
+			if h := leaderHint(err); h != "" && h != addr && hints < maxHints {
+				hints++
+				delete(seen, h) // newer news than that address's earlier answer in this round
+				queue = append([]string{h}, queue...)
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return "", fmt.Errorf("no jobmanager could serve the request within %v (tried %s); last error from %s: %w",
+				c.Wait, strings.Join(tried, ", "), lastAddr, last)
+		}
+		t := time.NewTimer(min(jitter(wait), left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "", fail(ctx.Err())
+		}
+		wait = min(wait*2, maxBackoff)
+	}
+}
+
+// call runs fn with c.do and returns the result of the JobManager that served it.
+func call[T any](ctx context.Context, c *Client, fn func(conn *grpc.ClientConn) (T, error)) (T, error) {
+	var res T
+	_, err := c.do(ctx, "", func(conn *grpc.ClientConn) error {
+		r, err := fn(conn)
+		if err == nil {
+			res = r
+		}
+		return err
+	})
+	return res, err
 }
 
 // Submit submits a YAML job spec and returns the job ID.
@@ -138,11 +303,46 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return err
 }
 
-// Cluster describes the cluster.
+// Cluster describes the cluster. Any JobManager answers, but only the leader lists the
+// TaskManagers: when a follower answered and named a leader with an address, the leader is
+// asked once more, and its answer returned (the follower's when the leader does not answer).
 func (c *Client) Cluster(ctx context.Context) (*pb.GetClusterResponse, error) {
-	return call(ctx, c, func(conn *grpc.ClientConn) (*pb.GetClusterResponse, error) {
+	get := func(conn *grpc.ClientConn) (*pb.GetClusterResponse, error) {
 		return pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
+	}
+	var resp *pb.GetClusterResponse
+	addr, err := c.do(ctx, "", func(conn *grpc.ClientConn) (err error) {
+		resp, err = get(conn)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	leader := leaderAddress(resp)
+	if leader == "" || leader == addr {
+		return resp, nil
+	}
+	conn, err := c.conn(leader)
+	if err != nil {
+		return resp, nil
+	}
+	lresp, err := get(conn)
+	if err != nil {
+		return resp, nil
+	}
+	c.setServed(leader)
+	return lresp, nil
+}
+
+// leaderAddress is the RPC address of the JobManager a GetCluster answer marks as the leader,
+// or "".
+func leaderAddress(resp *pb.GetClusterResponse) string {
+	for _, jm := range resp.GetJobmanagers() {
+		if jm.GetLeader() {
+			return jm.GetAddress()
+		}
+	}
+	return ""
 }
 
 // Checkpoints returns a job's checkpoint history, newest first: checkpoints in progress,
@@ -173,44 +373,104 @@ func (c *Client) TriggerCheckpoint(ctx context.Context, id string) (*pb.Checkpoi
 	return resp.GetCheckpoint(), nil
 }
 
-// Watch calls fn with the job's details on every change until the job ends (returning its last
-// details), fn returns an error, or ctx is done. A broken stream is resumed.
+// Watch calls fn with the job's details on every change until the job ends (returning its
+// last details), fn returns an error, or ctx is done. A stream that breaks with a retryable
+// error (the JobManager lost its leadership, stopped or became unreachable) is resumed on the
+// leader, found as every call finds it; fn then sees the job's details again, as the new
+// stream's first message.
 func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) error) (*pb.JobDetails, error) {
 	var last *pb.JobDetails
+	hint := ""
+	wait := time.Duration(0) // pause before resuming, growing while streams break at once
 	for {
-		stream, err := call(ctx, c, func(conn *grpc.ClientConn) (pb.JobService_WatchJobClient, error) {
-			s, err := pb.NewJobServiceClient(conn).WatchJob(ctx, &pb.WatchJobRequest{JobId: id})
-			if err != nil {
-				return nil, err
+		if wait > 0 {
+			t := time.NewTimer(jitter(wait))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return last, ctx.Err()
 			}
-			first, err := s.Recv()
-			if err != nil {
-				return nil, err
-			}
-			last = first.GetJob()
-			return s, fn(last)
-		})
+		}
+		w, err := c.openWatch(ctx, id, hint)
 		if err != nil {
 			return last, err
 		}
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				switch {
-				case isEnded(last):
-					return last, nil
-				case ctx.Err() != nil:
-					return last, ctx.Err()
-				case !retryable(err):
-					return last, err
-				}
-				break // resume with a new stream
-			}
-			last = m.GetJob()
-			if err := fn(last); err != nil {
-				return last, err
-			}
+		opened := time.Now()
+		n, stopped, err := w.run(fn, &last)
+		w.cancel()
+		switch {
+		case stopped != nil:
+			return last, stopped
+		case err == nil: // the job ended
+			return last, nil
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case !retryable(err):
+			return last, err
 		}
+		hint = leaderHint(err)
+		if n > 1 || time.Since(opened) >= maxBackoff {
+			wait = 0
+		} else {
+			wait = min(max(2*wait, minBackoff), maxBackoff)
+		}
+	}
+}
+
+// watch is one WatchJob stream with its first message.
+type watch struct {
+	stream pb.JobService_WatchJobClient
+	first  *pb.JobDetails
+	cancel context.CancelFunc
+}
+
+// openWatch opens a WatchJob stream on the leader (trying hint first) and reads its first
+// message.
+func (c *Client) openWatch(ctx context.Context, id, hint string) (*watch, error) {
+	var w *watch
+	_, err := c.do(ctx, hint, func(conn *grpc.ClientConn) error {
+		sctx, cancel := context.WithCancel(ctx)
+		s, err := pb.NewJobServiceClient(conn).WatchJob(sctx, &pb.WatchJobRequest{JobId: id})
+		var m *pb.WatchJobResponse
+		if err == nil {
+			m, err = s.Recv()
+		}
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("watch job %s: the jobmanager ended the stream without the job's details", id)
+		}
+		if err != nil {
+			cancel()
+			return err
+		}
+		w = &watch{stream: s, first: m.GetJob(), cancel: cancel}
+		return nil
+	})
+	return w, err
+}
+
+// run hands the stream's messages to fn, setting *last, until the job ends (both errors nil),
+// fn returns an error (stopped) or the stream breaks (err). It returns how many messages it
+// handed over.
+func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int, stopped, err error) {
+	d := w.first
+	for n = 1; ; n++ {
+		*last = d
+		if err := fn(d); err != nil {
+			return n, err, nil
+		}
+		if isEnded(d) {
+			return n, nil, nil
+		}
+		m, err := w.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil, fmt.Errorf("watch job %s: the jobmanager ended the stream before the job ended (last status %s)",
+				d.GetId(), strings.TrimPrefix(d.GetStatus().String(), "JOB_STATUS_"))
+		}
+		if err != nil {
+			return n, nil, err
+		}
+		d = m.GetJob()
 	}
 }
 

@@ -23,6 +23,11 @@ func TestRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopping, err := status.New(codes.Unavailable, "jobmanager is shutting down").
+		WithDetails(&errdetails.ErrorInfo{Reason: "SHUTTING_DOWN", Domain: "goflink"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -30,6 +35,7 @@ func TestRetryable(t *testing.T) {
 	}{
 		{"not the leader", notLeader.Err(), true},
 		{"no leader yet", status.Error(codes.Unavailable, "no jobmanager leader is known"), true},
+		{"shutting down", stopping.Err(), true},
 		{"job already ended", status.Error(codes.FailedPrecondition, "job has already ended"), false},
 		{"a message alone does not count", status.Error(codes.FailedPrecondition, "this jobmanager is not the leader"), false},
 		{"invalid spec", status.Error(codes.InvalidArgument, "invalid job spec"), false},
@@ -121,8 +127,8 @@ func TestCheckpointCalls(t *testing.T) {
 	if err != nil || cp.GetId() != 3 || cp.GetPath() != "j1/chk-3" {
 		t.Errorf("TriggerCheckpoint(j1) = %v, %v; want the leader's checkpoint 3", cp, err)
 	}
-	if f, l := follower.calls.Load(), leader.calls.Load(); f != 2 || l != 2 {
-		t.Errorf("follower, leader served %d, %d calls; want 2, 2 (each call tried on the follower, then the leader)", f, l)
+	if f, l := follower.calls.Load(), leader.calls.Load(); f != 1 || l != 2 {
+		t.Errorf("follower, leader served %d, %d calls; want 1, 2 (the first call tried on the follower, then the leader; the second on the leader alone)", f, l)
 	}
 
 	// A precondition that is not NOT_LEADER is the answer: no retry.

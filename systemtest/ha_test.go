@@ -190,3 +190,63 @@ func indexOf(ps []*proc, p *proc) int {
 	}
 	return -1
 }
+
+// flinkctl given all three addresses works while any one JobManager is down, and right after
+// the leader is killed it waits through the election instead of failing.
+func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
+	skipShort(t)
+	h := startHACluster(t, 3, 1, 2)
+	id := h.submit(writeSpec(t, "name: endless\nparallelism: 2\noperators:\n  - {name: n, type: sequence, from: 0, rate: 100}\n  - {name: o, type: discard}\n"))
+	cl := h.newClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range h.JMs {
+		leader, err := h.leader(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.JMs[i].kill()
+		// At once, whether an election runs (i was the leader) or not.
+		start := time.Now()
+		var st failoverStatus
+		if err := h.flinkctlJSON(&st, "status", id); err != nil {
+			t.Fatalf("jm%d down (leader: %v): flinkctl status: %v", i+1, i == leader, err)
+		}
+		if st.Status != "RUNNING" && st.Status != "RESTARTING" {
+			t.Errorf("jm%d down: job is %s, want it running or restarting", i+1, st.Status)
+		}
+		var info struct {
+			JobManagers []struct {
+				ID     string `json:"id"`
+				Leader bool   `json:"leader"`
+				Error  string `json:"error"`
+			} `json:"jobmanagers"`
+		}
+		if err := h.flinkctlJSON(&info, "cluster"); err != nil {
+			t.Fatalf("jm%d down: flinkctl cluster: %v", i+1, err)
+		}
+		down := false
+		for _, jm := range info.JobManagers {
+			if jm.ID == fmt.Sprintf("jm%d", i+1) {
+				down = jm.Error != "" && !jm.Leader
+			}
+		}
+		if !down {
+			t.Errorf("jm%d down: flinkctl cluster %+v does not show it unreachable", i+1, info.JobManagers)
+		}
+		t.Logf("jm%d down (was leader: %v): flinkctl status answered after %v", i+1, i == leader, time.Since(start).Round(time.Millisecond))
+		h.startJM(i)
+		waitFor(t, 30*time.Second, func() error {
+			info, err := cl.Cluster(ctx)
+			if err != nil {
+				return err
+			}
+			for _, jm := range info.GetJobmanagers() {
+				if jm.GetError() != "" {
+					return fmt.Errorf("%s: %s", jm.GetId(), jm.GetError())
+				}
+			}
+			return nil
+		})
+	}
+}

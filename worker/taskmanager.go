@@ -278,10 +278,12 @@ func (tm *TaskManager) dataClient(addr string) (pb.DataExchangeServiceClient, er
 }
 
 // Registration backoff: after a round in which no JobManager accepted the registration (none
-// reachable, none leading during an election), connectLoop waits before the next round.
+// reachable, none leading during an election), connectLoop waits before the next round. The
+// cap is short so that a TaskManager finds a newly elected leader within a quarter second (a
+// round is a few cheap RPCs); a longer one added up to a second to every JobManager failover.
 const (
 	minRegisterBackoff = 50 * time.Millisecond
-	maxRegisterBackoff = time.Second
+	maxRegisterBackoff = 250 * time.Millisecond
 	// registerTimeout bounds one RegisterTaskManager call.
 	registerTimeout = 5 * time.Second
 )

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 type cluster struct {
 	dir       string
 	bin       string // absolute
-	jm        string
+	jm        string // the JobManagers' RPC addresses, comma-separated
+	jms       []jobManager
 	debugAddr string // tm-0's pprof address
 	slots     int    // per TaskManager
 	logf      *os.File
@@ -31,6 +33,13 @@ type cluster struct {
 	mu       sync.Mutex
 	procs    []*proc
 	stopOnce sync.Once
+}
+
+// jobManager is one JobManager of a cluster, with the arguments to start it (again).
+type jobManager struct {
+	id   string // Raft node ID, also the process name
+	addr string // RPC address
+	args []string
 }
 
 // proc is one started process; done is closed once it was reaped.
@@ -94,7 +103,15 @@ func freeAddr() (string, error) {
 
 // startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with slots slots each
 // and waits until all registered. On error nothing is left behind.
-func startCluster(bin string, tms, slots int) (c *cluster, err error) {
+func startCluster(bin string, tms, slots int) (*cluster, error) {
+	return startClusterOf(bin, 1, tms, slots)
+}
+
+// startClusterOf starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group with
+// --peers; the TaskManagers are given every address) and TaskManagers tm-0 … tm-<tms-1> with
+// slots slots each, and waits until all TaskManagers registered with the leader. On error
+// nothing is left behind.
+func startClusterOf(bin string, jms, tms, slots int) (c *cluster, err error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -113,19 +130,33 @@ func startCluster(bin string, tms, slots int) (c *cluster, err error) {
 			c = nil
 		}
 	}()
-	jm, err1 := freeAddr()
-	raft, err2 := freeAddr()
-	dbg, err3 := freeAddr()
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if c.debugAddr, err = freeAddr(); err != nil {
 		return c, err
 	}
-	c.jm, c.debugAddr = jm, dbg
+	rpc, raft, peers := make([]string, jms), make([]string, jms), make([]string, jms)
+	for i := range jms {
+		var err1, err2 error
+		rpc[i], err1 = freeAddr()
+		raft[i], err2 = freeAddr()
+		if err := errors.Join(err1, err2); err != nil {
+			return c, err
+		}
+		peers[i] = fmt.Sprintf("jm%d=%s", i+1, raft[i])
+	}
+	c.jm = strings.Join(rpc, ",")
 	if c.logf, err = os.Create(filepath.Join(dir, "cluster.log")); err != nil {
 		return c, err
 	}
-	if err := c.start("jm", "jobmanager", "--node-id", "jm1", "--rpc-addr", jm, "--raft-addr", raft,
-		"--data-dir", filepath.Join(dir, "jm"), "--log-level", "warn"); err != nil {
-		return c, err
+	for i := range jms {
+		id := fmt.Sprintf("jm%d", i+1)
+		args := []string{"--node-id", id, "--rpc-addr", rpc[i], "--raft-addr", raft[i], "--data-dir", filepath.Join(dir, id), "--log-level", "warn"}
+		if jms > 1 {
+			args = append(args, "--peers", strings.Join(peers, ","))
+		}
+		c.jms = append(c.jms, jobManager{id: id, addr: rpc[i], args: args})
+		if err := c.startJM(i); err != nil {
+			return c, err
+		}
 	}
 	ids := make([]string, tms)
 	for i := range tms {
@@ -135,6 +166,11 @@ func startCluster(bin string, tms, slots int) (c *cluster, err error) {
 		}
 	}
 	return c, c.waitTaskManagers(ids, 30*time.Second)
+}
+
+// startJM starts JobManager i (again, on its data directory and ports).
+func (c *cluster) startJM(i int) error {
+	return c.start(c.jms[i].id, "jobmanager", c.jms[i].args...)
 }
 
 // start starts a process with its working directory and TMPDIR in the cluster's directory.
@@ -169,26 +205,28 @@ func (c *cluster) startTM(id string) error {
 	return c.start(id, "taskmanager", args...)
 }
 
-// killTM sends SIGKILL to a TaskManager and returns the time just before the signal. The
-// process is reaped in the background.
-func (c *cluster) killTM(id string) (time.Time, error) {
+// kill sends SIGKILL to the running process named name (a TaskManager ID or a JobManager's
+// node ID) and returns the time just before the signal. The process is reaped in the
+// background.
+func (c *cluster) kill(name string) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == id {
-			select {
-			case <-p.done:
-				return time.Time{}, fmt.Errorf("taskmanager %s is not running", id)
-			default:
-			}
-			t := time.Now()
-			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				return time.Time{}, fmt.Errorf("kill %s: %w", id, err)
-			}
-			return t, nil
+	for _, p := range slices.Backward(c.procs) { // a restarted process: the newest one
+		if p.name != name {
+			continue
 		}
+		select {
+		case <-p.done:
+			return time.Time{}, fmt.Errorf("%s is not running", name)
+		default:
+		}
+		t := time.Now()
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			return time.Time{}, fmt.Errorf("kill %s: %w", name, err)
+		}
+		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("no taskmanager %s", id)
+	return time.Time{}, fmt.Errorf("no process %s", name)
 }
 
 // waitTaskManagers waits until the JobManager lists exactly the TaskManagers ids.

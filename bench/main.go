@@ -10,7 +10,10 @@
 //     each keyed state backend, next to the in-process snapshot cost (state.MeasureSnapshot);
 //   - recovery: the time from a TaskManager SIGKILL to the job RUNNING and committing output
 //     again, with a spare TaskManager, for region and full failover on a forward-only job
-//     (the kills interleaved) and for region failover on a keyed job (one region).
+//     (the kills interleaved) and for region failover on a keyed job (one region);
+//   - ha: the time from a SIGKILL of the leader JobManager of a 3-member Raft group to a new
+//     leader, to the running exactly-once job RUNNING again under it and to its first new
+//     committed output, over several rounds (the killed JobManager started again in between).
 //
 // Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
@@ -58,10 +61,12 @@ type options struct {
 	recRate      int
 	recInterval  time.Duration
 	recDelay     time.Duration
+
+	haRounds int
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "recovery"}
+var sections = []string{"throughput", "overhead", "duration", "recovery", "ha"}
 
 func main() {
 	var o options
@@ -85,9 +90,10 @@ func main() {
 	flag.IntVar(&o.snapLargeRuns, "snapshot-large-runs", 3, "duration: the same for large key counts")
 	flag.IntVar(&o.recRuns, "recovery-runs", 7, "recovery: TaskManager kills per failover strategy (full, region) of the forward-only job (median and max are reported)")
 	flag.IntVar(&o.recKeyedRuns, "recovery-keyed-runs", 3, "recovery: TaskManager kills of the keyed job (region failover, one region); 0 skips it")
-	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery: records/s of the job's source")
-	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery: checkpoint interval")
-	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery: restart-strategy.fixed-delay.delay")
+	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery and ha: records/s of the job's source")
+	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery and ha: checkpoint interval")
+	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery and ha: restart-strategy.fixed-delay.delay")
+	flag.IntVar(&o.haRounds, "ha-rounds", 5, "ha: SIGKILLs of the leader JobManager (median and max are reported)")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -105,7 +111,7 @@ func (o options) validate() error {
 		{"n", o.n}, {"keys", int64(o.keys)}, {"runs", int64(o.runs)}, {"overhead-n", o.ovhN}, {"overhead-runs", int64(o.ovhRuns)},
 		{"duration-rate", int64(o.cpdRate)}, {"duration-checkpoints", int64(o.cpdSmallCount)}, {"duration-large-checkpoints", int64(o.cpdLargeCount)},
 		{"snapshot-runs", int64(o.snapRuns)}, {"snapshot-large-runs", int64(o.snapLargeRuns)},
-		{"recovery-runs", int64(o.recRuns)}, {"recovery-rate", int64(o.recRate)},
+		{"recovery-runs", int64(o.recRuns)}, {"recovery-rate", int64(o.recRate)}, {"ha-rounds", int64(o.haRounds)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -158,6 +164,11 @@ func run(o options) error {
 	}
 	if want["recovery"] {
 		if err := recovery(o, v); err != nil {
+			return err
+		}
+	}
+	if want["ha"] {
+		if err := haRecovery(o, v); err != nil {
 			return err
 		}
 	}

@@ -381,7 +381,7 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	for _, f := range atKill {
 		seen[f] = true
 	}
-	killed, err := c.killTM(r.victim)
+	killed, err := c.kill(r.victim)
 	if err != nil {
 		return r, err
 	}

@@ -2,8 +2,12 @@
 GO      ?= go
 BIN     ?= bin
 BUF     := $(GO) tool -modfile=tools/go.mod buf
+IMAGE   ?= goflink:latest
+# docker compose (v2 plugin) or docker-compose (v1), whichever the machine has.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_RUN := $(COMPOSE) -p goflink -f deploy/docker-compose.yml
 
-.PHONY: help build test test-short run chaos bench proto proto-check lint tidy-check ci clean
+.PHONY: help build test test-short run chaos bench proto proto-check lint tidy-check ci clean images up down logs e2e
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
@@ -46,3 +50,18 @@ ci: lint tidy-check test ## what .ci/run runs
 
 clean: ## remove build output
 	rm -rf $(BIN) out
+
+images: ## static binaries (CGO_ENABLED=0) into FROM-scratch image $(IMAGE); nothing is pulled
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o deploy/.bin/ ./cmd/...
+	docker build -q -t $(IMAGE) deploy/
+	@docker image ls $(IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
+
+up: images ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123,localhost:6133,localhost:6143)
+	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) up -d
+	@echo "cluster up: bin/flinkctl -m localhost:6123,localhost:6133,localhost:6143 cluster"
+
+down: ## stop the compose cluster and remove its containers, network and volume
+	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans
+
+logs: ## follow the compose cluster's logs
+	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) logs -f

@@ -99,8 +99,8 @@ func startGroup(t *testing.T) (leaderAddr, followerAddr string, leader, follower
 	ll, fl := listen(t), listen(t)
 	leaderAddr, followerAddr = ll.Addr().String(), fl.Addr().String()
 	jms := threeJobManagers(leaderAddr, followerAddr)
-	leader = &fakeClusterService{resp: &pb.GetClusterResponse{Jobmanagers: jms, Taskmanagers: taskManagers()}}
-	follower = &fakeClusterService{resp: &pb.GetClusterResponse{Jobmanagers: jms}}
+	leader = &fakeClusterService{resp: &pb.GetClusterResponse{Jobmanagers: jms, Taskmanagers: taskManagers(), AnsweredBy: "jm1"}}
+	follower = &fakeClusterService{resp: &pb.GetClusterResponse{Jobmanagers: jms, AnsweredBy: "jm2"}}
 	serveOn(t, ll, nil, leader)
 	serveOn(t, fl, nil, follower)
 	return leaderAddr, followerAddr, leader, follower

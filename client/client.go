@@ -318,31 +318,37 @@ func (c *Client) Cluster(ctx context.Context) (*pb.GetClusterResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	leader := leaderAddress(resp)
-	if leader == "" || leader == addr {
+	leaderID, leader := leaderOf(resp)
+	if leaderID == "" || resp.GetAnsweredBy() == leaderID || leader == addr {
 		return resp, nil
 	}
-	conn, err := c.conn(leader)
-	if err != nil {
-		return resp, nil
-	}
-	lresp, err := get(conn)
-	if err != nil {
-		return resp, nil
-	}
-	c.setServed(leader)
-	return lresp, nil
-}
-
-// leaderAddress is the RPC address of the JobManager a GetCluster answer marks as the leader,
-// or "".
-func leaderAddress(resp *pb.GetClusterResponse) string {
-	for _, jm := range resp.GetJobmanagers() {
-		if jm.GetLeader() {
-			return jm.GetAddress()
+	// Ask the leader: at the address it advertises, or — when that is an address only its own
+	// network knows (a container's name) — at whichever given address it answers on.
+	for _, a := range c.order(leader) {
+		if a == addr || a == "" {
+			continue
+		}
+		conn, err := c.conn(a)
+		if err != nil {
+			continue
+		}
+		if lresp, err := get(conn); err == nil && lresp.GetAnsweredBy() == leaderID {
+			c.setServed(a)
+			return lresp, nil
 		}
 	}
-	return ""
+	return resp, nil
+}
+
+// leaderOf returns the node ID and RPC address of the JobManager a GetCluster answer marks as
+// the leader, or "".
+func leaderOf(resp *pb.GetClusterResponse) (id, addr string) {
+	for _, jm := range resp.GetJobmanagers() {
+		if jm.GetLeader() {
+			return jm.GetId(), jm.GetAddress()
+		}
+	}
+	return "", ""
 }
 
 // Checkpoints returns a job's checkpoint history, newest first: checkpoints in progress,

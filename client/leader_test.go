@@ -232,7 +232,7 @@ func (jm *fakeJM) GetCluster(context.Context, *pb.GetClusterRequest) (*pb.GetClu
 	c := jm.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resp := &pb.GetClusterResponse{}
+	resp := &pb.GetClusterResponse{AnsweredBy: c.jms[jm.idx].id}
 	for i, m := range c.jms {
 		info := &pb.JobManagerInfo{Id: m.id, Address: m.addr, RaftAddress: "raft-" + m.id, Role: "Follower", Term: 2, LastIndex: 7}
 		switch {

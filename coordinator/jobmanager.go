@@ -28,6 +28,10 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
+// HealthLeader is the gRPC health service name that is SERVING only on the leader (the
+// empty name is the process, SERVING whenever it answers RPCs).
+const HealthLeader = "goflink.leader"
+
 // Config configures a JobManager.
 type Config struct {
 	// NodeID is the stable Raft server ID of this JobManager.
@@ -189,7 +193,10 @@ func Start(cfg Config) (*JobManager, error) {
 	pb.RegisterClusterServiceServer(jm.srv, &clusterService{jm: jm})
 	pb.RegisterTaskManagerServiceServer(jm.srv, &taskManagerService{jm: jm})
 	jm.health = health.NewServer()
-	jm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// "" is the process: SERVING while it serves RPCs (as leader, or as a follower that
+	// points to the leader); HealthLeader is SERVING only while it leads.
+	jm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(jm.srv, jm.health)
 	reflection.Register(jm.srv)
 
@@ -254,7 +261,7 @@ func (jm *JobManager) monitorLeadership() {
 			return
 		}
 		jm.leading.Store(false)
-		jm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_NOT_SERVING)
 		cur.cancel()
 		jm.disp.stop()
 		jm.rm.close()
@@ -289,7 +296,7 @@ func (jm *JobManager) monitorLeadership() {
 			jm.rm.start()
 			jm.disp.start(ctx)
 			jm.leading.Store(true)
-			jm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_SERVING)
 			jm.log.Info("leadership established")
 		case <-jm.ctx.Done():
 			return

@@ -58,21 +58,26 @@ func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writ
 		store.Close()
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
-	adv := bind
-	for _, p := range peers {
-		if p.ID == nodeID {
-			adv = p.RaftAddr // the address the others know this node by
+	var trans *raft.NetworkTransport
+	if self := peerAddr(peers, nodeID); self != "" {
+		// A member of a --peers group advertises the address the others know it by, as given
+		// (a host name stays a name, so a container that comes back with a new IP is found).
+		lis, err := net.Listen("tcp", bind)
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
 		}
-	}
-	advertise, err := resolveAdvertise(adv)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	trans, err := raft.NewTCPTransportWithLogger(bind, advertise, 3, 10*time.Second, logger)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+		trans = raft.NewNetworkTransportWithLogger(&namedStream{Listener: lis, advertise: self}, 3, 10*time.Second, logger)
+	} else {
+		advertise, err := resolveAdvertise(bind)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		if trans, err = raft.NewTCPTransportWithLogger(bind, advertise, 3, 10*time.Second, logger); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+		}
 	}
 	r, err := raft.NewRaft(cfg, f, store, store, snaps, trans)
 	if err != nil {
@@ -102,6 +107,34 @@ func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writ
 	}
 	return n, nil
 }
+
+// peerAddr returns the Raft address of a node in the peers list ("" when absent).
+func peerAddr(peers []Peer, id string) string {
+	for _, p := range peers {
+		if p.ID == id {
+			return p.RaftAddr
+		}
+	}
+	return ""
+}
+
+// namedStream is a TCP raft.StreamLayer that advertises a host:port as given, unresolved.
+type namedStream struct {
+	net.Listener
+	advertise string
+}
+
+func (s *namedStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+func (s *namedStream) Addr() net.Addr { return namedAddr(s.advertise) }
+
+// namedAddr is a net.Addr that is a host:port string.
+type namedAddr string
+
+func (a namedAddr) Network() string { return "tcp" }
+func (a namedAddr) String() string  { return string(a) }
 
 // resolveAdvertise turns a bind address into a concrete address for the Raft configuration.
 func resolveAdvertise(bind string) (net.Addr, error) {

@@ -135,7 +135,7 @@ func (s *clusterService) GetCluster(ctx context.Context, _ *pb.GetClusterRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &pb.GetClusterResponse{Jobmanagers: jms}
+	resp := &pb.GetClusterResponse{Jobmanagers: jms, AnsweredBy: s.jm.cfg.NodeID}
 	if s.jm.checkLeader() == nil {
 		resp.Taskmanagers = s.jm.rm.infos()
 	}

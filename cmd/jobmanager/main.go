@@ -51,6 +51,7 @@ func main() {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
 	fs.StringVar(&peers, "peers", "", "the Raft group of JobManagers, this one included: id=raft-host:port,… (empty: a single JobManager)")
 	pf.Bind(fs)
+	cmd.AddCommand(process.HealthCommand("127.0.0.1:6123", "JobManager"))
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "jobmanager:", err)
 		os.Exit(1)

@@ -60,6 +60,7 @@ func main() {
 	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")
 	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files")
 	pf.Bind(fs)
+	cmd.AddCommand(process.HealthCommand("127.0.0.1:6122", "TaskManager"))
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "taskmanager:", err)
 		os.Exit(1)

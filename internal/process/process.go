@@ -13,7 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/goflink/goflink/config"
 )
@@ -97,4 +101,41 @@ func (f *Flags) Logger() (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", f.LogFormat)
+}
+
+// HealthCommand is the `healthcheck` subcommand of a goflink process: it asks the gRPC health
+// service at --addr and exits 0 when the service is SERVING, 1 otherwise. Docker healthchecks
+// run it inside FROM-scratch images, where no other tool exists.
+func HealthCommand(defaultAddr, what string) *cobra.Command {
+	var addr, service string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:           "healthcheck",
+		Short:         "Exit 0 when the local " + what + " reports SERVING on gRPC health",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fmt.Errorf("healthcheck %s: %w", addr, err)
+			}
+			defer conn.Close()
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+			if err != nil {
+				return fmt.Errorf("healthcheck %s: %w", addr, err)
+			}
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("healthcheck %s: %s", addr, resp.GetStatus())
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "SERVING")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", defaultAddr, "host:port of the gRPC server to check")
+	cmd.Flags().StringVar(&service, "service", "", "health service name (\"\": the process)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
+	return cmd
 }

@@ -227,9 +227,12 @@ func (x *GetJobManagerStatusResponse) GetJobmanager() *JobManagerInfo {
 }
 
 type GetClusterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobmanagers   []*JobManagerInfo      `protobuf:"bytes,1,rep,name=jobmanagers,proto3" json:"jobmanagers,omitempty"`
-	Taskmanagers  []*TaskManagerInfo     `protobuf:"bytes,2,rep,name=taskmanagers,proto3" json:"taskmanagers,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Jobmanagers  []*JobManagerInfo      `protobuf:"bytes,1,rep,name=jobmanagers,proto3" json:"jobmanagers,omitempty"`
+	Taskmanagers []*TaskManagerInfo     `protobuf:"bytes,2,rep,name=taskmanagers,proto3" json:"taskmanagers,omitempty"`
+	// answered_by is the node ID of the JobManager that answered (only the leader lists the
+	// TaskManagers).
+	AnsweredBy    string `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +279,13 @@ func (x *GetClusterResponse) GetTaskmanagers() []*TaskManagerInfo {
 		return x.Taskmanagers
 	}
 	return nil
+}
+
+func (x *GetClusterResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
 }
 
 // JobManagerInfo is one member of the JobManagers' Raft group.
@@ -476,10 +486,12 @@ const file_goflink_v1_cluster_service_proto_rawDesc = "" +
 	"\x1bGetJobManagerStatusResponse\x12:\n" +
 	"\n" +
 	"jobmanager\x18\x01 \x01(\v2\x1a.goflink.v1.JobManagerInfoR\n" +
-	"jobmanager\"\x93\x01\n" +
+	"jobmanager\"\xb4\x01\n" +
 	"\x12GetClusterResponse\x12<\n" +
 	"\vjobmanagers\x18\x01 \x03(\v2\x1a.goflink.v1.JobManagerInfoR\vjobmanagers\x12?\n" +
-	"\ftaskmanagers\x18\x02 \x03(\v2\x1b.goflink.v1.TaskManagerInfoR\ftaskmanagers\"\xd2\x01\n" +
+	"\ftaskmanagers\x18\x02 \x03(\v2\x1b.goflink.v1.TaskManagerInfoR\ftaskmanagers\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\"\xd2\x01\n" +
 	"\x0eJobManagerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +

@@ -56,7 +56,7 @@ images: ## static binaries (CGO_ENABLED=0) into FROM-scratch image $(IMAGE); not
 	docker build -q -t $(IMAGE) deploy/
 	@docker image ls $(IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 
-up: images ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123,localhost:6133,localhost:6143)
+up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123,localhost:6133,localhost:6143)
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) up -d
 	@echo "cluster up: bin/flinkctl -m localhost:6123,localhost:6133,localhost:6143 cluster"
 

@@ -319,6 +319,22 @@ func (c *Client) Cluster(ctx context.Context) (*pb.GetClusterResponse, error) {
 		return nil, err
 	}
 	leaderID, leader := leaderOf(resp)
+	if leaderID == "" {
+		// This member knows no leader (it just started, or is cut off): another may.
+		for _, a := range c.order("") {
+			if a == addr {
+				continue
+			}
+			if conn, err := c.conn(a); err == nil {
+				if other, err := get(conn); err == nil {
+					if id, la := leaderOf(other); id != "" {
+						resp, addr, leaderID, leader = other, a, id, la
+						break
+					}
+				}
+			}
+		}
+	}
 	if leaderID == "" || resp.GetAnsweredBy() == leaderID || leader == addr {
 		return resp, nil
 	}

@@ -10,7 +10,7 @@ COMPOSE_RUN := $(COMPOSE) -p goflink -f deploy/docker-compose.yml
 .PHONY: help build test test-short run chaos bench proto proto-check lint tidy-check ci clean images up down logs e2e
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
 
 build: ## build jobmanager, taskmanager and flinkctl into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -65,3 +65,9 @@ down: ## stop the compose cluster and remove its containers, network and volume
 
 logs: ## follow the compose cluster's logs
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) logs -f
+
+e2e: images build ## the compose cluster end to end: exactly-once job through killed, cut-off and paused containers (~2 min); cleans up whatever happens
+	@if docker ps -aq --filter label=com.docker.compose.project=goflink | grep -q .; then \
+		echo "make e2e: a goflink compose cluster exists already; make down first" >&2; exit 1; fi
+	@trap 'GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans >/dev/null 2>&1' EXIT; trap 'exit 130' INT TERM HUP; \
+	COMPOSE='$(COMPOSE)' GOFLINK_IMAGE=$(IMAGE) FLINKCTL=$(abspath $(BIN))/flinkctl $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/

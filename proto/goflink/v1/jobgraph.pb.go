@@ -401,6 +401,8 @@ type Operator struct {
 	//	*Operator_Fail
 	//	*Operator_Discard
 	//	*Operator_Custom
+	//	*Operator_KafkaSource
+	//	*Operator_KafkaSink
 	Spec          isOperator_Spec `protobuf_oneof:"spec"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -577,6 +579,24 @@ func (x *Operator) GetCustom() *CustomOperator {
 	return nil
 }
 
+func (x *Operator) GetKafkaSource() *KafkaSource {
+	if x != nil {
+		if x, ok := x.Spec.(*Operator_KafkaSource); ok {
+			return x.KafkaSource
+		}
+	}
+	return nil
+}
+
+func (x *Operator) GetKafkaSink() *KafkaSink {
+	if x != nil {
+		if x, ok := x.Spec.(*Operator_KafkaSink); ok {
+			return x.KafkaSink
+		}
+	}
+	return nil
+}
+
 type isOperator_Spec interface {
 	isOperator_Spec()
 }
@@ -625,6 +645,14 @@ type Operator_Custom struct {
 	Custom *CustomOperator `protobuf:"bytes,20,opt,name=custom,proto3,oneof"`
 }
 
+type Operator_KafkaSource struct {
+	KafkaSource *KafkaSource `protobuf:"bytes,21,opt,name=kafka_source,json=kafkaSource,proto3,oneof"`
+}
+
+type Operator_KafkaSink struct {
+	KafkaSink *KafkaSink `protobuf:"bytes,22,opt,name=kafka_sink,json=kafkaSink,proto3,oneof"`
+}
+
 func (*Operator_Sequence) isOperator_Spec() {}
 
 func (*Operator_Map) isOperator_Spec() {}
@@ -647,6 +675,265 @@ func (*Operator_Discard) isOperator_Spec() {}
 
 func (*Operator_Custom) isOperator_Spec() {}
 
+func (*Operator_KafkaSource) isOperator_Spec() {}
+
+func (*Operator_KafkaSink) isOperator_Spec() {}
+
+// KafkaSource reads Kafka topics. Partitions are assigned to subtasks deterministically and
+// their offsets are kept in checkpointed operator state (not in consumer groups); committing
+// them to Kafka after a checkpoint completes is only a progress signal.
+type KafkaSource struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Brokers []string               `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	// topics, or topic_pattern (a regular expression), names what to read.
+	Topics       []string `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	TopicPattern string   `protobuf:"bytes,3,opt,name=topic_pattern,json=topicPattern,proto3" json:"topic_pattern,omitempty"`
+	// start: "earliest" (default), "latest", "committed" (the group's committed offsets, else
+	// earliest) or "timestamp" (start_timestamp_ms). Used only without restored offsets.
+	Start            string `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	StartTimestampMs int64  `protobuf:"varint,5,opt,name=start_timestamp_ms,json=startTimestampMs,proto3" json:"start_timestamp_ms,omitempty"`
+	// format: "raw" (default: key and value as strings) or "json" (the value is a JSON object
+	// decoded into the declared schema's fields).
+	Format string `protobuf:"bytes,6,opt,name=format,proto3" json:"format,omitempty"`
+	// schema declares the JSON fields (format json).
+	Schema []*Field `protobuf:"bytes,7,rep,name=schema,proto3" json:"schema,omitempty"`
+	// rate limits records per second over the whole source (0 = unlimited).
+	Rate float64 `protobuf:"fixed64,8,opt,name=rate,proto3" json:"rate,omitempty"`
+	// isolation: "read_committed" (default) or "read_uncommitted".
+	Isolation string `protobuf:"bytes,9,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// group_id is the consumer group offsets are committed to after completed checkpoints
+	// (default goflink-<job>-<operator>).
+	GroupId string `protobuf:"bytes,10,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// properties are client settings (reserved for SASL/TLS and tuning).
+	Properties    map[string]string `protobuf:"bytes,11,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KafkaSource) Reset() {
+	*x = KafkaSource{}
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KafkaSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KafkaSource) ProtoMessage() {}
+
+func (x *KafkaSource) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KafkaSource.ProtoReflect.Descriptor instead.
+func (*KafkaSource) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KafkaSource) GetBrokers() []string {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+func (x *KafkaSource) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *KafkaSource) GetTopicPattern() string {
+	if x != nil {
+		return x.TopicPattern
+	}
+	return ""
+}
+
+func (x *KafkaSource) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *KafkaSource) GetStartTimestampMs() int64 {
+	if x != nil {
+		return x.StartTimestampMs
+	}
+	return 0
+}
+
+func (x *KafkaSource) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *KafkaSource) GetSchema() []*Field {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *KafkaSource) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *KafkaSource) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
+}
+
+func (x *KafkaSource) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *KafkaSource) GetProperties() map[string]string {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+// KafkaSink writes records to one Kafka topic.
+type KafkaSink struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Brokers []string               `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topic   string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// format: "json" (default: the row as a JSON object) or "raw" (the value expression's string).
+	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	// key is an expression for the record key (empty: no key).
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// value is an expression for the value (format raw).
+	Value string `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	// delivery_guarantee: "exactly-once" (transactions committed on checkpoint completion),
+	// "at-least-once" (flush at every checkpoint) or "none".
+	DeliveryGuarantee string `protobuf:"bytes,6,opt,name=delivery_guarantee,json=deliveryGuarantee,proto3" json:"delivery_guarantee,omitempty"`
+	// transaction_timeout_ms is the producers' transaction.timeout.ms (exactly-once).
+	TransactionTimeoutMs int64 `protobuf:"varint,7,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// transactional_id_prefix prefixes the pool of transactional IDs (default
+	// goflink-<job>-<operator>).
+	TransactionalIdPrefix string            `protobuf:"bytes,8,opt,name=transactional_id_prefix,json=transactionalIdPrefix,proto3" json:"transactional_id_prefix,omitempty"`
+	Properties            map[string]string `protobuf:"bytes,9,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *KafkaSink) Reset() {
+	*x = KafkaSink{}
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KafkaSink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KafkaSink) ProtoMessage() {}
+
+func (x *KafkaSink) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KafkaSink.ProtoReflect.Descriptor instead.
+func (*KafkaSink) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KafkaSink) GetBrokers() []string {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+func (x *KafkaSink) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetDeliveryGuarantee() string {
+	if x != nil {
+		return x.DeliveryGuarantee
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetTransactionTimeoutMs() int64 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *KafkaSink) GetTransactionalIdPrefix() string {
+	if x != nil {
+		return x.TransactionalIdPrefix
+	}
+	return ""
+}
+
+func (x *KafkaSink) GetProperties() map[string]string {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
 // SequenceSource emits from..to (inclusive); without `to` it is unbounded.
 type SequenceSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -660,7 +947,7 @@ type SequenceSource struct {
 
 func (x *SequenceSource) Reset() {
 	*x = SequenceSource{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +959,7 @@ func (x *SequenceSource) String() string {
 func (*SequenceSource) ProtoMessage() {}
 
 func (x *SequenceSource) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +972,7 @@ func (x *SequenceSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SequenceSource.ProtoReflect.Descriptor instead.
 func (*SequenceSource) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SequenceSource) GetFrom() int64 {
@@ -719,7 +1006,7 @@ type MapOperator struct {
 
 func (x *MapOperator) Reset() {
 	*x = MapOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[6]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +1018,7 @@ func (x *MapOperator) String() string {
 func (*MapOperator) ProtoMessage() {}
 
 func (x *MapOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[6]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +1031,7 @@ func (x *MapOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapOperator.ProtoReflect.Descriptor instead.
 func (*MapOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MapOperator) GetFields() []*NamedExpression {
@@ -764,7 +1051,7 @@ type FilterOperator struct {
 
 func (x *FilterOperator) Reset() {
 	*x = FilterOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[7]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1063,7 @@ func (x *FilterOperator) String() string {
 func (*FilterOperator) ProtoMessage() {}
 
 func (x *FilterOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[7]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1076,7 @@ func (x *FilterOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOperator.ProtoReflect.Descriptor instead.
 func (*FilterOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FilterOperator) GetCondition() string {
@@ -809,7 +1096,7 @@ type SumOperator struct {
 
 func (x *SumOperator) Reset() {
 	*x = SumOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[8]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1108,7 @@ func (x *SumOperator) String() string {
 func (*SumOperator) ProtoMessage() {}
 
 func (x *SumOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[8]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1121,7 @@ func (x *SumOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SumOperator.ProtoReflect.Descriptor instead.
 func (*SumOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SumOperator) GetField() string {
@@ -853,7 +1140,7 @@ type CountOperator struct {
 
 func (x *CountOperator) Reset() {
 	*x = CountOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[9]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1152,7 @@ func (x *CountOperator) String() string {
 func (*CountOperator) ProtoMessage() {}
 
 func (x *CountOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[9]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1165,7 @@ func (x *CountOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountOperator.ProtoReflect.Descriptor instead.
 func (*CountOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{11}
 }
 
 // ReduceOperator combines the previous result per key (`acc`) with each new record.
@@ -891,7 +1178,7 @@ type ReduceOperator struct {
 
 func (x *ReduceOperator) Reset() {
 	*x = ReduceOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[10]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1190,7 @@ func (x *ReduceOperator) String() string {
 func (*ReduceOperator) ProtoMessage() {}
 
 func (x *ReduceOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[10]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1203,7 @@ func (x *ReduceOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReduceOperator.ProtoReflect.Descriptor instead.
 func (*ReduceOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{10}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReduceOperator) GetFields() []*NamedExpression {
@@ -935,7 +1222,7 @@ type PrintSink struct {
 
 func (x *PrintSink) Reset() {
 	*x = PrintSink{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[11]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1234,7 @@ func (x *PrintSink) String() string {
 func (*PrintSink) ProtoMessage() {}
 
 func (x *PrintSink) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[11]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1247,7 @@ func (x *PrintSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrintSink.ProtoReflect.Descriptor instead.
 func (*PrintSink) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{11}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{13}
 }
 
 // FileSink writes records as JSON lines into part files under `path`.
@@ -973,7 +1260,7 @@ type FileSink struct {
 
 func (x *FileSink) Reset() {
 	*x = FileSink{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[12]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1272,7 @@ func (x *FileSink) String() string {
 func (*FileSink) ProtoMessage() {}
 
 func (x *FileSink) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[12]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1285,7 @@ func (x *FileSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileSink.ProtoReflect.Descriptor instead.
 func (*FileSink) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{12}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileSink) GetPath() string {
@@ -1019,7 +1306,7 @@ type FailOperator struct {
 
 func (x *FailOperator) Reset() {
 	*x = FailOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[13]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1318,7 @@ func (x *FailOperator) String() string {
 func (*FailOperator) ProtoMessage() {}
 
 func (x *FailOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[13]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1331,7 @@ func (x *FailOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailOperator.ProtoReflect.Descriptor instead.
 func (*FailOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{13}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FailOperator) GetWhen() string {
@@ -1070,7 +1357,7 @@ type DiscardSink struct {
 
 func (x *DiscardSink) Reset() {
 	*x = DiscardSink{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[14]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1369,7 @@ func (x *DiscardSink) String() string {
 func (*DiscardSink) ProtoMessage() {}
 
 func (x *DiscardSink) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[14]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1382,7 @@ func (x *DiscardSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardSink.ProtoReflect.Descriptor instead.
 func (*DiscardSink) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{14}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{16}
 }
 
 // CustomOperator is an operator registered in the operator registry of the processes.
@@ -1109,7 +1396,7 @@ type CustomOperator struct {
 
 func (x *CustomOperator) Reset() {
 	*x = CustomOperator{}
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[15]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1408,7 @@ func (x *CustomOperator) String() string {
 func (*CustomOperator) ProtoMessage() {}
 
 func (x *CustomOperator) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_jobgraph_proto_msgTypes[15]
+	mi := &file_goflink_v1_jobgraph_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1421,7 @@ func (x *CustomOperator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomOperator.ProtoReflect.Descriptor instead.
 func (*CustomOperator) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{15}
+	return file_goflink_v1_jobgraph_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CustomOperator) GetFieldsJson() []byte {
@@ -1180,7 +1467,7 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"expression\x18\x02 \x01(\tR\n" +
-	"expression\"\xe7\x05\n" +
+	"expression\"\xdd\x06\n" +
 	"\bOperator\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -1198,8 +1485,44 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x04file\x18\x11 \x01(\v2\x14.goflink.v1.FileSinkH\x00R\x04file\x12.\n" +
 	"\x04fail\x18\x12 \x01(\v2\x18.goflink.v1.FailOperatorH\x00R\x04fail\x123\n" +
 	"\adiscard\x18\x13 \x01(\v2\x17.goflink.v1.DiscardSinkH\x00R\adiscard\x124\n" +
-	"\x06custom\x18\x14 \x01(\v2\x1a.goflink.v1.CustomOperatorH\x00R\x06customB\x06\n" +
-	"\x04spec\"T\n" +
+	"\x06custom\x18\x14 \x01(\v2\x1a.goflink.v1.CustomOperatorH\x00R\x06custom\x12<\n" +
+	"\fkafka_source\x18\x15 \x01(\v2\x17.goflink.v1.KafkaSourceH\x00R\vkafkaSource\x126\n" +
+	"\n" +
+	"kafka_sink\x18\x16 \x01(\v2\x15.goflink.v1.KafkaSinkH\x00R\tkafkaSinkB\x06\n" +
+	"\x04spec\"\xc0\x03\n" +
+	"\vKafkaSource\x12\x18\n" +
+	"\abrokers\x18\x01 \x03(\tR\abrokers\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\x12#\n" +
+	"\rtopic_pattern\x18\x03 \x01(\tR\ftopicPattern\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\tR\x05start\x12,\n" +
+	"\x12start_timestamp_ms\x18\x05 \x01(\x03R\x10startTimestampMs\x12\x16\n" +
+	"\x06format\x18\x06 \x01(\tR\x06format\x12)\n" +
+	"\x06schema\x18\a \x03(\v2\x11.goflink.v1.FieldR\x06schema\x12\x12\n" +
+	"\x04rate\x18\b \x01(\x01R\x04rate\x12\x1c\n" +
+	"\tisolation\x18\t \x01(\tR\tisolation\x12\x19\n" +
+	"\bgroup_id\x18\n" +
+	" \x01(\tR\agroupId\x12G\n" +
+	"\n" +
+	"properties\x18\v \x03(\v2'.goflink.v1.KafkaSource.PropertiesEntryR\n" +
+	"properties\x1a=\n" +
+	"\x0fPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x03\n" +
+	"\tKafkaSink\x12\x18\n" +
+	"\abrokers\x18\x01 \x03(\tR\abrokers\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\x12-\n" +
+	"\x12delivery_guarantee\x18\x06 \x01(\tR\x11deliveryGuarantee\x124\n" +
+	"\x16transaction_timeout_ms\x18\a \x01(\x03R\x14transactionTimeoutMs\x126\n" +
+	"\x17transactional_id_prefix\x18\b \x01(\tR\x15transactionalIdPrefix\x12E\n" +
+	"\n" +
+	"properties\x18\t \x03(\v2%.goflink.v1.KafkaSink.PropertiesEntryR\n" +
+	"properties\x1a=\n" +
+	"\x0fPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
 	"\x0eSequenceSource\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x13\n" +
 	"\x02to\x18\x02 \x01(\x03H\x00R\x02to\x88\x01\x01\x12\x12\n" +
@@ -1245,7 +1568,7 @@ func file_goflink_v1_jobgraph_proto_rawDescGZIP() []byte {
 }
 
 var file_goflink_v1_jobgraph_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_goflink_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_goflink_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_goflink_v1_jobgraph_proto_goTypes = []any{
 	(Partitioner)(0),        // 0: goflink.v1.Partitioner
 	(*JobGraph)(nil),        // 1: goflink.v1.JobGraph
@@ -1253,51 +1576,61 @@ var file_goflink_v1_jobgraph_proto_goTypes = []any{
 	(*JobEdge)(nil),         // 3: goflink.v1.JobEdge
 	(*NamedExpression)(nil), // 4: goflink.v1.NamedExpression
 	(*Operator)(nil),        // 5: goflink.v1.Operator
-	(*SequenceSource)(nil),  // 6: goflink.v1.SequenceSource
-	(*MapOperator)(nil),     // 7: goflink.v1.MapOperator
-	(*FilterOperator)(nil),  // 8: goflink.v1.FilterOperator
-	(*SumOperator)(nil),     // 9: goflink.v1.SumOperator
-	(*CountOperator)(nil),   // 10: goflink.v1.CountOperator
-	(*ReduceOperator)(nil),  // 11: goflink.v1.ReduceOperator
-	(*PrintSink)(nil),       // 12: goflink.v1.PrintSink
-	(*FileSink)(nil),        // 13: goflink.v1.FileSink
-	(*FailOperator)(nil),    // 14: goflink.v1.FailOperator
-	(*DiscardSink)(nil),     // 15: goflink.v1.DiscardSink
-	(*CustomOperator)(nil),  // 16: goflink.v1.CustomOperator
-	nil,                     // 17: goflink.v1.JobGraph.ConfigEntry
-	nil,                     // 18: goflink.v1.JobGraph.JobConfigEntry
-	(FieldType)(0),          // 19: goflink.v1.FieldType
-	(*Schema)(nil),          // 20: goflink.v1.Schema
+	(*KafkaSource)(nil),     // 6: goflink.v1.KafkaSource
+	(*KafkaSink)(nil),       // 7: goflink.v1.KafkaSink
+	(*SequenceSource)(nil),  // 8: goflink.v1.SequenceSource
+	(*MapOperator)(nil),     // 9: goflink.v1.MapOperator
+	(*FilterOperator)(nil),  // 10: goflink.v1.FilterOperator
+	(*SumOperator)(nil),     // 11: goflink.v1.SumOperator
+	(*CountOperator)(nil),   // 12: goflink.v1.CountOperator
+	(*ReduceOperator)(nil),  // 13: goflink.v1.ReduceOperator
+	(*PrintSink)(nil),       // 14: goflink.v1.PrintSink
+	(*FileSink)(nil),        // 15: goflink.v1.FileSink
+	(*FailOperator)(nil),    // 16: goflink.v1.FailOperator
+	(*DiscardSink)(nil),     // 17: goflink.v1.DiscardSink
+	(*CustomOperator)(nil),  // 18: goflink.v1.CustomOperator
+	nil,                     // 19: goflink.v1.JobGraph.ConfigEntry
+	nil,                     // 20: goflink.v1.JobGraph.JobConfigEntry
+	nil,                     // 21: goflink.v1.KafkaSource.PropertiesEntry
+	nil,                     // 22: goflink.v1.KafkaSink.PropertiesEntry
+	(FieldType)(0),          // 23: goflink.v1.FieldType
+	(*Schema)(nil),          // 24: goflink.v1.Schema
+	(*Field)(nil),           // 25: goflink.v1.Field
 }
 var file_goflink_v1_jobgraph_proto_depIdxs = []int32{
 	2,  // 0: goflink.v1.JobGraph.vertices:type_name -> goflink.v1.JobVertex
 	3,  // 1: goflink.v1.JobGraph.edges:type_name -> goflink.v1.JobEdge
-	17, // 2: goflink.v1.JobGraph.config:type_name -> goflink.v1.JobGraph.ConfigEntry
-	18, // 3: goflink.v1.JobGraph.job_config:type_name -> goflink.v1.JobGraph.JobConfigEntry
+	19, // 2: goflink.v1.JobGraph.config:type_name -> goflink.v1.JobGraph.ConfigEntry
+	20, // 3: goflink.v1.JobGraph.job_config:type_name -> goflink.v1.JobGraph.JobConfigEntry
 	5,  // 4: goflink.v1.JobVertex.operators:type_name -> goflink.v1.Operator
 	0,  // 5: goflink.v1.JobEdge.partitioner:type_name -> goflink.v1.Partitioner
-	19, // 6: goflink.v1.JobEdge.key_type:type_name -> goflink.v1.FieldType
-	20, // 7: goflink.v1.JobEdge.schema:type_name -> goflink.v1.Schema
-	20, // 8: goflink.v1.Operator.input_schema:type_name -> goflink.v1.Schema
-	20, // 9: goflink.v1.Operator.output_schema:type_name -> goflink.v1.Schema
-	6,  // 10: goflink.v1.Operator.sequence:type_name -> goflink.v1.SequenceSource
-	7,  // 11: goflink.v1.Operator.map:type_name -> goflink.v1.MapOperator
-	8,  // 12: goflink.v1.Operator.filter:type_name -> goflink.v1.FilterOperator
-	9,  // 13: goflink.v1.Operator.sum:type_name -> goflink.v1.SumOperator
-	10, // 14: goflink.v1.Operator.count:type_name -> goflink.v1.CountOperator
-	11, // 15: goflink.v1.Operator.reduce:type_name -> goflink.v1.ReduceOperator
-	12, // 16: goflink.v1.Operator.print:type_name -> goflink.v1.PrintSink
-	13, // 17: goflink.v1.Operator.file:type_name -> goflink.v1.FileSink
-	14, // 18: goflink.v1.Operator.fail:type_name -> goflink.v1.FailOperator
-	15, // 19: goflink.v1.Operator.discard:type_name -> goflink.v1.DiscardSink
-	16, // 20: goflink.v1.Operator.custom:type_name -> goflink.v1.CustomOperator
-	4,  // 21: goflink.v1.MapOperator.fields:type_name -> goflink.v1.NamedExpression
-	4,  // 22: goflink.v1.ReduceOperator.fields:type_name -> goflink.v1.NamedExpression
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	23, // 6: goflink.v1.JobEdge.key_type:type_name -> goflink.v1.FieldType
+	24, // 7: goflink.v1.JobEdge.schema:type_name -> goflink.v1.Schema
+	24, // 8: goflink.v1.Operator.input_schema:type_name -> goflink.v1.Schema
+	24, // 9: goflink.v1.Operator.output_schema:type_name -> goflink.v1.Schema
+	8,  // 10: goflink.v1.Operator.sequence:type_name -> goflink.v1.SequenceSource
+	9,  // 11: goflink.v1.Operator.map:type_name -> goflink.v1.MapOperator
+	10, // 12: goflink.v1.Operator.filter:type_name -> goflink.v1.FilterOperator
+	11, // 13: goflink.v1.Operator.sum:type_name -> goflink.v1.SumOperator
+	12, // 14: goflink.v1.Operator.count:type_name -> goflink.v1.CountOperator
+	13, // 15: goflink.v1.Operator.reduce:type_name -> goflink.v1.ReduceOperator
+	14, // 16: goflink.v1.Operator.print:type_name -> goflink.v1.PrintSink
+	15, // 17: goflink.v1.Operator.file:type_name -> goflink.v1.FileSink
+	16, // 18: goflink.v1.Operator.fail:type_name -> goflink.v1.FailOperator
+	17, // 19: goflink.v1.Operator.discard:type_name -> goflink.v1.DiscardSink
+	18, // 20: goflink.v1.Operator.custom:type_name -> goflink.v1.CustomOperator
+	6,  // 21: goflink.v1.Operator.kafka_source:type_name -> goflink.v1.KafkaSource
+	7,  // 22: goflink.v1.Operator.kafka_sink:type_name -> goflink.v1.KafkaSink
+	25, // 23: goflink.v1.KafkaSource.schema:type_name -> goflink.v1.Field
+	21, // 24: goflink.v1.KafkaSource.properties:type_name -> goflink.v1.KafkaSource.PropertiesEntry
+	22, // 25: goflink.v1.KafkaSink.properties:type_name -> goflink.v1.KafkaSink.PropertiesEntry
+	4,  // 26: goflink.v1.MapOperator.fields:type_name -> goflink.v1.NamedExpression
+	4,  // 27: goflink.v1.ReduceOperator.fields:type_name -> goflink.v1.NamedExpression
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_jobgraph_proto_init() }
@@ -1318,16 +1651,18 @@ func file_goflink_v1_jobgraph_proto_init() {
 		(*Operator_Fail)(nil),
 		(*Operator_Discard)(nil),
 		(*Operator_Custom)(nil),
+		(*Operator_KafkaSource)(nil),
+		(*Operator_KafkaSink)(nil),
 	}
-	file_goflink_v1_jobgraph_proto_msgTypes[5].OneofWrappers = []any{}
-	file_goflink_v1_jobgraph_proto_msgTypes[13].OneofWrappers = []any{}
+	file_goflink_v1_jobgraph_proto_msgTypes[7].OneofWrappers = []any{}
+	file_goflink_v1_jobgraph_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_jobgraph_proto_rawDesc), len(file_goflink_v1_jobgraph_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

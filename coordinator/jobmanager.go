@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -188,7 +189,11 @@ func Start(cfg Config) (*JobManager, error) {
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), cfg.Operators)
 
-	jm.srv = grpc.NewServer()
+	jm.srv = grpc.NewServer(
+		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a
+		// JobManager cut off by the network is noticed; allow it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
 	pb.RegisterJobServiceServer(jm.srv, &jobService{jm: jm})
 	pb.RegisterClusterServiceServer(jm.srv, &clusterService{jm: jm})
 	pb.RegisterTaskManagerServiceServer(jm.srv, &taskManagerService{jm: jm})

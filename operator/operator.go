@@ -131,6 +131,8 @@ func New(op *pb.Operator, reg *Registry) (any, error) {
 	switch s := op.GetSpec().(type) {
 	case *pb.Operator_Sequence:
 		o = newSequence(s.Sequence)
+	case *pb.Operator_KafkaSource:
+		o, err = newKafkaSource(s.KafkaSource)
 	case *pb.Operator_Map:
 		o, err = newMap(s.Map, in, out)
 	case *pb.Operator_Filter:
@@ -147,6 +149,8 @@ func New(op *pb.Operator, reg *Registry) (any, error) {
 		o = &printSink{schema: in}
 	case *pb.Operator_File:
 		o = &fileSink{schema: in, dir: s.File.GetPath()}
+	case *pb.Operator_KafkaSink:
+		o, err = newKafkaSink(s.KafkaSink, in)
 	case *pb.Operator_Discard:
 		o = &discardSink{}
 	case *pb.Operator_Custom:

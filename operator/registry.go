@@ -100,7 +100,7 @@ func (r *Registry) newCustom(typ string, fieldsJSON []byte, in, out *record.Sche
 }
 
 // Builtin operator types, as written in job specs.
-var builtins = []string{"sequence", "map", "filter", "key-by", "sum", "count", "reduce", "fail", "print", "file", "discard"}
+var builtins = []string{"sequence", "map", "filter", "key-by", "sum", "count", "reduce", "fail", "print", "file", "discard", "kafka"}
 
 // Builtins returns the built-in operator types.
 func Builtins() []string { return append([]string(nil), builtins...) }

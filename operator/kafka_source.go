@@ -1,0 +1,631 @@
+package operator
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// KafkaMetadataFields are the fields the Kafka source adds to every record besides its data.
+var KafkaMetadataFields = []string{"topic", "partition", "offset", "timestamp"}
+
+var kafkaMetadata = []record.Field{
+	{Name: "topic", Type: record.String},
+	{Name: "partition", Type: record.Int64},
+	{Name: "offset", Type: record.Int64},
+	{Name: "timestamp", Type: record.Timestamp},
+}
+
+// KafkaRawSchema is the output schema of the Kafka source with format raw: the key and the
+// value as strings (empty when absent), then the metadata fields. Record headers are not
+// exposed: the record model has no map or list type to hold them.
+var KafkaRawSchema = record.MustSchema(append([]record.Field{
+	{Name: "key", Type: record.String},
+	{Name: "value", Type: record.String},
+}, kafkaMetadata...)...)
+
+// KafkaJSONSchema is the output schema of the Kafka source with format json: the declared
+// fields, then the metadata fields.
+func KafkaJSONSchema(declared []record.Field) (*record.Schema, error) {
+	return record.NewSchema(append(slices.Clone(declared), kafkaMetadata...)...)
+}
+
+// KafkaSourceProperties are the client properties the Kafka source understands.
+var KafkaSourceProperties = []string{"client.id", "fetch.max.wait.ms"}
+
+// kafkaOffsetsState is the operator list state of the Kafka source.
+const kafkaOffsetsState = "kafka-offsets"
+
+// kafkaIdle is how long Emit asks the task to wait when nothing is buffered.
+const kafkaIdle = 5 * time.Millisecond
+
+// kafkaRequestTimeout bounds the metadata, list-offsets and commit requests.
+const kafkaRequestTimeout = 30 * time.Second
+
+// kafkaOffset is one element of the offsets state: the next offset to read of a partition.
+type kafkaOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// kafkaSource reads Kafka partitions without a consumer group. The topics' partitions, sorted
+// by (topic, partition), are dealt to subtasks round-robin: partition i goes to subtask
+// i % parallelism. Partitions are listed once, in Open; partitions or topics created later are
+// picked up only after a restart.
+//
+// Each subtask's position is the operator list state "kafka-offsets" (union distributed): one
+// element per assigned partition with the next offset to read. Because every subtask sees all
+// elements on restore, any subtask finds its partitions' offsets after a rescale. A partition
+// without a restored offset (new since the checkpoint) is read from its start, so nothing is
+// skipped. Without a restore, start offsets are resolved to concrete offsets in Open ("latest"
+// included), so a checkpoint taken before the first record still pins the position.
+//
+// After a checkpoint completes, its offsets are committed to the consumer group group_id as a
+// progress signal only (best effort, in the background; failures are logged). The source is
+// unbounded: Emit never reports done.
+type kafkaSource struct {
+	spec   *pb.KafkaSource
+	fields []record.Field // declared json fields
+
+	ctx  *Context
+	out  Output
+	cl   *kgo.Client
+	adm  *kadm.Client
+	mine []topicPartition
+	next map[topicPartition]int64
+	row  record.Row
+
+	pending []*kgo.Record
+	rate    rateLimiter
+
+	list       ListState
+	restoredID int64
+	restored   map[topicPartition]int64
+	snapshots  map[int64][]kafkaOffset // taken, not yet completed or aborted
+
+	commitCtx    context.Context
+	cancelCommit context.CancelFunc
+	commits      sync.WaitGroup
+}
+
+func newKafkaSource(s *pb.KafkaSource) (*kafkaSource, error) {
+	if len(s.GetBrokers()) == 0 {
+		return nil, errors.New("kafka source: no brokers")
+	}
+	if len(s.GetTopics()) == 0 && s.GetTopicPattern() == "" {
+		return nil, errors.New("kafka source: no topics and no topic pattern")
+	}
+	k := &kafkaSource{spec: s, snapshots: map[int64][]kafkaOffset{}}
+	for _, f := range s.GetSchema() {
+		k.fields = append(k.fields, record.Field{Name: f.GetName(), Type: record.TypeFromProto(f.GetType())})
+	}
+	if s.GetFormat() == "json" {
+		if _, err := KafkaJSONSchema(k.fields); err != nil {
+			return nil, fmt.Errorf("kafka source: %w", err)
+		}
+	}
+	return k, nil
+}
+
+// InitializeState registers the offsets state; the restored offsets are applied in Open.
+func (k *kafkaSource) InitializeState(sc StateContext) error {
+	l, err := sc.ListState(kafkaOffsetsState, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
+	if err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	k.list, k.restoredID, k.restored = l, sc.RestoredCheckpointID(), nil
+	if k.restoredID == 0 {
+		return nil
+	}
+	k.restored = map[topicPartition]int64{}
+	for i, b := range l.Get() {
+		var o kafkaOffset
+		if err := json.Unmarshal(b, &o); err != nil {
+			return fmt.Errorf("kafka source: restoring checkpoint %d: offsets element %d: %w", k.restoredID, i, err)
+		}
+		k.restored[topicPartition{o.Topic, o.Partition}] = o.Offset
+	}
+	return nil
+}
+
+func (k *kafkaSource) Open(ctx *Context, out Output) error {
+	k.ctx, k.out = ctx, out
+	k.row = make(record.Row, len(k.fields)+len(kafkaMetadata))
+	if k.spec.GetFormat() != "json" {
+		k.row = make(record.Row, KafkaRawSchema.Len())
+	}
+	k.rate = rateLimiter{rate: k.spec.GetRate() / float64(max(ctx.Parallelism, 1)), now: ctx.Now}
+	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.GetBrokers()...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if k.spec.GetIsolation() != "read_uncommitted" {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	for key, v := range k.spec.GetProperties() {
+		switch key {
+		case "client.id":
+			opts = append(opts, kgo.ClientID(v))
+		case "fetch.max.wait.ms":
+			ms, err := strconv.Atoi(v)
+			if err != nil || ms <= 0 {
+				return fmt.Errorf("kafka source: property fetch.max.wait.ms: want a positive integer, got %q", v)
+			}
+			opts = append(opts, kgo.FetchMaxWait(time.Duration(ms)*time.Millisecond))
+		default:
+			return fmt.Errorf("kafka source: unsupported property %q", key)
+		}
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	k.cl, k.adm = cl, kadm.NewClient(cl)
+	k.commitCtx, k.cancelCommit = context.WithCancel(context.Background())
+
+	rctx, cancel := context.WithTimeout(context.Background(), kafkaRequestTimeout)
+	defer cancel()
+	all, err := k.partitions(rctx)
+	if err != nil {
+		return err
+	}
+	for i, tp := range all {
+		if i%max(ctx.Parallelism, 1) == ctx.Subtask {
+			k.mine = append(k.mine, tp)
+		}
+	}
+	if err := k.startOffsets(rctx); err != nil {
+		return err
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	for _, tp := range k.mine {
+		if start[tp.topic] == nil {
+			start[tp.topic] = map[int32]kgo.Offset{}
+		}
+		start[tp.topic][tp.partition] = kgo.NewOffset().At(k.next[tp])
+	}
+	if len(start) > 0 {
+		k.cl.AddConsumePartitions(start)
+	}
+	ctxLogger(ctx).Info("kafka source assigned partitions", "subtask", ctx.Subtask,
+		"partitions", len(k.mine), "of", len(all), "restored_checkpoint", k.restoredID)
+	k.restored = nil
+	return nil
+}
+
+// partitions lists the partitions of the source's topics, sorted by (topic, partition).
+func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) {
+	var topics kadm.TopicDetails
+	var err error
+	if p := k.spec.GetTopicPattern(); p != "" {
+		re, rerr := regexp.Compile(p)
+		if rerr != nil {
+			return nil, fmt.Errorf("kafka source: topic pattern: %w", rerr)
+		}
+		all, lerr := k.adm.ListTopics(ctx)
+		if lerr != nil {
+			return nil, fmt.Errorf("kafka source: list topics: %w", lerr)
+		}
+		topics = kadm.TopicDetails{}
+		for name, d := range all {
+			if re.MatchString(name) {
+				topics[name] = d
+			}
+		}
+	} else {
+		topics, err = k.adm.ListTopics(ctx, k.spec.GetTopics()...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka source: list topics: %w", err)
+		}
+	}
+	var out []topicPartition
+	for _, name := range k.spec.GetTopics() {
+		d, ok := topics[name]
+		if !ok {
+			return nil, fmt.Errorf("kafka source: topic %q does not exist", name)
+		}
+		if d.Err != nil {
+			return nil, fmt.Errorf("kafka source: topic %q: %w", name, d.Err)
+		}
+	}
+	for name, d := range topics {
+		if d.Err != nil {
+			return nil, fmt.Errorf("kafka source: topic %q: %w", name, d.Err)
+		}
+		for p := range d.Partitions {
+			out = append(out, topicPartition{name, p})
+		}
+	}
+	slices.SortFunc(out, func(a, b topicPartition) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	return out, nil
+}
+
+// startOffsets resolves the next offset of every assigned partition: the restored one, else
+// the start option's.
+func (k *kafkaSource) startOffsets(ctx context.Context) error {
+	k.next = make(map[topicPartition]int64, len(k.mine))
+	if len(k.mine) == 0 {
+		return nil
+	}
+	var topics []string
+	var unresolved []topicPartition
+	for _, tp := range k.mine {
+		if off, ok := k.restored[tp]; ok {
+			k.next[tp] = off
+			continue
+		}
+		unresolved = append(unresolved, tp)
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+	}
+	if len(unresolved) == 0 {
+		return nil
+	}
+	earliest, err := k.adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = earliest.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka source: list start offsets: %w", err)
+	}
+	lookup := func(l kadm.ListedOffsets, tp topicPartition) (int64, bool) {
+		o, ok := l.Lookup(tp.topic, tp.partition)
+		return o.Offset, ok && o.Err == nil
+	}
+	var from kadm.ListedOffsets // nil: earliest
+	var committed kadm.OffsetResponses
+	start := k.spec.GetStart()
+	if k.restoredID > 0 {
+		start = "earliest" // a partition new since the checkpoint is read from its start
+	}
+	switch start {
+	case "latest":
+		if k.spec.GetIsolation() == "read_uncommitted" {
+			from, err = k.adm.ListEndOffsets(ctx, topics...)
+		} else {
+			from, err = k.adm.ListCommittedOffsets(ctx, topics...) // the last stable offset
+		}
+	case "timestamp":
+		from, err = k.adm.ListOffsetsAfterMilli(ctx, k.spec.GetStartTimestampMs(), topics...)
+	case "committed":
+		committed, err = k.adm.FetchOffsets(ctx, k.spec.GetGroupId())
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			committed, err = nil, nil // nothing committed yet: from the start
+		}
+	}
+	if err == nil && from != nil {
+		err = from.Error()
+	}
+	if err == nil && committed != nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka source: resolve start %q: %w", start, err)
+	}
+	for _, tp := range unresolved {
+		off, ok := lookup(earliest, tp)
+		if !ok {
+			return fmt.Errorf("kafka source: no start offset for %s[%d]", tp.topic, tp.partition)
+		}
+		if from != nil {
+			if o, ok := lookup(from, tp); ok {
+				off = o
+			}
+		}
+		if committed != nil {
+			if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil && o.At >= off {
+				off = o.At
+			}
+		}
+		k.next[tp] = off
+	}
+	return nil
+}
+
+func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
+	if k.rate.rate > 0 {
+		allowed, wait := k.rate.allowance()
+		if allowed == 0 {
+			return 0, wait, false, nil
+		}
+		max = min(max, allowed)
+	}
+	if len(k.pending) == 0 {
+		if len(k.mine) == 0 {
+			return 0, 100 * time.Millisecond, false, nil
+		}
+		// A nil context drains what is buffered without waiting.
+		fetches := k.cl.PollRecords(nil, max) //nolint:staticcheck // nil: do not block
+		var ferr error
+		fetches.EachError(func(topic string, p int32, err error) {
+			var loss *kgo.ErrDataLoss
+			if errors.As(err, &loss) {
+				ctxLogger(k.ctx).Error("kafka source: data loss (offset out of range, reset to the start)",
+					"topic", topic, "partition", p, "error", err)
+				return
+			}
+			if ferr == nil {
+				ferr = fmt.Errorf("kafka source: fetch %s[%d]: %w", topic, p, err)
+			}
+		})
+		if ferr != nil {
+			return 0, 0, false, ferr
+		}
+		k.pending = fetches.Records()
+		if len(k.pending) == 0 {
+			return 0, kafkaIdle, false, nil
+		}
+	}
+	n := 0
+	for n < max && len(k.pending) > 0 {
+		r := k.pending[0]
+		if err := k.fill(r); err != nil {
+			k.rate.emitted += float64(n)
+			return n, 0, false, err
+		}
+		if err := k.out.Emit(k.row); err != nil {
+			k.rate.emitted += float64(n)
+			return n, 0, false, err
+		}
+		k.pending[0] = nil
+		k.pending = k.pending[1:]
+		k.next[topicPartition{r.Topic, r.Partition}] = r.Offset + 1
+		n++
+	}
+	k.rate.emitted += float64(n)
+	return n, 0, false, nil
+}
+
+// fill lays out r in k.row.
+func (k *kafkaSource) fill(r *kgo.Record) error {
+	i := 0
+	if k.spec.GetFormat() == "json" {
+		if err := decodeJSONRecord(r.Value, k.fields, k.row); err != nil {
+			return EvalError(k.ctx.OperatorName, fmt.Errorf("kafka record %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		}
+		i = len(k.fields)
+	} else {
+		k.row[0] = record.StringValue(string(r.Key))
+		k.row[1] = record.StringValue(string(r.Value))
+		i = 2
+	}
+	k.row[i] = record.StringValue(r.Topic)
+	k.row[i+1] = record.IntValue(int64(r.Partition))
+	k.row[i+2] = record.IntValue(r.Offset)
+	k.row[i+3] = record.TimeValue(r.Timestamp)
+	return nil
+}
+
+// decodeJSONRecord decodes a JSON object into the declared fields of row. Absent and null
+// fields get the zero value of their type (the record model has no nulls); unknown fields are
+// ignored. Timestamps are RFC 3339 strings or epoch milliseconds; bytes are base64 strings.
+func decodeJSONRecord(value []byte, fields []record.Field, row record.Row) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(value, &obj); err != nil || obj == nil {
+		return fmt.Errorf("value is not a JSON object")
+	}
+	for i, f := range fields {
+		raw, ok := obj[f.Name]
+		if !ok || string(raw) == "null" {
+			row[i] = record.Value{}
+			continue
+		}
+		v, err := decodeJSONValue(raw, f.Type)
+		if err != nil {
+			return fmt.Errorf("field %q: %w", f.Name, err)
+		}
+		row[i] = v
+	}
+	return nil
+}
+
+func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
+	switch t {
+	case record.Int64:
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
+		}
+		v, err := strconv.ParseInt(n.String(), 10, 64)
+		if err != nil {
+			f, ferr := n.Float64()
+			if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<63 {
+				return record.Value{}, fmt.Errorf("want an int64, got %s", raw)
+			}
+			v = int64(f)
+		}
+		return record.IntValue(v), nil
+	case record.Float64:
+		var f float64
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
+		}
+		return record.FloatValue(f), nil
+	case record.Bool:
+		var b bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return record.Value{}, fmt.Errorf("want true or false, got %s", raw)
+		}
+		return record.BoolValue(b), nil
+	case record.String:
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return record.Value{}, fmt.Errorf("want a string, got %s", raw)
+		}
+		return record.StringValue(s), nil
+	case record.Bytes:
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return record.Value{}, fmt.Errorf("want a base64 string, got %s", raw)
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return record.Value{}, fmt.Errorf("want a base64 string: %v", err)
+		}
+		return record.BytesValue(b), nil
+	case record.Timestamp:
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			ts, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return record.Value{}, fmt.Errorf("want an RFC 3339 time or epoch milliseconds, got %s", raw)
+			}
+			return record.TimeValue(ts), nil
+		}
+		var ms int64
+		if err := json.Unmarshal(raw, &ms); err != nil {
+			return record.Value{}, fmt.Errorf("want an RFC 3339 time or epoch milliseconds, got %s", raw)
+		}
+		return record.TimeValue(time.UnixMilli(ms)), nil
+	}
+	return record.Value{}, fmt.Errorf("unsupported type %v", t)
+}
+
+// offsets returns the next offset of every assigned partition, sorted.
+func (k *kafkaSource) offsets() []kafkaOffset {
+	out := make([]kafkaOffset, 0, len(k.mine))
+	for _, tp := range k.mine {
+		out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: k.next[tp]})
+	}
+	return out
+}
+
+// SnapshotState stores the next offset of every assigned partition.
+func (k *kafkaSource) SnapshotState(id int64) error {
+	if k.list == nil {
+		return fmt.Errorf("kafka source: snapshot of checkpoint %d without InitializeState", id)
+	}
+	offs := k.offsets()
+	elems := make([][]byte, len(offs))
+	for i, o := range offs {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("kafka source: %w", err)
+		}
+		elems[i] = b
+	}
+	k.list.Update(elems)
+	k.snapshots[id] = offs
+	return nil
+}
+
+// NotifyCheckpointComplete commits the offsets of the newest completed checkpoint to the
+// consumer group, in the background. The commit is only a progress signal for monitoring and
+// for start: committed; failures are logged, never fatal.
+func (k *kafkaSource) NotifyCheckpointComplete(id int64) error {
+	var newest int64 = -1
+	for cp := range k.snapshots {
+		if cp <= id && cp > newest {
+			newest = cp
+		}
+	}
+	if newest < 0 {
+		return nil
+	}
+	offs := k.snapshots[newest]
+	for cp := range k.snapshots {
+		if cp <= id {
+			delete(k.snapshots, cp)
+		}
+	}
+	if len(offs) == 0 || k.adm == nil {
+		return nil
+	}
+	var os kadm.Offsets
+	for _, o := range offs {
+		os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	}
+	group, log := k.spec.GetGroupId(), ctxLogger(k.ctx)
+	k.commits.Add(1)
+	go func() {
+		defer k.commits.Done()
+		ctx, cancel := context.WithTimeout(k.commitCtx, kafkaRequestTimeout)
+		defer cancel()
+		resp, err := k.adm.CommitOffsets(ctx, group, os)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && k.commitCtx.Err() == nil {
+			log.Warn("kafka source: committing offsets to the consumer group failed (progress signal only)",
+				"group", group, "checkpoint", newest, "error", err)
+		}
+	}()
+	return nil
+}
+
+// NotifyCheckpointAborted forgets the aborted checkpoint's offsets.
+func (k *kafkaSource) NotifyCheckpointAborted(id int64) error {
+	delete(k.snapshots, id)
+	return nil
+}
+
+func (k *kafkaSource) Close() error {
+	if k.cancelCommit != nil {
+		k.cancelCommit()
+	}
+	k.commits.Wait()
+	if k.cl != nil {
+		k.cl.Close()
+	}
+	return nil
+}
+
+// rateLimiter paces a source to rate records per second; a source that fell more than a second
+// behind (backpressure) does not burst to catch up. It mirrors the sequence source's limiter.
+type rateLimiter struct {
+	rate    float64
+	now     func() time.Time
+	started time.Time
+	emitted float64
+}
+
+// allowance returns how many records the rate allows now, or how long to wait for one.
+func (r *rateLimiter) allowance() (int, time.Duration) {
+	now := time.Now()
+	if r.now != nil {
+		now = r.now()
+	}
+	if r.started.IsZero() {
+		r.started = now
+	}
+	due := now.Sub(r.started).Seconds() * r.rate
+	if burst := max(r.rate, 1); due-r.emitted > burst {
+		r.emitted = due - burst
+	}
+	allowed := math.Floor(due - r.emitted)
+	if allowed >= 1 {
+		return int(min(allowed, math.MaxInt32)), 0
+	}
+	wait := time.Duration((r.emitted + 1 - due) / r.rate * float64(time.Second))
+	return 0, max(wait, time.Millisecond)
+}
+
+var (
+	_ Source             = (*kafkaSource)(nil)
+	_ Stateful           = (*kafkaSource)(nil)
+	_ Snapshotter        = (*kafkaSource)(nil)
+	_ CheckpointListener = (*kafkaSource)(nil)
+)

@@ -1,0 +1,358 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+func newSourceCluster(t *testing.T, partitions int32, topics ...string) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func sourceTestClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceForSource writes n records "p<partition>-<i>" (key "k<i>") to each partition of topic.
+func produceForSource(t *testing.T, addrs []string, topic string, partitions int32, from, n int) {
+	t.Helper()
+	cl := sourceTestClient(t, addrs)
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+type kafkaRun struct {
+	*kafkaSource
+	out *capture
+	sc  *fakeStateContext
+}
+
+func openKafkaRun(t *testing.T, spec *pb.KafkaSource, sub, par int, restoredID int64, restored [][]byte) *kafkaRun {
+	t.Helper()
+	k, err := newKafkaSource(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newStateContext(restoredID, map[string][][]byte{kafkaOffsetsState: restored})
+	if err := k.InitializeState(sc); err != nil {
+		t.Fatalf("InitializeState: %v", err)
+	}
+	out := &capture{}
+	if err := k.Open(&Context{OperatorName: "in", Subtask: sub, Parallelism: par, Now: time.Now}, out); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	return &kafkaRun{k, out, sc}
+}
+
+// read emits until the run captured want rows in total, failing after a timeout.
+func (r *kafkaRun) read(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.out.rows) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d rows, want %d", len(r.out.rows), want)
+		}
+		_, wait, done, err := r.Emit(min(want-len(r.out.rows), 7))
+		if err != nil {
+			t.Fatalf("Emit: %v", err)
+		}
+		if done {
+			t.Fatal("an unbounded kafka source reported done")
+		}
+		time.Sleep(wait)
+	}
+}
+
+// quiet checks that nothing more arrives for a while.
+func (r *kafkaRun) quiet(t *testing.T) {
+	t.Helper()
+	n := len(r.out.rows)
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		_, wait, _, err := r.Emit(100)
+		if err != nil {
+			t.Fatalf("Emit: %v", err)
+		}
+		time.Sleep(max(wait, time.Millisecond))
+	}
+	if len(r.out.rows) != n {
+		t.Errorf("read %d more rows, want none: %v", len(r.out.rows)-n, r.out.rows[n:])
+	}
+}
+
+func (r *kafkaRun) snapshot(t *testing.T, id int64) [][]byte {
+	t.Helper()
+	if err := r.SnapshotState(id); err != nil {
+		t.Fatalf("SnapshotState(%d): %v", id, err)
+	}
+	return checkpointOf(t, kafkaOffsetsState, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
+}
+
+// rawValues returns the raw rows' values.
+func rawValues(rows []record.Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r[1].Str()
+	}
+	return out
+}
+
+func TestKafkaSourceReadsFromEarliest(t *testing.T) {
+	addrs := newSourceCluster(t, 3, "events")
+	produceForSource(t, addrs, "events", 3, 0, 10)
+	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "earliest"}, 0, 1, 0, nil)
+	r.read(t, 30)
+	r.quiet(t)
+	next := map[int64]int64{}
+	for _, row := range r.out.rows {
+		p, off := row[3].Int(), row[4].Int()
+		if off != next[p] {
+			t.Fatalf("partition %d: offset %d, want %d", p, off, next[p])
+		}
+		next[p]++
+		if want := fmt.Sprintf("p%d-%d", p, off); row[1].Str() != want || row[0].Str() != fmt.Sprintf("k%d", off) || row[2].Str() != "events" {
+			t.Errorf("row %v, want value %s", row, want)
+		}
+		if row[5].Time().IsZero() || time.Since(row[5].Time()) > time.Minute {
+			t.Errorf("timestamp %v", row[5].Time())
+		}
+	}
+}
+
+func TestKafkaSourceStartLatestAndTimestamp(t *testing.T) {
+	addrs := newSourceCluster(t, 1, "events")
+	produceForSource(t, addrs, "events", 1, 0, 5)
+	latest := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 0, nil)
+	// A checkpoint before any record still pins the resolved position.
+	chk := latest.snapshot(t, 1)
+	time.Sleep(5 * time.Millisecond)
+	cut := time.Now()
+	produceForSource(t, addrs, "events", 1, 5, 3)
+	latest.read(t, 3)
+	if got := rawValues(latest.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+		t.Errorf("latest read %v", got)
+	}
+	restored := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 1, chk)
+	restored.read(t, 3)
+	if got := rawValues(restored.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+		t.Errorf("restored from a checkpoint taken at latest read %v", got)
+	}
+	ts := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "timestamp", StartTimestampMs: cut.UnixMilli()}, 0, 1, 0, nil)
+	ts.read(t, 3)
+	ts.quiet(t)
+	if got := rawValues(ts.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+		t.Errorf("timestamp start read %v", got)
+	}
+}
+
+func TestKafkaSourceAssignmentIsDeterministic(t *testing.T) {
+	addrs := newSourceCluster(t, 3, "b", "a")
+	spec := &pb.KafkaSource{Brokers: addrs, Topics: []string{"b", "a"}}
+	const par = 4
+	var all []topicPartition
+	for sub := range par {
+		r1 := openKafkaRun(t, spec, sub, par, 0, nil)
+		r2 := openKafkaRun(t, spec, sub, par, 0, nil)
+		if !slices.Equal(r1.mine, r2.mine) {
+			t.Errorf("subtask %d: assignment %v then %v", sub, r1.mine, r2.mine)
+		}
+		all = append(all, r1.mine...)
+	}
+	// Sorted (topic, partition) index i goes to subtask i % par: of a0 a1 a2 b0 b1 b2,
+	// subtask 0 gets a0 and b1, 1 gets a1 and b2, 2 gets a2, 3 gets b0.
+	want := []topicPartition{{"a", 0}, {"b", 1}, {"a", 1}, {"b", 2}, {"a", 2}, {"b", 0}}
+	if !slices.Equal(all, want) {
+		t.Errorf("assignment by subtask = %v, want %v", all, want)
+	}
+}
+
+func TestKafkaSourceRestoreRescaledWithoutDuplicatesOrGaps(t *testing.T) {
+	const parts, n = 5, 8
+	addrs := newSourceCluster(t, parts, "events")
+	produceForSource(t, addrs, "events", parts, 0, n)
+	spec := &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}}
+	seen := map[string]int{}
+	var chk [][]byte
+	for sub := range 2 {
+		r := openKafkaRun(t, spec, sub, 2, 0, nil)
+		r.read(t, 3+sub*4)
+		for _, v := range rawValues(r.out.rows) {
+			seen[v]++
+		}
+		chk = append(chk, r.snapshot(t, 4)...)
+		r.read(t, 3+sub*4+2) // emitted after the checkpoint: lost with the failure, replayed
+	}
+	produceForSource(t, addrs, "events", parts, n, 2)
+	total := 0
+	for _, v := range seen {
+		total += v
+	}
+	want := parts*(n+2) - total
+	var got int
+	for sub := range 3 { // rescaled from 2 to 3 subtasks
+		r := openKafkaRun(t, spec, sub, 3, 4, chk)
+		var mine int
+		for _, tp := range r.mine {
+			mine += n + 2
+			for v := range seen {
+				var p, i int
+				fmt.Sscanf(v, "p%d-%d", &p, &i)
+				if int32(p) == tp.partition {
+					mine--
+				}
+			}
+		}
+		r.read(t, mine)
+		r.quiet(t)
+		for _, v := range rawValues(r.out.rows) {
+			seen[v]++
+		}
+		got += len(r.out.rows)
+	}
+	if got != want {
+		t.Errorf("read %d after the restore, want %d", got, want)
+	}
+	for p := range parts {
+		for i := range n + 2 {
+			if c := seen[fmt.Sprintf("p%d-%d", p, i)]; c != 1 {
+				t.Errorf("p%d-%d read %d times, want once", p, i, c)
+			}
+		}
+	}
+}
+
+func TestKafkaSourceReadCommittedSkipsAborted(t *testing.T) {
+	addrs := newSourceCluster(t, 1, "tx")
+	ctx := context.Background()
+	p := sourceTestClient(t, addrs, kgo.TransactionalID("writer"))
+	txn := func(commit kgo.TransactionEndTry, vals ...string) {
+		t.Helper()
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(kgo.TryCommit, "a1", "a2")
+	txn(kgo.TryAbort, "b1", "b2")
+	txn(kgo.TryCommit, "c1")
+
+	committed := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"tx"}}, 0, 1, 0, nil)
+	committed.read(t, 3)
+	committed.quiet(t)
+	if got := rawValues(committed.out.rows); !slices.Equal(got, []string{"a1", "a2", "c1"}) {
+		t.Errorf("read_committed read %v", got)
+	}
+	all := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"tx"}, Isolation: "read_uncommitted"}, 0, 1, 0, nil)
+	all.read(t, 5)
+	if got := rawValues(all.out.rows); !slices.Equal(got, []string{"a1", "a2", "b1", "b2", "c1"}) {
+		t.Errorf("read_uncommitted read %v", got)
+	}
+}
+
+func TestKafkaSourceJSON(t *testing.T) {
+	addrs := newSourceCluster(t, 1, "j")
+	cl := sourceTestClient(t, addrs)
+	for _, v := range []string{
+		`{"id": 7, "name": "x", "amount": 1.5, "ok": true, "at": "2026-01-02T03:04:05Z", "extra": [1]}`,
+		`{"id": 8, "at": 1000}`,
+		`not json`,
+	} {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "j", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schema := []*pb.Field{
+		{Name: "id", Type: pb.FieldType_FIELD_TYPE_INT64}, {Name: "name", Type: pb.FieldType_FIELD_TYPE_STRING},
+		{Name: "amount", Type: pb.FieldType_FIELD_TYPE_FLOAT64}, {Name: "ok", Type: pb.FieldType_FIELD_TYPE_BOOL},
+		{Name: "at", Type: pb.FieldType_FIELD_TYPE_TIMESTAMP},
+	}
+	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"j"}, Format: "json", Schema: schema}, 0, 1, 0, nil)
+	r.read(t, 2)
+	a, b := r.out.rows[0], r.out.rows[1]
+	if a[0].Int() != 7 || a[1].Str() != "x" || a[2].Float() != 1.5 || !a[3].Bool() || a[4].Time().Format(time.RFC3339) != "2026-01-02T03:04:05Z" ||
+		a[5].Str() != "j" || a[6].Int() != 0 || a[7].Int() != 0 {
+		t.Errorf("row 0 = %v", a)
+	}
+	if b[0].Int() != 8 || b[1].Str() != "" || b[4].Time().UnixMilli() != 1000 || b[7].Int() != 1 {
+		t.Errorf("row 1 = %v", b)
+	}
+	var err error
+	for end := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(end); {
+		var wait time.Duration
+		_, wait, _, err = r.Emit(10)
+		time.Sleep(wait)
+	}
+	if err == nil || !IsUnrecoverable(err) {
+		t.Errorf("a value that is not JSON: err = %v, want an unrecoverable error", err)
+	}
+}
+
+func TestKafkaSourceCommitsOffsetsAfterCheckpoint(t *testing.T) {
+	addrs := newSourceCluster(t, 2, "events")
+	produceForSource(t, addrs, "events", 2, 0, 4)
+	// start: committed without a group reads from the start.
+	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, GroupId: "g", Start: "committed"}, 0, 1, 0, nil)
+	r.read(t, 5)
+	r.snapshot(t, 1)
+	r.read(t, 6)
+	r.snapshot(t, 2)
+	if err := r.NotifyCheckpointAborted(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyCheckpointComplete(2); err != nil { // completes 1 (2 was aborted)
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(sourceTestClient(t, addrs))
+	var sum int64
+	for end := time.Now().Add(5 * time.Second); sum != 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		offs, err := adm.FetchOffsets(context.Background(), "g")
+		if err != nil {
+			continue // the group does not exist before the first commit
+		}
+		sum = 0
+		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	}
+	if sum != 5 {
+		t.Fatalf("committed offsets sum to %d, want the 5 records of checkpoint 1", sum)
+	}
+	// start: committed continues from the group's offsets.
+	c := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, GroupId: "g", Start: "committed"}, 0, 1, 0, nil)
+	c.read(t, 3)
+	c.quiet(t)
+}

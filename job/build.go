@@ -49,6 +49,9 @@ type typeInfo struct {
 	role   int
 	keyed  bool
 	fields []string
+	// withInputs, when set, is the type's role once the operator reads inputs: "kafka" is a
+	// source without inputs and a sink with them.
+	withInputs *typeInfo
 }
 
 var builtinTypes = map[string]typeInfo{
@@ -63,6 +66,7 @@ var builtinTypes = map[string]typeInfo{
 	"print":    {role: roleSink},
 	"file":     {role: roleSink, fields: []string{"path", "format"}},
 	"discard":  {role: roleSink},
+	"kafka":    {role: roleSource, fields: kafkaSourceFields, withInputs: &typeInfo{role: roleSink, fields: kafkaSinkFields}},
 }
 
 var commonFields = []string{"name", "type", "inputs", "parallelism"}
@@ -111,6 +115,7 @@ type builder struct {
 	jobCfg map[string]string
 	par    int
 	ops    []*specOp
+	name   string // the job's name
 }
 
 func (b *builder) build() *pb.JobGraph {
@@ -136,6 +141,7 @@ func (b *builder) build() *pb.JobGraph {
 	if strings.TrimSpace(name) == "" {
 		b.ps.add(top.line, "name", "a job needs a name")
 	}
+	b.name = name
 	b.buildConfig(top)
 	b.resolveParallelism(top)
 	e, ok := top.get("operators")
@@ -265,6 +271,9 @@ func (b *builder) parseOperators(list *yaml.Node) {
 			op.inputNames, op.inputLines, good = stringList(e.val, op.path+".inputs", b.ps)
 			op.valid = op.valid && good
 		}
+		if op.info.withInputs != nil && op.readsInputs() {
+			op.info = *op.info.withInputs
+		}
 		if e, ok := m.get("parallelism"); ok {
 			op.parLine = e.line
 			if v, good := scalarInt(e.val, op.path+".parallelism", b.ps); good {
@@ -289,6 +298,15 @@ func (b *builder) parseOperators(list *yaml.Node) {
 		op.fields = &rest
 		b.ops = append(b.ops, op)
 	}
+}
+
+// readsInputs reports whether op reads inputs: it names some, or it is not the first operator
+// and names none (so it reads the previous one). An explicit empty list means none.
+func (op *specOp) readsInputs() bool {
+	if op.explicitIn {
+		return len(op.inputNames) > 0
+	}
+	return op.index > 0
 }
 
 func (b *builder) knownTypes() []string {
@@ -642,6 +660,11 @@ func (b *builder) planType(op *specOp) (*record.Schema, bool) {
 		}
 		op.pbOp.Spec = &pb.Operator_File{File: &pb.FileSink{Path: p}}
 		return nil, true
+	case "kafka":
+		if op.info.role == roleSource {
+			return b.planKafkaSource(op)
+		}
+		return nil, b.planKafkaSink(op)
 	}
 	return b.planCustom(op)
 }

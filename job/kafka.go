@@ -1,0 +1,485 @@
+package job
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/expression"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
+)
+
+// The spec fields of the type "kafka" in its two roles.
+var (
+	kafkaSourceFields = []string{"brokers", "topic", "topics", "topic-pattern", "start", "start-timestamp",
+		"format", "schema", "rate", "isolation", "group-id", "properties"}
+	kafkaSinkFields = []string{"brokers", "topic", "format", "key", "value", "delivery-guarantee",
+		"transaction-timeout", "transactional-id-prefix", "properties"}
+)
+
+// defaultTransactionTimeout is the exactly-once Kafka sink's transaction.timeout.ms when the
+// spec sets none: the brokers' default cap (transaction.max.timeout.ms is 15 minutes), so a
+// checkpoint may take that long before its transaction is aborted.
+const defaultTransactionTimeout = 15 * time.Minute
+
+// planKafkaSource plans a kafka operator without inputs. Its output schema is
+// operator.KafkaRawSchema for format raw; for format json it is the declared schema followed
+// by the metadata fields topic, partition, offset and timestamp.
+func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
+	path := op.path
+	s := &pb.KafkaSource{}
+	good := true
+	var ok bool
+	if s.Brokers, ok = b.kafkaBrokers(op); !ok {
+		good = false
+	}
+
+	// What to read: exactly one of topic, topics and topic-pattern.
+	var named []string
+	for _, k := range []string{"topic", "topics", "topic-pattern"} {
+		if _, has := op.fields.get(k); has {
+			named = append(named, k)
+		}
+	}
+	switch len(named) {
+	case 0:
+		b.ps.add(op.line, path, "kafka needs the field \"topic\" (or \"topics\" or \"topic-pattern\")")
+		good = false
+	case 1:
+	default:
+		b.ps.add(op.line, path, "give only one of %s", strings.Join(named, ", "))
+		good = false
+	}
+	if e, has := op.fields.get("topic"); has && len(named) == 1 {
+		t, ok := b.kafkaTopic(e, path+".topic")
+		good = good && ok
+		s.Topics = []string{t}
+	}
+	if e, has := op.fields.get("topics"); has && len(named) == 1 {
+		names, lines, ok := stringList(e.val, path+".topics", b.ps)
+		good = good && ok
+		if ok && len(names) == 0 {
+			b.ps.add(e.line, path+".topics", "needs at least one topic")
+			good = false
+		}
+		for i, t := range names {
+			if strings.TrimSpace(t) == "" {
+				b.ps.add(lines[i], fmt.Sprintf("%s.topics[%d]", path, i), "must not be empty")
+				good = false
+			} else if slices.Contains(s.Topics, t) {
+				b.ps.add(lines[i], fmt.Sprintf("%s.topics[%d]", path, i), "topic %q is listed twice", t)
+				good = false
+			} else {
+				s.Topics = append(s.Topics, t)
+			}
+		}
+	}
+	if e, has := op.fields.get("topic-pattern"); has && len(named) == 1 {
+		p, ok := scalarString(e.val, path+".topic-pattern", b.ps)
+		if ok {
+			if _, err := regexp.Compile(p); err != nil || p == "" {
+				msg := "must not be empty"
+				if err != nil {
+					msg = fmt.Sprintf("not a valid regular expression: %v", err)
+				}
+				b.ps.add(e.line, path+".topic-pattern", "%s", msg)
+				ok = false
+			}
+		}
+		good = good && ok
+		s.TopicPattern = p
+	}
+
+	s.Start = "earliest"
+	startLine := op.line
+	if e, has := op.fields.get("start"); has {
+		startLine = e.line
+		v, ok := scalarString(e.val, path+".start", b.ps)
+		switch {
+		case !ok:
+			good = false
+		case slices.Contains([]string{"earliest", "latest", "committed", "timestamp"}, v):
+			s.Start = v
+		default:
+			b.ps.add(e.line, path+".start", "unknown start %q (want earliest, latest, committed or timestamp)", v)
+			good = false
+		}
+	}
+	if e, has := op.fields.get("start-timestamp"); has {
+		if s.Start != "timestamp" {
+			b.ps.add(e.line, path+".start-timestamp", "only used with start: timestamp")
+			good = false
+		} else if ms, ok := kafkaTimestamp(e.val); ok {
+			s.StartTimestampMs = ms
+		} else {
+			b.ps.add(e.line, path+".start-timestamp", "want an RFC 3339 time (2026-01-02T15:04:05Z) or epoch milliseconds, got %s", kindName(e.val))
+			good = false
+		}
+	} else if s.Start == "timestamp" {
+		b.ps.add(startLine, path, "start: timestamp needs the field \"start-timestamp\"")
+		good = false
+	}
+
+	s.Format = "raw"
+	formatLine := op.line
+	if e, has := op.fields.get("format"); has {
+		formatLine = e.line
+		v, ok := scalarString(e.val, path+".format", b.ps)
+		switch {
+		case !ok:
+			good = false
+		case v == "raw" || v == "json":
+			s.Format = v
+		default:
+			b.ps.add(e.line, path+".format", "unknown format %q (want raw or json)", v)
+			good = false
+		}
+	}
+	var declared []record.Field
+	if e, has := op.fields.get("schema"); has {
+		if s.Format != "json" {
+			b.ps.add(e.line, path+".schema", "only used with format: json")
+			good = false
+		} else if fields, ok := b.kafkaSchema(e, path+".schema"); ok {
+			declared = fields
+			for _, f := range fields {
+				s.Schema = append(s.Schema, &pb.Field{Name: f.Name, Type: f.Type.Proto()})
+			}
+		} else {
+			good = false
+		}
+	} else if s.Format == "json" {
+		b.ps.add(formatLine, path, "format: json needs the field \"schema\" (field name: type)")
+		good = false
+	}
+
+	if e, has := op.fields.get("rate"); has {
+		if s.Rate, ok = scalarFloat(e.val, path+".rate", b.ps); !ok {
+			good = false
+		} else if s.Rate < 0 {
+			b.ps.add(e.line, path+".rate", "must not be negative, got %v", s.Rate)
+			good = false
+		}
+	}
+	s.Isolation = "read_committed"
+	if e, has := op.fields.get("isolation"); has {
+		v, ok := scalarString(e.val, path+".isolation", b.ps)
+		switch {
+		case !ok:
+			good = false
+		case v == "read_committed" || v == "read_uncommitted":
+			s.Isolation = v
+		default:
+			b.ps.add(e.line, path+".isolation", "unknown isolation %q (want read_committed or read_uncommitted)", v)
+			good = false
+		}
+	}
+	s.GroupId = "goflink-" + b.name + "-" + op.name
+	if e, has := op.fields.get("group-id"); has {
+		v, ok := scalarString(e.val, path+".group-id", b.ps)
+		if ok && strings.TrimSpace(v) == "" {
+			b.ps.add(e.line, path+".group-id", "must not be empty")
+			ok = false
+		}
+		good = good && ok
+		s.GroupId = v
+	}
+	if s.Properties, ok = b.kafkaProperties(op, operator.KafkaSourceProperties); !ok {
+		good = false
+	} else if v, has := s.Properties["fetch.max.wait.ms"]; has {
+		if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+			e, _ := op.fields.get("properties")
+			b.ps.add(e.line, path+".properties.fetch.max.wait.ms", "want a positive integer (milliseconds), got %q", v)
+			good = false
+		}
+	}
+	if !good {
+		return nil, false
+	}
+	op.pbOp.Spec = &pb.Operator_KafkaSource{KafkaSource: s}
+	if s.Format == "raw" {
+		return operator.KafkaRawSchema, true
+	}
+	out, err := operator.KafkaJSONSchema(declared)
+	if err != nil {
+		b.ps.add(op.line, path+".schema", "%v", err)
+		return nil, false
+	}
+	return out, true
+}
+
+// planKafkaSink plans a kafka operator with inputs.
+func (b *builder) planKafkaSink(op *specOp) bool {
+	path := op.path
+	s := &pb.KafkaSink{}
+	good := true
+	var ok bool
+	if s.Brokers, ok = b.kafkaBrokers(op); !ok {
+		good = false
+	}
+	if e, has := b.field(op, "topic", true); has {
+		t, ok := b.kafkaTopic(e, path+".topic")
+		good = good && ok
+		s.Topic = t
+	} else {
+		good = false
+	}
+	s.Format = "json"
+	if e, has := op.fields.get("format"); has {
+		v, ok := scalarString(e.val, path+".format", b.ps)
+		switch {
+		case !ok:
+			good = false
+		case v == "raw" || v == "json":
+			s.Format = v
+		default:
+			b.ps.add(e.line, path+".format", "unknown format %q (want json or raw)", v)
+			good = false
+		}
+	}
+	if e, has := op.fields.get("key"); has {
+		src, ok := scalarString(e.val, path+".key", b.ps)
+		if ok {
+			_, ok = b.compile(op, e, path+".key", src, expression.Options{})
+		}
+		good = good && ok
+		s.Key = src
+	}
+	if e, has := op.fields.get("value"); has {
+		src, ok := scalarString(e.val, path+".value", b.ps)
+		if ok && s.Format != "raw" {
+			b.ps.add(e.line, path+".value", "only used with format: raw (format json writes the whole row)")
+			ok = false
+		} else if ok {
+			_, ok = b.compile(op, e, path+".value", src, expression.Options{})
+		}
+		good = good && ok
+		s.Value = src
+	} else if s.Format == "raw" {
+		b.ps.add(op.line, path, "format: raw needs the field \"value\" (an expression)")
+		good = false
+	}
+
+	s.DeliveryGuarantee = "at-least-once"
+	dgLine := op.line
+	if e, has := op.fields.get("delivery-guarantee"); has {
+		dgLine = e.line
+		v, ok := scalarString(e.val, path+".delivery-guarantee", b.ps)
+		switch {
+		case !ok:
+			good = false
+		case v == "exactly-once" || v == "at-least-once" || v == "none":
+			s.DeliveryGuarantee = v
+		default:
+			b.ps.add(e.line, path+".delivery-guarantee", "unknown delivery guarantee %q (want exactly-once, at-least-once or none)", v)
+			good = false
+		}
+	}
+	timeout := defaultTransactionTimeout
+	ttLine := 0
+	if e, has := op.fields.get("transaction-timeout"); has {
+		ttLine = e.line
+		v, ok := scalarString(e.val, path+".transaction-timeout", b.ps)
+		if ok {
+			d, err := config.ParseDuration(v)
+			switch {
+			case err != nil:
+				b.ps.add(e.line, path+".transaction-timeout", "%v", err)
+				ok = false
+			case d < time.Millisecond:
+				b.ps.add(e.line, path+".transaction-timeout", "must be at least 1 ms, got %q", v)
+				ok = false
+			default:
+				timeout = d
+			}
+		}
+		good = good && ok
+		if ok && s.DeliveryGuarantee != "exactly-once" {
+			b.ps.add(e.line, path+".transaction-timeout", "only used with delivery-guarantee: exactly-once")
+			good = false
+		}
+	}
+	if e, has := op.fields.get("transactional-id-prefix"); has {
+		v, ok := scalarString(e.val, path+".transactional-id-prefix", b.ps)
+		switch {
+		case ok && strings.TrimSpace(v) == "":
+			b.ps.add(e.line, path+".transactional-id-prefix", "must not be empty")
+			ok = false
+		case ok && s.DeliveryGuarantee != "exactly-once":
+			b.ps.add(e.line, path+".transactional-id-prefix", "only used with delivery-guarantee: exactly-once")
+			ok = false
+		}
+		good = good && ok
+		s.TransactionalIdPrefix = v
+	}
+	if s.DeliveryGuarantee == "exactly-once" {
+		if s.TransactionalIdPrefix == "" {
+			s.TransactionalIdPrefix = "goflink-" + b.name + "-" + op.name
+		}
+		s.TransactionTimeoutMs = timeout.Milliseconds()
+		interval := b.cfg.Duration(config.CheckpointInterval)
+		switch {
+		case interval <= 0:
+			b.ps.add(dgLine, path+".delivery-guarantee",
+				"exactly-once commits Kafka transactions on checkpoints: set %s", config.CheckpointInterval)
+			good = false
+		case timeout <= interval:
+			line, field := ttLine, path+".transaction-timeout"
+			if line == 0 {
+				line = dgLine
+			}
+			b.ps.add(line, field, "the transaction timeout (%s) must be longer than %s (%s), or transactions are aborted before their checkpoint commits them",
+				config.FormatDuration(timeout), config.CheckpointInterval, config.FormatDuration(interval))
+			good = false
+		}
+	}
+	if s.Properties, ok = b.kafkaProperties(op, operator.KafkaSinkProperties); !ok {
+		good = false
+	}
+	if !good {
+		return false
+	}
+	op.pbOp.Spec = &pb.Operator_KafkaSink{KafkaSink: s}
+	return true
+}
+
+// kafkaBrokers reads the required brokers field: host:port, or a list of them.
+func (b *builder) kafkaBrokers(op *specOp) ([]string, bool) {
+	e, ok := b.field(op, "brokers", true)
+	if !ok {
+		return nil, false
+	}
+	path := op.path + ".brokers"
+	list, lines, ok := stringList(e.val, path, b.ps)
+	if !ok {
+		return nil, false
+	}
+	if len(list) == 0 {
+		b.ps.add(e.line, path, "needs at least one broker (host:port)")
+		return nil, false
+	}
+	for i, br := range list {
+		host, port, err := net.SplitHostPort(br)
+		if err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				err = fmt.Errorf("bad port %q", port)
+			} else if host == "" {
+				err = fmt.Errorf("no host")
+			}
+		}
+		if err != nil {
+			b.ps.add(lines[i], fmt.Sprintf("%s[%d]", path, i), "want host:port, got %q", br)
+			ok = false
+		}
+	}
+	return list, ok
+}
+
+func (b *builder) kafkaTopic(e entry, path string) (string, bool) {
+	t, ok := scalarString(e.val, path, b.ps)
+	if ok && strings.TrimSpace(t) == "" {
+		b.ps.add(e.line, path, "must not be empty")
+		return "", false
+	}
+	return t, ok
+}
+
+// kafkaSchema reads the json format's declared fields: a map of field name to type.
+func (b *builder) kafkaSchema(e entry, path string) ([]record.Field, bool) {
+	m := asMapping(e.val, path, b.ps)
+	if m == nil {
+		return nil, false
+	}
+	if len(m.entries) == 0 {
+		b.ps.add(e.line, path, "needs at least one field")
+		return nil, false
+	}
+	var out []record.Field
+	good := true
+	for _, fe := range m.entries {
+		fpath := path + "." + fe.key
+		if !identifier.MatchString(fe.key) {
+			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
+			good = false
+			continue
+		}
+		if slices.Contains(operator.KafkaMetadataFields, fe.key) {
+			b.ps.add(fe.line, fpath, "%q is a metadata field the source adds itself (%s)", fe.key, strings.Join(operator.KafkaMetadataFields, ", "))
+			good = false
+			continue
+		}
+		v, ok := scalarString(fe.val, fpath, b.ps)
+		if !ok {
+			good = false
+			continue
+		}
+		t, err := record.ParseType(v)
+		if err != nil {
+			b.ps.add(fe.line, fpath, "%v", err)
+			good = false
+			continue
+		}
+		out = append(out, record.Field{Name: fe.key, Type: t})
+	}
+	return out, good
+}
+
+// kafkaProperties reads the optional properties map of client settings; only the known keys
+// are accepted.
+func (b *builder) kafkaProperties(op *specOp, known []string) (map[string]string, bool) {
+	e, has := op.fields.get("properties")
+	if !has {
+		return nil, true
+	}
+	path := op.path + ".properties"
+	m := asMapping(e.val, path, b.ps)
+	if m == nil {
+		return nil, false
+	}
+	out := map[string]string{}
+	m.checkKeys(path, known, "(supported: "+strings.Join(known, ", ")+")", b.ps)
+	good := allKnown(m, known)
+	for _, pe := range m.entries {
+		v, ok := scalarString(pe.val, path+"."+pe.key, b.ps)
+		if !ok {
+			good = false
+			continue
+		}
+		out[pe.key] = v
+	}
+	return out, good
+}
+
+func allKnown(m *mapping, known []string) bool {
+	for _, e := range m.entries {
+		if !slices.Contains(known, e.key) {
+			return false
+		}
+	}
+	return true
+}
+
+// kafkaTimestamp parses an RFC 3339 time or an integer of epoch milliseconds.
+func kafkaTimestamp(n *yaml.Node) (int64, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, false
+	}
+	if n.Tag == "!!int" {
+		ms, err := strconv.ParseInt(n.Value, 10, 64)
+		return ms, err == nil && ms >= 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, n.Value)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}

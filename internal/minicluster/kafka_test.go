@@ -1,0 +1,158 @@
+package minicluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// Kafka → keyed count → Kafka, exactly-once, on an in-process Kafka (kfake, the real
+// protocol) while TaskManagers are lost at seeded moments: a read_committed consumer of the
+// output sees every (key, seq) exactly once with count = seq+1, and no transaction lingers
+// (the last stable offset reaches the high watermark).
+func TestKafkaExactlyOnceThroughTaskManagerLoss(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { kafkaExactlyOnce(t, seed) })
+	}
+}
+
+func kafkaExactlyOnce(t *testing.T, seed uint64) {
+	const keys, perKey = 4, 150
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	brokers := strings.Join(kc.ListenAddrs(), ",")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for seq := range perKey {
+		for k := range keys {
+			v, _ := json.Marshal(map[string]int64{"key": int64(k), "seq": int64(seq)})
+			// One key per partition order: the key's records stay in order.
+			if err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(k)), Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 3, Slots: 1})
+	spec := fmt.Sprintf(`name: kafka-eo-%d
+parallelism: 2
+config:
+  execution.checkpointing.interval: 100ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 100
+  restart-strategy.fixed-delay.delay: 20ms
+operators:
+  - {name: in, type: kafka, brokers: %q, topic: in, format: json, schema: {key: int64, seq: int64}, rate: 400}
+  - {name: by-key, type: key-by, key: key}
+  - {name: counts, type: count}
+  - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: exactly-once, transaction-timeout: 1 min, key: "string(key)"}
+`, seed, filepath.Join(t.TempDir(), "cp"), brokers, brokers)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	waitRunning(t, ctx, cl, id, 4)
+
+	// Lose TaskManagers running tasks at seeded moments; a new one replaces each.
+	kills := 1 + rng.IntN(2)
+	for range kills {
+		select {
+		case <-time.After(time.Duration(200+rng.IntN(800)) * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		d := waitRunning(t, ctx, cl, id, 4)
+		victim := d.GetTasks()[rng.IntN(len(d.GetTasks()))].GetTaskmanager()
+		for i, tm := range c.TMs {
+			if tm.ID() == victim {
+				if err := tm.Close(); err != nil {
+					t.Fatal(err)
+				}
+				c.TMs = append(c.TMs[:i], c.TMs[i+1:]...)
+				break
+			}
+		}
+		if _, err := c.AddTaskManager(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Read the output with read_committed until every (key, seq) arrived.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("out"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[[2]int64]int{}
+	rows := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < keys*perKey && time.Now().Before(deadline) {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			var row struct{ Key, Seq, Count int64 }
+			if err := json.Unmarshal(r.Value, &row); err != nil {
+				t.Fatalf("output record %q: %v", r.Value, err)
+			}
+			rows++
+			seen[[2]int64{row.Key, row.Seq}]++
+			if row.Count != row.Seq+1 {
+				t.Errorf("key %d seq %d has count %d, want %d", row.Key, row.Seq, row.Count, row.Seq+1)
+			}
+		})
+	}
+	d, _ := cl.Job(ctx, id)
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+	// No transaction lingers: the cancelled sinks aborted their open ones, so read_committed
+	// consumers are not held back.
+	adm := kadm.NewClient(cons)
+	waitFor(t, ctx, 20*time.Second, "no ongoing transaction", func() error {
+		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+		if err != nil {
+			return err
+		}
+		if len(txns) > 0 {
+			return fmt.Errorf("%d ongoing transactions: %v", len(txns), txns.TransactionalIDs())
+		}
+		return nil
+	})
+	for k := range int64(keys) {
+		for s := range int64(perKey) {
+			if n := seen[[2]int64{k, s}]; n != 1 {
+				t.Errorf("key %d seq %d seen %d times by read_committed, want exactly once", k, s, n)
+			}
+		}
+	}
+	if rows != keys*perKey {
+		t.Errorf("read %d committed rows, want %d", rows, keys*perKey)
+	}
+	t.Logf("seed %d: %d TaskManager losses, %d restarts; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, kills, d.GetRestarts(), rows)
+}

@@ -8,6 +8,8 @@
 //     checkpointing off, the variants interleaved in the same run;
 //   - duration: checkpoint duration p50/p99 end to end for 10 thousand and 1 million keys on
 //     each keyed state backend, next to the in-process snapshot cost (state.MeasureSnapshot);
+//   - kafka: Kafka → key-by → count → Kafka throughput on an in-process kfake cluster with the
+//     sink's delivery-guarantee exactly-once against at-least-once, as a ratio (informational);
 //   - recovery: the time from a TaskManager SIGKILL to the job RUNNING and committing output
 //     again, with a spare TaskManager, for region and full failover on a forward-only job
 //     (the kills interleaved) and for region failover on a keyed job (one region);
@@ -63,10 +65,15 @@ type options struct {
 	recDelay     time.Duration
 
 	haRounds int
+
+	kafkaN        int64
+	kafkaRuns     int
+	kafkaInterval time.Duration
+	kafkaTimeout  time.Duration
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "recovery", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "recovery", "ha"}
 
 func main() {
 	var o options
@@ -93,6 +100,10 @@ func main() {
 	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery and ha: records/s of the job's source")
 	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery and ha: checkpoint interval")
 	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery and ha: restart-strategy.fixed-delay.delay")
+	flag.Int64Var(&o.kafkaN, "kafka-n", 800_000, "kafka: records in the input topic, read by each run")
+	flag.IntVar(&o.kafkaRuns, "kafka-runs", 3, "kafka: runs per delivery guarantee (interleaved; medians are compared)")
+	flag.DurationVar(&o.kafkaInterval, "kafka-interval", time.Second, "kafka: checkpoint interval (exactly-once commits a transaction per checkpoint)")
+	flag.DurationVar(&o.kafkaTimeout, "kafka-timeout", 2*time.Minute, "kafka: give up on one run after this long")
 	flag.IntVar(&o.haRounds, "ha-rounds", 5, "ha: SIGKILLs of the leader JobManager (median and max are reported)")
 	flag.Parse()
 	handleInterrupts()
@@ -112,6 +123,7 @@ func (o options) validate() error {
 		{"duration-rate", int64(o.cpdRate)}, {"duration-checkpoints", int64(o.cpdSmallCount)}, {"duration-large-checkpoints", int64(o.cpdLargeCount)},
 		{"snapshot-runs", int64(o.snapRuns)}, {"snapshot-large-runs", int64(o.snapLargeRuns)},
 		{"recovery-runs", int64(o.recRuns)}, {"recovery-rate", int64(o.recRate)}, {"ha-rounds", int64(o.haRounds)},
+		{"kafka-n", o.kafkaN}, {"kafka-runs", int64(o.kafkaRuns)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -120,10 +132,13 @@ func (o options) validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}} {
+	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}, {"kafka-interval", o.kafkaInterval}} {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
+	}
+	if o.kafkaTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
 	}
 	if o.recKeyedRuns < 0 {
 		errs = append(errs, fmt.Errorf("-recovery-keyed-runs must be at least 0, got %d", o.recKeyedRuns))
@@ -157,7 +172,7 @@ func run(o options) error {
 	fmt.Printf("load average at start: %s (the figures assume an otherwise idle machine)\n", loadAvg())
 	v := &verdicts{}
 	start := time.Now()
-	if want["throughput"] || want["overhead"] || want["duration"] {
+	if want["throughput"] || want["overhead"] || want["duration"] || want["kafka"] {
 		if err := runOnTwo(o, want, v); err != nil {
 			return err
 		}
@@ -201,6 +216,11 @@ func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
 	}
 	if want["duration"] {
 		if err := durations(c, o, v); err != nil {
+			return err
+		}
+	}
+	if want["kafka"] {
+		if err := kafkaThroughput(c, o); err != nil {
 			return err
 		}
 	}

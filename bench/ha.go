@@ -51,13 +51,11 @@ type haResult struct {
 	running    time.Duration // the job is RUNNING again under the new leader, restarts increased
 	deployed   time.Duration // every task is deployed to a TaskManager (they registered with the new leader)
 	allRunning time.Duration // every task of the job is RUNNING
-	committed  time.Duration // the first new part file is committed (visible)
 	rejoined   time.Duration // from the killed JobManager's restart until the group has all members, caught up
 
-	firstParts    []string
 	attemptBefore int32
-	olderData     int // part files committed after the kill with data only from before it
-	early         int // part files committed after the kill, before the job was RUNNING again
+
+	newOutput
 }
 
 // haRows are the figures of the ha table.
@@ -318,46 +316,19 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 	for _, t := range before.GetTasks() {
 		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
 	}
-	seen := map[string]bool{} // as in recoverOnce: part files that are not new output
-	atKill, err := committedParts(out)
-	if err != nil {
+	if err := r.watch(out); err != nil {
 		return r, err
-	}
-	for _, f := range atKill {
-		seen[f] = true
 	}
 	killed, err := c.kill(r.victim)
 	if err != nil {
 		return r, err
 	}
+	r.killed = killed
 	next := -1 // the new leader
 	recovered := false
 	for r.committed == 0 || r.allRunning == 0 {
-		files, err := committedParts(out)
-		if err != nil {
+		if err := r.scan(recovered); err != nil {
 			return r, err
-		}
-		listed := time.Since(killed)
-		for _, f := range files {
-			if seen[f] || (r.committed != 0 && r.committed != listed) {
-				continue
-			}
-			fi, err := os.Stat(filepath.Join(out, f))
-			if err != nil {
-				return r, err
-			}
-			if !fi.ModTime().After(killed) {
-				seen[f] = true
-				r.olderData++
-				continue
-			}
-			if !recovered {
-				seen[f] = true
-				r.early++
-				continue
-			}
-			r.committed = listed
-			r.firstParts = append(r.firstParts, f)
 		}
 		if next < 0 {
 			for i, conn := range conns {

@@ -40,12 +40,10 @@ type recoveryResult struct {
 	running    time.Duration // the job is RUNNING again (the restarted tasks are being deployed)
 	allRunning time.Duration // every task of the job is RUNNING
 	cpTrigger  time.Duration // the first checkpoint completed after recovery was triggered (JobManager clock)
-	committed  time.Duration // the first new part file is committed (visible)
 
-	firstParts    []string // the new part files of the listing that saw the first one
-	attemptBefore int32    // the highest task attempt before the kill
-	olderData     int      // part files committed after the kill with data only from before it
-	early         int      // part files committed after the kill, before the job was RUNNING again
+	attemptBefore int32 // the highest task attempt before the kill
+
+	newOutput
 }
 
 // recoveryPoll is how often the job status and the output directory are looked at after the
@@ -373,46 +371,19 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	// every one that appeared before the job was RUNNING again (a checkpoint that completed
 	// before the failover did commit it) or holds only data written before the kill (a
 	// restored transaction re-committed, a late commit, an older pending file).
-	seen := map[string]bool{}
-	atKill, err := committedParts(out)
-	if err != nil {
+	if err := r.watch(out); err != nil {
 		return r, err
-	}
-	for _, f := range atKill {
-		seen[f] = true
 	}
 	killed, err := c.kill(r.victim)
 	if err != nil {
 		return r, err
 	}
+	r.killed = killed
 	recovered := false // RUNNING again in a status read before the listing at hand
 	for r.committed == 0 || r.allRunning == 0 {
 		// The listing comes first: a part file in it was committed before the status below.
-		files, err := committedParts(out)
-		if err != nil {
+		if err := r.scan(recovered); err != nil {
 			return r, err
-		}
-		listed := time.Since(killed)
-		for _, f := range files {
-			if seen[f] || (r.committed != 0 && r.committed != listed) {
-				continue
-			}
-			st, err := os.Stat(filepath.Join(out, f))
-			if err != nil {
-				return r, err
-			}
-			if !st.ModTime().After(killed) {
-				seen[f] = true
-				r.olderData++
-				continue
-			}
-			if !recovered {
-				seen[f] = true
-				r.early++
-				continue
-			}
-			r.committed = listed
-			r.firstParts = append(r.firstParts, f)
 		}
 		d, err := cl.Job(ctx, id)
 		if err != nil {
@@ -521,4 +492,64 @@ func partsText(names []string, attemptBefore int32) string {
 	}
 	return fmt.Sprintf("%d part %s, %d by restarted tasks, %d by tasks that kept running",
 		len(names), plural(len(names), "file"), restarted, len(names)-restarted)
+}
+
+// newOutput tells the first new committed output after a kill from part files that are not
+// new output: those visible at the kill, those that appeared before the job was RUNNING again
+// (a checkpoint completed before the failover committed them) and those holding only data
+// written before the kill (a restored transaction re-committed, a late commit).
+type newOutput struct {
+	committed  time.Duration // since the kill, when the first new part file was listed
+	firstParts []string      // the new part files of that listing
+	olderData  int           // part files committed after the kill with data only from before it
+	early      int           // part files committed after the kill, before the job was RUNNING again
+
+	dir    string
+	killed time.Time
+	seen   map[string]bool
+}
+
+// watch records the part files visible now, just before the kill.
+func (o *newOutput) watch(dir string) error {
+	files, err := committedParts(dir)
+	if err != nil {
+		return err
+	}
+	o.dir, o.seen = dir, map[string]bool{}
+	for _, f := range files {
+		o.seen[f] = true
+	}
+	return nil
+}
+
+// scan lists the directory once. recovered says the job was RUNNING again in a status read
+// before this listing: a part file in it was committed before that status.
+func (o *newOutput) scan(recovered bool) error {
+	files, err := committedParts(o.dir)
+	if err != nil {
+		return err
+	}
+	listed := time.Since(o.killed)
+	for _, f := range files {
+		if o.seen[f] || (o.committed != 0 && o.committed != listed) {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(o.dir, f))
+		if err != nil {
+			return err
+		}
+		if !st.ModTime().After(o.killed) {
+			o.seen[f] = true
+			o.olderData++
+			continue
+		}
+		if !recovered {
+			o.seen[f] = true
+			o.early++
+			continue
+		}
+		o.committed = listed
+		o.firstParts = append(o.firstParts, f)
+	}
+	return nil
 }

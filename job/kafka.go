@@ -99,21 +99,9 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 		s.TopicPattern = p
 	}
 
-	s.Start = "earliest"
-	startLine := op.line
-	if e, has := op.fields.get("start"); has {
-		startLine = e.line
-		v, ok := scalarString(e.val, path+".start", b.ps)
-		switch {
-		case !ok:
-			good = false
-		case slices.Contains([]string{"earliest", "latest", "committed", "timestamp"}, v):
-			s.Start = v
-		default:
-			b.ps.add(e.line, path+".start", "unknown start %q (want earliest, latest, committed or timestamp)", v)
-			good = false
-		}
-	}
+	var startLine int
+	s.Start, startLine, ok = b.kafkaChoice(op, path, "start", "earliest", "earliest", "latest", "committed", "timestamp")
+	good = good && ok
 	if e, has := op.fields.get("start-timestamp"); has {
 		if s.Start != "timestamp" {
 			b.ps.add(e.line, path+".start-timestamp", "only used with start: timestamp")
@@ -129,21 +117,9 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 		good = false
 	}
 
-	s.Format = "raw"
-	formatLine := op.line
-	if e, has := op.fields.get("format"); has {
-		formatLine = e.line
-		v, ok := scalarString(e.val, path+".format", b.ps)
-		switch {
-		case !ok:
-			good = false
-		case v == "raw" || v == "json":
-			s.Format = v
-		default:
-			b.ps.add(e.line, path+".format", "unknown format %q (want raw or json)", v)
-			good = false
-		}
-	}
+	var formatLine int
+	s.Format, formatLine, ok = b.kafkaChoice(op, path, "format", "raw", "raw", "json")
+	good = good && ok
 	var declared []record.Field
 	if e, has := op.fields.get("schema"); has {
 		if s.Format != "json" {
@@ -170,19 +146,8 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 			good = false
 		}
 	}
-	s.Isolation = "read_committed"
-	if e, has := op.fields.get("isolation"); has {
-		v, ok := scalarString(e.val, path+".isolation", b.ps)
-		switch {
-		case !ok:
-			good = false
-		case v == "read_committed" || v == "read_uncommitted":
-			s.Isolation = v
-		default:
-			b.ps.add(e.line, path+".isolation", "unknown isolation %q (want read_committed or read_uncommitted)", v)
-			good = false
-		}
-	}
+	s.Isolation, _, ok = b.kafkaChoice(op, path, "isolation", "read_committed", "read_committed", "read_uncommitted")
+	good = good && ok
 	s.GroupId = "goflink-" + b.name + "-" + op.name
 	if e, has := op.fields.get("group-id"); has {
 		v, ok := scalarString(e.val, path+".group-id", b.ps)
@@ -233,19 +198,8 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 	} else {
 		good = false
 	}
-	s.Format = "json"
-	if e, has := op.fields.get("format"); has {
-		v, ok := scalarString(e.val, path+".format", b.ps)
-		switch {
-		case !ok:
-			good = false
-		case v == "raw" || v == "json":
-			s.Format = v
-		default:
-			b.ps.add(e.line, path+".format", "unknown format %q (want json or raw)", v)
-			good = false
-		}
-	}
+	s.Format, _, ok = b.kafkaChoice(op, path, "format", "json", "json", "raw")
+	good = good && ok
 	if e, has := op.fields.get("key"); has {
 		src, ok := scalarString(e.val, path+".key", b.ps)
 		if ok {
@@ -269,21 +223,9 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 		good = false
 	}
 
-	s.DeliveryGuarantee = "at-least-once"
-	dgLine := op.line
-	if e, has := op.fields.get("delivery-guarantee"); has {
-		dgLine = e.line
-		v, ok := scalarString(e.val, path+".delivery-guarantee", b.ps)
-		switch {
-		case !ok:
-			good = false
-		case v == "exactly-once" || v == "at-least-once" || v == "none":
-			s.DeliveryGuarantee = v
-		default:
-			b.ps.add(e.line, path+".delivery-guarantee", "unknown delivery guarantee %q (want exactly-once, at-least-once or none)", v)
-			good = false
-		}
-	}
+	var dgLine int
+	s.DeliveryGuarantee, dgLine, ok = b.kafkaChoice(op, path, "delivery-guarantee", "at-least-once", "exactly-once", "at-least-once", "none")
+	good = good && ok
 	timeout := defaultTransactionTimeout
 	ttLine := 0
 	if e, has := op.fields.get("transaction-timeout"); has {
@@ -482,4 +424,23 @@ func kafkaTimestamp(n *yaml.Node) (int64, bool) {
 		return 0, false
 	}
 	return t.UnixMilli(), true
+}
+
+// kafkaChoice reads an optional string field that must be one of choices: def when it is
+// absent. line is where it was set (the operator's line when absent); ok is false after an
+// error naming the field.
+func (b *builder) kafkaChoice(op *specOp, path, field, def string, choices ...string) (v string, line int, ok bool) {
+	e, has := op.fields.get(field)
+	if !has {
+		return def, op.line, true
+	}
+	if v, ok = scalarString(e.val, path+"."+field, b.ps); !ok {
+		return def, e.line, false
+	}
+	if !slices.Contains(choices, v) {
+		want := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+		b.ps.add(e.line, path+"."+field, "unknown %s %q (want %s)", strings.ReplaceAll(field, "-", " "), v, want)
+		return def, e.line, false
+	}
+	return v, e.line, true
 }

@@ -70,14 +70,6 @@ var haRows = []struct {
 	{"first new committed output", func(r haResult) time.Duration { return r.committed }},
 }
 
-func haFigures(rs []haResult, f func(haResult) time.Duration) []time.Duration {
-	ds := make([]time.Duration, len(rs))
-	for i, r := range rs {
-		ds[i] = f(r)
-	}
-	return ds
-}
-
 // haRecovery measures, over o.haRounds SIGKILLs of the leader JobManager of a 3-member Raft
 // group, the time to a new leader, to the running exactly-once job RUNNING again under it and
 // to its first new committed output. One job runs through all rounds; the killed JobManager
@@ -154,7 +146,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 	fmt.Printf("\n  leader JobManager kills, %d %s\n", len(results), plural(len(results), "round"))
 	fmt.Printf("    %-40s %9s  %9s   %s\n", "", "median", "max", "each")
 	for _, row := range haRows {
-		ds := haFigures(results, row.f)
+		ds := figures(results, row.f)
 		each := make([]string, len(ds))
 		for i, d := range ds {
 			each[i] = ms(d)
@@ -170,7 +162,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 		{"new leader elected", "new leader", func(r haResult) time.Duration { return r.elected }, haLeaderTarget},
 		{"first new committed output", "committing again", func(r haResult) time.Duration { return r.committed }, haCommitTarget},
 	} {
-		ds := haFigures(results, t.f)
+		ds := figures(results, t.f)
 		word := v.check(fmt.Sprintf("leader JobManager kill: %s, max %s < %s", t.short, ms(slices.Max(ds)), durText(t.target)), slices.Max(ds) < t.target)
 		fmt.Printf("    kill -> %-32s median %9s  max %9s  target < %-5s %s\n", t.name+":", ms(median(ds)), ms(slices.Max(ds)), durText(t.target), word)
 	}

@@ -161,7 +161,7 @@ func recovery(o options, v *verdicts) (err error) {
 		if len(rs) == 0 {
 			continue
 		}
-		run := recoveryFigures(rs, func(r recoveryResult) time.Duration { return r.running })
+		run := figures(rs, func(r recoveryResult) time.Duration { return r.running })
 		word := v.check(fmt.Sprintf("recovery %s/%s: RUNNING again, max %s < %s", rv.job, rv.strategy, ms(slices.Max(run)), ms(recoveryTarget)),
 			slices.Max(run) < recoveryTarget)
 		fmt.Printf("    %-30s median %9s  max %9s   %s\n", rv.String()+":", ms(median(run)), ms(slices.Max(run)), word)
@@ -171,11 +171,11 @@ func recovery(o options, v *verdicts) (err error) {
 		if row.name == "failover started" || row.name == "first checkpoint triggered" {
 			continue
 		}
-		r, f := median(recoveryFigures(results[region], row.f)), median(recoveryFigures(results[full], row.f))
+		r, f := median(figures(results[region], row.f)), median(figures(results[full], row.f))
 		fmt.Printf("    kill -> %-28s region %9s  full %9s  region/full %.2f\n", row.name+":", ms(r), ms(f), float64(r)/float64(f))
 	}
 	sinceTrigger := func(r recoveryResult) time.Duration { return r.committed - r.cpTrigger }
-	r, f := median(recoveryFigures(results[region], sinceTrigger)), median(recoveryFigures(results[full], sinceTrigger))
+	r, f := median(figures(results[region], sinceTrigger)), median(figures(results[full], sinceTrigger))
 	fmt.Printf("    %-36s region %9s  full %9s  region/full %.2f\n", "first checkpoint -> output:", ms(r), ms(f), float64(r)/float64(f))
 	fmt.Printf("    after recovery the first checkpoint is triggered after a random delay in [min-pause, interval], as in Flink: that, more\n")
 	fmt.Printf("    than the failover strategy, spreads kill -> first new committed output over up to one interval; the status and the directory\n")
@@ -195,7 +195,8 @@ var recoveryRows = []struct {
 	{"first new committed output", func(r recoveryResult) time.Duration { return r.committed }},
 }
 
-func recoveryFigures(rs []recoveryResult, f func(recoveryResult) time.Duration) []time.Duration {
+// figures picks one duration out of every result.
+func figures[R any](rs []R, f func(R) time.Duration) []time.Duration {
 	ds := make([]time.Duration, len(rs))
 	for i, r := range rs {
 		ds[i] = f(r)
@@ -207,7 +208,7 @@ func printRecoveryTable(rv recoveryVariant, rs []recoveryResult) {
 	fmt.Printf("\n  %s, %d %s; restarted: %s\n", rv, len(rs), plural(len(rs), "kill"), restartedSummary(rs))
 	fmt.Printf("    %-36s %9s  %9s   %s\n", "", "median", "max", "each")
 	for _, row := range recoveryRows {
-		ds := recoveryFigures(rs, row.f)
+		ds := figures(rs, row.f)
 		each := make([]string, len(ds))
 		for i, d := range ds {
 			each[i] = ms(d)

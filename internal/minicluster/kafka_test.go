@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -155,4 +157,82 @@ operators:
 	}
 	t.Logf("seed %d: %d TaskManager losses, %d restarts; %d committed rows, each (key, seq) exactly once with count = seq+1",
 		seed, kills, d.GetRestarts(), rows)
+}
+
+// A checkpoint's transaction that times out before its commit fails the job loudly. The
+// broker holds the first commit request (an injected network delay) past the transaction
+// timeout, so it aborts the pre-committed transaction on its timer; the commit then fails and
+// the job fails without restarts, with an unrecoverable data-loss error naming the checkpoint.
+func TestKafkaTimedOutTransactionFailsJob(t *testing.T) {
+	const txnTimeout = 500 * time.Millisecond
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	brokers := strings.Join(kc.ListenAddrs(), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	var held atomic.Bool
+	var heldTxn atomic.Value // the transactional ID whose commit was held
+	kc.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && held.CompareAndSwap(false, true) {
+			heldTxn.Store(r.TransactionalID)
+			kc.SleepControl(func() {
+				select {
+				case <-time.After(4 * txnTimeout):
+				case <-ctx.Done():
+				}
+			})
+		}
+		return nil, nil, false // the broker then handles the request as usual
+	})
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := range 500 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 2})
+	spec := fmt.Sprintf(`name: kafka-timeout
+config:
+  execution.checkpointing.interval: 100ms
+  execution.checkpointing.dir: %s
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.attempts: 1000
+  restart-strategy.fixed-delay.delay: 10ms
+operators:
+  - {name: in, type: kafka, brokers: %q, topic: in, rate: 200}
+  - {name: out, type: kafka, brokers: %q, topic: out, format: raw, value: value, delivery-guarantee: exactly-once, transaction-timeout: %dms}
+`, filepath.Join(t.TempDir(), "cp"), brokers, brokers, txnTimeout.Milliseconds())
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
+		t.Fatalf("job ended %v after %d restarts (cause %q), want FAILED without restarts",
+			last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	if !held.Load() {
+		t.Fatal("no commit request reached the broker")
+	}
+	cause := last.GetFailureCause()
+	for _, want := range []string{"data loss", `operator "out"`, "the transaction " + heldTxn.Load().(string) + " of checkpoint ", "timed out", "are lost"} {
+		if !strings.Contains(cause, want) {
+			t.Errorf("failure cause %q does not say %q", cause, want)
+		}
+	}
+	ex := last.GetExceptions()
+	if len(ex) == 0 || ex[len(ex)-1].GetHandling() != pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE {
+		t.Errorf("exception history %v, want the failure marked unrecoverable", ex)
+	}
+	t.Logf("failure cause: %s", cause)
 }

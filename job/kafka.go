@@ -274,14 +274,22 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 			b.ps.add(dgLine, path+".delivery-guarantee",
 				"exactly-once commits Kafka transactions on checkpoints: set %s", config.CheckpointInterval)
 			good = false
-		case timeout <= interval:
-			line, field := ttLine, path+".transaction-timeout"
-			if line == 0 {
-				line = dgLine
+		default:
+			// A transaction lives from one checkpoint's barrier to the next one's completion:
+			// at least the interval, and at least the minimum pause between checkpoints.
+			gap, gapKey := interval, config.CheckpointInterval
+			if pause := b.cfg.Duration(config.CheckpointMinPause); pause > gap {
+				gap, gapKey = pause, config.CheckpointMinPause
 			}
-			b.ps.add(line, field, "the transaction timeout (%s) must be longer than %s (%s), or transactions are aborted before their checkpoint commits them",
-				config.FormatDuration(timeout), config.CheckpointInterval, config.FormatDuration(interval))
-			good = false
+			if timeout <= gap {
+				line, field := ttLine, path+".transaction-timeout"
+				if line == 0 {
+					line = dgLine
+				}
+				b.ps.add(line, field, "the transaction timeout (%s) must be longer than %s (%s), or transactions are aborted before their checkpoint commits them",
+					config.FormatDuration(timeout), gapKey, config.FormatDuration(gap))
+				good = false
+			}
 		}
 	}
 	if s.Properties, ok = b.kafkaProperties(op, operator.KafkaSinkProperties); !ok {

@@ -178,6 +178,10 @@ func TestKafkaInvalidSpecs(t *testing.T) {
   - {name: n, type: sequence, from: 1}
   - {name: out, type: kafka, brokers: k:1, topic: o, delivery-guarantee: exactly-once, transaction-timeout: 30 s}`,
 			"config: {execution.checkpointing.interval: 1 min}\n", []string{`"out".transaction-timeout: the transaction timeout (30 s) must be longer than execution.checkpointing.interval (1 min)`}},
+		{"transaction timeout not above the minimum pause", `
+  - {name: n, type: sequence, from: 1}
+  - {name: out, type: kafka, brokers: k:1, topic: o, delivery-guarantee: exactly-once, transaction-timeout: 2 min}`,
+			"config: {execution.checkpointing.interval: 1 min, execution.checkpointing.min-pause: 5 min}\n", []string{`"out".transaction-timeout: the transaction timeout (2 min) must be longer than execution.checkpointing.min-pause (5 min)`}},
 		{"default transaction timeout not above the interval", `
   - {name: n, type: sequence, from: 1}
   - {name: out, type: kafka, brokers: k:1, topic: o, delivery-guarantee: exactly-once}`,

@@ -21,7 +21,7 @@ func AppendRow(buf []byte, s *Schema, row Row) []byte {
 			buf = binary.LittleEndian.AppendUint64(buf, v.n)
 		case Bool:
 			buf = append(buf, byte(v.n&1))
-		case String, Bytes:
+		case String, Bytes, Map:
 			buf = binary.AppendUvarint(buf, uint64(len(v.s)))
 			buf = append(buf, v.s...)
 		}
@@ -38,7 +38,7 @@ func EncodedSize(s *Schema, row Row) int {
 			n += 8
 		case Bool:
 			n++
-		case String, Bytes:
+		case String, Bytes, Map:
 			l := len(row[i].s)
 			n += UvarintLen(uint64(l)) + l
 		}
@@ -75,7 +75,7 @@ func DecodeRow(buf []byte, s *Schema, dst Row) (int, error) {
 			}
 			dst[i] = Value{n: uint64(buf[off] & 1)}
 			off++
-		case String, Bytes:
+		case String, Bytes, Map:
 			l, k := binary.Uvarint(buf[off:])
 			if k <= 0 || uint64(len(buf)-off-k) < l {
 				return 0, fmt.Errorf("%w: field %q truncated", ErrCorrupt, f.Name)
@@ -85,6 +85,11 @@ func DecodeRow(buf []byte, s *Schema, dst Row) (int, error) {
 				dst[i] = Value{}
 			} else {
 				dst[i] = Value{s: unsafe.String(&buf[off], int(l))}
+			}
+			if f.Type == Map {
+				if err := checkMap(dst[i].s); err != nil {
+					return 0, fmt.Errorf("%w: field %q: %v", ErrCorrupt, f.Name, err)
+				}
 			}
 			off += int(l)
 		}

@@ -9,7 +9,8 @@ import (
 )
 
 // AppendJSON appends row as one JSON object with fields in schema order. Float NaN and ±Inf,
-// which JSON cannot hold, are written as null; bytes as base64; timestamps as RFC 3339 strings.
+// which JSON cannot hold, are written as null; bytes as base64; timestamps as RFC 3339
+// strings; maps as objects.
 func AppendJSON(buf []byte, s *Schema, row Row) []byte {
 	buf = append(buf, '{')
 	for i, f := range s.fields {
@@ -41,6 +42,8 @@ func AppendJSON(buf []byte, s *Schema, row Row) []byte {
 			buf = append(buf, '"')
 			buf = v.Time().AppendFormat(buf, time.RFC3339Nano)
 			buf = append(buf, '"')
+		case Map:
+			buf = appendMapJSON(buf, v)
 		}
 	}
 	return append(buf, '}')

@@ -22,9 +22,10 @@ const (
 	Bool
 	Bytes
 	Timestamp
+	Map // string keys to string values
 )
 
-var typeNames = [...]string{"invalid", "int64", "float64", "string", "bool", "bytes", "timestamp"}
+var typeNames = [...]string{"invalid", "int64", "float64", "string", "bool", "bytes", "timestamp", "map"}
 
 // String returns the type's name as written in job specs.
 func (t Type) String() string {
@@ -41,7 +42,7 @@ func ParseType(s string) (Type, error) {
 			return Type(i), nil
 		}
 	}
-	return Invalid, fmt.Errorf("unknown type %q (want one of int64, float64, string, bool, bytes, timestamp)", s)
+	return Invalid, fmt.Errorf("unknown type %q (want one of int64, float64, string, bool, bytes, timestamp, map)", s)
 }
 
 // Proto returns the wire form of t.
@@ -49,7 +50,7 @@ func (t Type) Proto() pb.FieldType { return pb.FieldType(t) }
 
 // TypeFromProto converts the wire form of a type.
 func TypeFromProto(t pb.FieldType) Type {
-	if t <= pb.FieldType_FIELD_TYPE_UNSPECIFIED || t > pb.FieldType_FIELD_TYPE_TIMESTAMP {
+	if t <= pb.FieldType_FIELD_TYPE_UNSPECIFIED || t > pb.FieldType_FIELD_TYPE_MAP {
 		return Invalid
 	}
 	return Type(t)
@@ -159,7 +160,7 @@ func SchemaFromProto(p *pb.Schema) (*Schema, error) {
 }
 
 // Value is one field value. Int64, Float64, Bool and Timestamp (Unix nanoseconds) live in the
-// word; String and Bytes in the string. Values are comparable and can key maps.
+// word; String and Bytes in the string, and Map in the string in its canonical encoding. Values are comparable and can key maps.
 type Value struct {
 	n uint64
 	s string
@@ -220,6 +221,8 @@ func (v Value) Format(t Type) string {
 		return fmt.Sprint(v.Bool())
 	case Timestamp:
 		return v.Time().Format(time.RFC3339Nano)
+	case Map:
+		return string(appendMapJSON(nil, v))
 	default:
 		return v.s
 	}

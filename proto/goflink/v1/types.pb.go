@@ -32,6 +32,8 @@ const (
 	FieldType_FIELD_TYPE_BOOL        FieldType = 4
 	FieldType_FIELD_TYPE_BYTES       FieldType = 5
 	FieldType_FIELD_TYPE_TIMESTAMP   FieldType = 6
+	// A map of string keys to string values (Kafka record headers, for one).
+	FieldType_FIELD_TYPE_MAP FieldType = 7
 )
 
 // Enum value maps for FieldType.
@@ -44,6 +46,7 @@ var (
 		4: "FIELD_TYPE_BOOL",
 		5: "FIELD_TYPE_BYTES",
 		6: "FIELD_TYPE_TIMESTAMP",
+		7: "FIELD_TYPE_MAP",
 	}
 	FieldType_value = map[string]int32{
 		"FIELD_TYPE_UNSPECIFIED": 0,
@@ -53,6 +56,7 @@ var (
 		"FIELD_TYPE_BOOL":        4,
 		"FIELD_TYPE_BYTES":       5,
 		"FIELD_TYPE_TIMESTAMP":   6,
+		"FIELD_TYPE_MAP":         7,
 	}
 )
 
@@ -404,7 +408,7 @@ const file_goflink_v1_types_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tvertex_id\x18\x02 \x01(\x05R\bvertexId\x12\x18\n" +
 	"\asubtask\x18\x03 \x01(\x05R\asubtask\x12\x18\n" +
-	"\aattempt\x18\x04 \x01(\x05R\aattempt*\xb1\x01\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt*\xc5\x01\n" +
 	"\tFieldType\x12\x1a\n" +
 	"\x16FIELD_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FIELD_TYPE_INT64\x10\x01\x12\x16\n" +
@@ -412,7 +416,8 @@ const file_goflink_v1_types_proto_rawDesc = "" +
 	"\x11FIELD_TYPE_STRING\x10\x03\x12\x13\n" +
 	"\x0fFIELD_TYPE_BOOL\x10\x04\x12\x14\n" +
 	"\x10FIELD_TYPE_BYTES\x10\x05\x12\x18\n" +
-	"\x14FIELD_TYPE_TIMESTAMP\x10\x06*\xee\x01\n" +
+	"\x14FIELD_TYPE_TIMESTAMP\x10\x06\x12\x12\n" +
+	"\x0eFIELD_TYPE_MAP\x10\a*\xee\x01\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12JOB_STATUS_CREATED\x10\x01\x12\x16\n" +

@@ -53,6 +53,7 @@ var (
 	goBool   = reflect.TypeFor[bool]()
 	goBytes  = reflect.TypeFor[[]byte]()
 	goTime   = reflect.TypeFor[time.Time]()
+	goMap    = reflect.TypeFor[map[string]string]()
 )
 
 func goType(t record.Type) reflect.Type {
@@ -69,6 +70,8 @@ func goType(t record.Type) reflect.Type {
 		return goBytes
 	case record.Timestamp:
 		return goTime
+	case record.Map:
+		return goMap
 	}
 	panic(fmt.Sprintf("expression: no Go type for %v", t))
 }
@@ -82,6 +85,8 @@ func recordType(t reflect.Type) record.Type {
 		return record.Timestamp
 	case goBytes:
 		return record.Bytes
+	case goMap:
+		return record.Map
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -142,7 +147,7 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	node := prog.Node()
 	typ := recordType(node.Type())
 	if typ == record.Invalid {
-		return nil, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes or timestamp)", typeName(node.Type()))
+		return nil, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes, timestamp or map)", typeName(node.Type()))
 	}
 	if opts.Want != record.Invalid && typ != opts.Want {
 		return nil, fmt.Errorf("result is %v, want %v", typ, opts.Want)
@@ -272,6 +277,8 @@ func storeRow(base unsafe.Pointer, offsets []uintptr, s *record.Schema, row reco
 			*(*[]byte)(p) = v.BytesView()
 		case record.Timestamp:
 			*(*time.Time)(p) = v.Time()
+		case record.Map:
+			*(*map[string]string)(p) = v.Map()
 		}
 	}
 }
@@ -295,6 +302,8 @@ func toValue(out any, t record.Type) (record.Value, error) {
 		return record.BytesValue(x), nil
 	case time.Time:
 		return record.TimeValue(x), nil
+	case map[string]string:
+		return record.MapValue(x), nil
 	case nil:
 		return record.Value{}, fmt.Errorf("expression returned nil, want %v", t)
 	}

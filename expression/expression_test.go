@@ -171,3 +171,54 @@ func BenchmarkEval(b *testing.B) {
 		}
 	}
 }
+
+var mapSchema = record.MustSchema(
+	record.Field{Name: "headers", Type: record.Map},
+	record.Field{Name: "name", Type: record.String},
+)
+
+// Map fields (Kafka headers) index by key natively and on the VM alike; a missing key is "".
+func TestMapFields(t *testing.T) {
+	rows := []record.Row{
+		{record.MapValue(map[string]string{"trace": "t-1", "tenant": "acme"}), record.StringValue("x")},
+		{record.MapValue(map[string]string{"tenant": ""}), record.StringValue("y")},
+		{record.Value{}, record.StringValue("z")},
+	}
+	for _, tc := range []struct {
+		src    string
+		want   []string // Format of the result per row
+		typ    record.Type
+		native bool
+	}{
+		{`headers["trace"]`, []string{"t-1", "", ""}, record.String, true},
+		{`headers.tenant + "/" + name`, []string{"acme/x", "/y", "/z"}, record.String, true},
+		{`"tenant" in headers`, []string{"true", "true", "false"}, record.Bool, false},
+		{`len(headers)`, []string{"2", "1", "0"}, record.Int64, false},
+		{`headers`, []string{`{"tenant":"acme","trace":"t-1"}`, `{"tenant":""}`, `{}`}, record.Map, true},
+	} {
+		p, err := Compile(tc.src, mapSchema, Options{})
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		if p.Type() != tc.typ || p.Native() != tc.native {
+			t.Errorf("Compile(%q) = type %v native %v, want %v native %v", tc.src, p.Type(), p.Native(), tc.typ, tc.native)
+		}
+		vmp := *p
+		vmp.fast = nil
+		for _, prog := range []*Program{p, &vmp} {
+			e := prog.NewEvaluator()
+			for i, in := range rows {
+				v, err := e.Eval(in, nil)
+				if err != nil {
+					t.Fatalf("%q on row %d: %v", tc.src, i, err)
+				}
+				if got := v.Format(p.Type()); got != tc.want[i] {
+					t.Errorf("%q on row %d (native %v) = %s, want %s", tc.src, i, prog.Native(), got, tc.want[i])
+				}
+			}
+		}
+	}
+	if _, err := Compile(`{"a": name}`, mapSchema, Options{}); err == nil || !strings.Contains(err.Error(), "not a record type") {
+		t.Errorf("a map literal of any values compiled: %v", err)
+	}
+}

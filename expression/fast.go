@@ -49,6 +49,11 @@ func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
 		if f := c.bool(node); f != nil {
 			return func(fr *frame) record.Value { return record.BoolValue(f(fr)) }
 		}
+	case record.Map:
+		// A map field as it is (say, Kafka headers passed through).
+		if i, fromAcc, ok := c.field(node, record.Map); ok {
+			return fieldFn(i, fromAcc, func(v record.Value) record.Value { return v })
+		}
 	}
 	return nil
 }
@@ -99,6 +104,24 @@ func fieldFn[T any](i int, fromAcc bool, get func(record.Value) T) func(*frame) 
 		}
 	}
 	return func(f *frame) T { return get(f.row[i]) }
+}
+
+// mapIndex resolves `field["key"]` on a map field of the row to (index, key).
+func (c *fastCompiler) mapIndex(n ast.Node) (idx int, key string, ok bool) {
+	m, isMember := n.(*ast.MemberNode)
+	if !isMember || m.Optional || m.Method {
+		return 0, "", false
+	}
+	id, ok1 := m.Node.(*ast.IdentifierNode)
+	prop, ok2 := m.Property.(*ast.StringNode)
+	if !ok1 || !ok2 {
+		return 0, "", false
+	}
+	i := c.schema.Index(id.Value)
+	if i < 0 || c.schema.Field(i).Type != record.Map {
+		return 0, "", false
+	}
+	return i, prop.Value, true
 }
 
 func kindOf(n ast.Node) reflect.Kind {
@@ -279,6 +302,10 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 		}
 		return nil
 	case *ast.IdentifierNode, *ast.MemberNode:
+		if i, key, ok := c.mapIndex(n); ok {
+			// A missing key reads as "", as on the VM.
+			return func(f *frame) string { v, _ := f.row[i].MapGet(key); return v }
+		}
 		i, fromAcc, ok := c.field(n, record.String)
 		if !ok {
 			return nil

@@ -95,7 +95,7 @@ func (c rowCodec) Decode(b []byte) (record.Row, error) {
 }
 
 // ValueCodec returns a codec for single values of type t: 8 bytes little endian for int64,
-// float64 and timestamp, 1 byte for bool, the bytes themselves for string and bytes. Decoded
+// float64 and timestamp, 1 byte for bool, the bytes themselves for string, bytes and map. Decoded
 // values own their memory. For an invalid type, Append writes nothing and Decode fails.
 func ValueCodec(t record.Type) Codec[record.Value] { return valueCodec{t: t} }
 
@@ -110,7 +110,7 @@ func (c valueCodec) Append(b []byte, v record.Value) []byte {
 			return append(b, 1)
 		}
 		return append(b, 0)
-	case record.String, record.Bytes:
+	case record.String, record.Bytes, record.Map:
 		return append(b, v.Str()...)
 	}
 	return b
@@ -132,6 +132,12 @@ func (c valueCodec) Decode(b []byte) (record.Value, error) {
 		return record.StringValue(string(b)), nil
 	case record.Bytes:
 		return record.BytesValue(b), nil
+	case record.Map:
+		v, err := record.DecodeMap(b)
+		if err != nil {
+			return record.Value{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return v, nil
 	}
 	return record.Value{}, fmt.Errorf("%w: value of invalid type %s", ErrCorrupt, c.t)
 }

@@ -76,6 +76,15 @@ func TestValueCodec(t *testing.T) {
 	if _, err := ValueCodec(record.Bool).Decode([]byte{2}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("ValueCodec(bool).Decode(2) = %v, want ErrCorrupt", err)
 	}
+	m := ValueCodec(record.Map)
+	for _, v := range []record.Value{{}, record.MapValue(map[string]string{"a": "1", "b": ""})} {
+		if got, err := m.Decode(m.Append(nil, v)); err != nil || got != v {
+			t.Errorf("ValueCodec(map) round trip of %s = %v, %v", v.Format(record.Map), got, err)
+		}
+	}
+	if _, err := m.Decode([]byte("\x02\x01b\x00\x01a\x00")); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ValueCodec(map).Decode(keys out of order) = %v, want ErrCorrupt", err)
+	}
 	if _, err := ValueCodec(record.Invalid).Decode(nil); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("ValueCodec(invalid).Decode = %v, want ErrCorrupt", err)
 	}

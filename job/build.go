@@ -584,6 +584,10 @@ func (b *builder) planType(op *specOp) (*record.Schema, bool) {
 		case "filter":
 			op.pbOp.Spec = &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: src}}
 		case "key-by":
+			if p.Type() == record.Map {
+				b.ps.add(e.line, path+".key", "a key cannot be a map; key by one of its entries, such as %s[\"name\"]", src)
+				return nil, false
+			}
 			op.keyExp = p
 		case "fail":
 			f := &pb.FailOperator{When: src}

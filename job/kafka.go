@@ -22,7 +22,7 @@ import (
 var (
 	kafkaSourceFields = []string{"brokers", "topic", "topics", "topic-pattern", "start", "start-timestamp",
 		"format", "schema", "rate", "isolation", "group-id", "properties"}
-	kafkaSinkFields = []string{"brokers", "topic", "format", "key", "value", "delivery-guarantee",
+	kafkaSinkFields = []string{"brokers", "topic", "format", "key", "value", "headers", "delivery-guarantee",
 		"transaction-timeout", "transactional-id-prefix", "properties"}
 )
 
@@ -207,6 +207,14 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 		}
 		good = good && ok
 		s.Key = src
+	}
+	if e, has := op.fields.get("headers"); has {
+		src, ok := scalarString(e.val, path+".headers", b.ps)
+		if ok {
+			_, ok = b.compile(op, e, path+".headers", src, expression.Options{Want: record.Map})
+		}
+		good = good && ok
+		s.Headers = src
 	}
 	if e, has := op.fields.get("value"); has {
 		src, ok := scalarString(e.val, path+".value", b.ps)

@@ -36,7 +36,7 @@ func TestKafkaSourceAndSink(t *testing.T) {
 		t.Errorf("source = %v", src)
 	}
 	out, _ := record.SchemaFromProto(ops[0].OutputSchema)
-	if got := out.String(); got != "{key: string, value: string, topic: string, partition: int64, offset: int64, timestamp: timestamp}" {
+	if got := out.String(); got != "{key: string, value: string, topic: string, partition: int64, offset: int64, timestamp: timestamp, headers: map}" {
 		t.Errorf("raw schema = %s", got)
 	}
 	sink := ops[2].GetKafkaSink()
@@ -75,7 +75,7 @@ operators:
 		t.Errorf("source = %v", src)
 	}
 	out, _ := record.SchemaFromProto(ops[0].OutputSchema)
-	if got := out.String(); got != "{id: int64, amount: float64, who: string, at: timestamp, topic: string, partition: int64, offset: int64, timestamp: timestamp}" {
+	if got := out.String(); got != "{id: int64, amount: float64, who: string, at: timestamp, topic: string, partition: int64, offset: int64, timestamp: timestamp, headers: map}" {
 		t.Errorf("json schema = %s", got)
 	}
 	sink := ops[1].GetKafkaSink()
@@ -189,6 +189,14 @@ func TestKafkaInvalidSpecs(t *testing.T) {
 		{"bad transaction timeout and misplaced prefix", `
   - {name: n, type: sequence, from: 1}
   - {name: out, type: kafka, brokers: k:1, topic: o, transaction-timeout: soon, transactional-id-prefix: p}`, "", []string{`"out".transaction-timeout: invalid duration "soon"`, `"out".transactional-id-prefix: only used with delivery-guarantee: exactly-once`}},
+		{"headers not a map", `
+  - {name: in, type: kafka, brokers: k:1, topic: t}
+  - {name: out, type: kafka, brokers: k:1, topic: o, headers: value}`, "", []string{`"out".headers: expression "value": result is string, want map`}},
+		{"key by a map", `
+  - {name: in, type: kafka, brokers: k:1, topic: t}
+  - {name: by, type: key-by, key: headers}
+  - {name: c, type: count}
+  - {name: o, type: print}`, "", []string{`"by".key: a key cannot be a map; key by one of its entries, such as headers["name"]`}},
 		{"kafka source reads no inputs", `
   - {name: n, type: sequence, from: 1}
   - {name: k, type: kafka, brokers: k:1, topic: t, start: earliest}

@@ -46,15 +46,17 @@ const (
 var ErrKafkaDataLoss = errors.New("kafka transaction aborted before its commit: data loss")
 
 // kafkaEncoder turns rows into Kafka records: the row as a JSON object (format json) or the
-// value expression's result (format raw), and an optional key expression.
+// value expression's result (format raw), an optional key expression and an optional
+// headers expression (a map).
 type kafkaEncoder struct {
-	topic  string
-	schema *record.Schema
-	raw    bool
-	key    *expression.Evaluator
-	keyT   record.Type
-	value  *expression.Evaluator
-	valueT record.Type
+	topic   string
+	schema  *record.Schema
+	raw     bool
+	key     *expression.Evaluator
+	keyT    record.Type
+	value   *expression.Evaluator
+	valueT  record.Type
+	headers *expression.Evaluator
 }
 
 func newKafkaEncoder(spec *pb.KafkaSink, in *record.Schema) (*kafkaEncoder, error) {
@@ -89,10 +91,17 @@ func newKafkaEncoder(spec *pb.KafkaSink, in *record.Schema) (*kafkaEncoder, erro
 		}
 		e.key, e.keyT = p.NewEvaluator(), p.Type()
 	}
+	if spec.GetHeaders() != "" {
+		p, err := expression.Compile(spec.GetHeaders(), in, expression.Options{Want: record.Map})
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: headers: %w", err)
+		}
+		e.headers = p.NewEvaluator()
+	}
 	return e, nil
 }
 
-// bytesOf renders an expression result: strings and bytes as they are, other types as text.
+// kafkaBytes renders an expression result: strings and bytes as they are, other types as text.
 func kafkaBytes(v record.Value, t record.Type) []byte {
 	switch t {
 	case record.String, record.Bytes:
@@ -122,6 +131,18 @@ func (e *kafkaEncoder) record(row record.Row) (*kgo.Record, error) {
 			return nil, fmt.Errorf("key: %w", err)
 		}
 		r.Key = kafkaBytes(k, e.keyT)
+	}
+	if e.headers != nil {
+		h, err := e.headers.Eval(row, nil)
+		if err != nil {
+			return nil, fmt.Errorf("headers: %w", err)
+		}
+		if n := h.MapLen(); n > 0 {
+			r.Headers = make([]kgo.RecordHeader, 0, n)
+			for k, v := range h.MapAll() {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			}
+		}
 	}
 	return r, nil
 }

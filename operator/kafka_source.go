@@ -24,18 +24,18 @@ import (
 )
 
 // KafkaMetadataFields are the fields the Kafka source adds to every record besides its data.
-var KafkaMetadataFields = []string{"topic", "partition", "offset", "timestamp"}
+var KafkaMetadataFields = []string{"topic", "partition", "offset", "timestamp", "headers"}
 
 var kafkaMetadata = []record.Field{
 	{Name: "topic", Type: record.String},
 	{Name: "partition", Type: record.Int64},
 	{Name: "offset", Type: record.Int64},
 	{Name: "timestamp", Type: record.Timestamp},
+	{Name: "headers", Type: record.Map}, // of a repeated header key, the last value
 }
 
 // KafkaRawSchema is the output schema of the Kafka source with format raw: the key and the
-// value as strings (empty when absent), then the metadata fields. Record headers are not
-// exposed: the record model has no map or list type to hold them.
+// value as strings (empty when absent), then the metadata fields.
 var KafkaRawSchema = record.MustSchema(append([]record.Field{
 	{Name: "key", Type: record.String},
 	{Name: "value", Type: record.String},
@@ -97,6 +97,7 @@ type kafkaSource struct {
 	mine []topicPartition
 	next map[topicPartition]int64
 	row  record.Row
+	hdrs []record.MapEntry // scratch for a record's headers
 
 	pending []*kgo.Record
 	rate    rateLimiter
@@ -416,12 +417,18 @@ func (k *kafkaSource) fill(r *kgo.Record) error {
 	k.row[i+1] = record.IntValue(int64(r.Partition))
 	k.row[i+2] = record.IntValue(r.Offset)
 	k.row[i+3] = record.TimeValue(r.Timestamp)
+	k.hdrs = k.hdrs[:0]
+	for _, h := range r.Headers {
+		k.hdrs = append(k.hdrs, record.MapEntry{Key: h.Key, Value: string(h.Value)})
+	}
+	k.row[i+4] = record.MapOf(k.hdrs)
 	return nil
 }
 
 // decodeJSONRecord decodes a JSON object into the declared fields of row. Absent and null
 // fields get the zero value of their type (the record model has no nulls); unknown fields are
-// ignored. Timestamps are RFC 3339 strings or epoch milliseconds; bytes are base64 strings.
+// ignored. Timestamps are RFC 3339 strings or epoch milliseconds; bytes are base64 strings;
+// maps are objects, whose string values are taken as they are and other values as JSON text.
 func decodeJSONRecord(value []byte, fields []record.Field, row record.Row) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(value, &obj); err != nil || obj == nil {
@@ -500,6 +507,20 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 			return record.Value{}, fmt.Errorf("want an RFC 3339 time or epoch milliseconds, got %s", raw)
 		}
 		return record.TimeValue(time.UnixMilli(ms)), nil
+	case record.Map:
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return record.Value{}, fmt.Errorf("want an object, got %s", raw)
+		}
+		entries := make([]record.MapEntry, 0, len(obj))
+		for k, v := range obj {
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				s = string(v) // a number, bool, array or object as its JSON text
+			}
+			entries = append(entries, record.MapEntry{Key: k, Value: s})
+		}
+		return record.MapOf(entries), nil
 	}
 	return record.Value{}, fmt.Errorf("unsupported type %v", t)
 }

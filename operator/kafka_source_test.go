@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -289,7 +290,7 @@ func TestKafkaSourceJSON(t *testing.T) {
 	addrs := newSourceCluster(t, 1, "j")
 	cl := sourceTestClient(t, addrs)
 	for _, v := range []string{
-		`{"id": 7, "name": "x", "amount": 1.5, "ok": true, "at": "2026-01-02T03:04:05Z", "extra": [1]}`,
+		`{"id": 7, "name": "x", "amount": 1.5, "ok": true, "at": "2026-01-02T03:04:05Z", "extra": [1], "tags": {"env": "prod", "n": 1, "l": [true]}}`,
 		`{"id": 8, "at": 1000}`,
 		`not json`,
 	} {
@@ -300,16 +301,16 @@ func TestKafkaSourceJSON(t *testing.T) {
 	schema := []*pb.Field{
 		{Name: "id", Type: pb.FieldType_FIELD_TYPE_INT64}, {Name: "name", Type: pb.FieldType_FIELD_TYPE_STRING},
 		{Name: "amount", Type: pb.FieldType_FIELD_TYPE_FLOAT64}, {Name: "ok", Type: pb.FieldType_FIELD_TYPE_BOOL},
-		{Name: "at", Type: pb.FieldType_FIELD_TYPE_TIMESTAMP},
+		{Name: "at", Type: pb.FieldType_FIELD_TYPE_TIMESTAMP}, {Name: "tags", Type: pb.FieldType_FIELD_TYPE_MAP},
 	}
 	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"j"}, Format: "json", Schema: schema}, 0, 1, 0, nil)
 	r.read(t, 2)
 	a, b := r.out.rows[0], r.out.rows[1]
 	if a[0].Int() != 7 || a[1].Str() != "x" || a[2].Float() != 1.5 || !a[3].Bool() || a[4].Time().Format(time.RFC3339) != "2026-01-02T03:04:05Z" ||
-		a[5].Str() != "j" || a[6].Int() != 0 || a[7].Int() != 0 {
+		a[5].Format(record.Map) != `{"env":"prod","l":"[true]","n":"1"}` || a[6].Str() != "j" || a[7].Int() != 0 || a[8].Int() != 0 {
 		t.Errorf("row 0 = %v", a)
 	}
-	if b[0].Int() != 8 || b[1].Str() != "" || b[4].Time().UnixMilli() != 1000 || b[7].Int() != 1 {
+	if b[0].Int() != 8 || b[1].Str() != "" || b[4].Time().UnixMilli() != 1000 || b[5].MapLen() != 0 || b[8].Int() != 1 {
 		t.Errorf("row 1 = %v", b)
 	}
 	var err error
@@ -355,4 +356,67 @@ func TestKafkaSourceCommitsOffsetsAfterCheckpoint(t *testing.T) {
 	c := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, GroupId: "g", Start: "committed"}, 0, 1, 0, nil)
 	c.read(t, 3)
 	c.quiet(t)
+}
+
+// Record headers reach expressions as the map field "headers" (of a repeated key, the last
+// value), and a sink's headers expression writes them back out.
+func TestKafkaHeadersThroughSourceAndSink(t *testing.T) {
+	addrs := newSourceCluster(t, 1, "in", "out")
+	cl := sourceTestClient(t, addrs)
+	in := []*kgo.Record{
+		{Topic: "in", Value: []byte("a"), Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t-1")}, {Key: "dup", Value: []byte("first")}, {Key: "dup", Value: []byte("last")}}},
+		{Topic: "in", Value: []byte("b")},
+	}
+	if err := cl.ProduceSync(context.Background(), in...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"in"}, Start: "earliest"}, 0, 1, 0, nil)
+	r.read(t, 2)
+	h := KafkaRawSchema.Index("headers")
+	if got := r.out.rows[0][h].Format(record.Map); got != `{"dup":"last","trace":"t-1"}` {
+		t.Errorf("headers of record a = %s", got)
+	}
+	if got := r.out.rows[1][h].MapLen(); got != 0 {
+		t.Errorf("record b without headers has %d", got)
+	}
+
+	spec := &pb.KafkaSink{Brokers: addrs, Topic: "out", Format: "raw", Value: "value", Headers: "headers", DeliveryGuarantee: kafkaNone}
+	o, err := New(&pb.Operator{Name: "sink", InputSchema: KafkaRawSchema.Proto(), Spec: &pb.Operator_KafkaSink{KafkaSink: spec}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := o.(*kafkaSink)
+	if err := s.Open(&Context{OperatorName: "sink", Parallelism: 1}, &capture{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range r.out.rows {
+		if err := s.Process(row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.EndInput(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cons := sourceTestClient(t, addrs, kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < 2 && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			s := string(r.Value)
+			for _, h := range r.Headers {
+				s += " " + h.Key + "=" + string(h.Value)
+			}
+			got = append(got, s)
+		})
+	}
+	if want := []string{"a dup=last trace=t-1", "b"}; !slices.Equal(got, want) {
+		t.Errorf("written records %q, want %q", got, want)
+	}
+
+	if _, err := newKafkaSink(&pb.KafkaSink{Brokers: addrs, Topic: "out", Headers: "value"}, KafkaRawSchema); err == nil ||
+		!strings.Contains(err.Error(), "headers") || !strings.Contains(err.Error(), "want map") {
+		t.Errorf("a headers expression that is not a map: %v", err)
+	}
 }

@@ -837,8 +837,10 @@ type KafkaSink struct {
 	// goflink-<job>-<operator>).
 	TransactionalIdPrefix string            `protobuf:"bytes,8,opt,name=transactional_id_prefix,json=transactionalIdPrefix,proto3" json:"transactional_id_prefix,omitempty"`
 	Properties            map[string]string `protobuf:"bytes,9,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// headers is an expression of type map for the record headers (empty: no headers).
+	Headers       string `protobuf:"bytes,10,opt,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KafkaSink) Reset() {
@@ -932,6 +934,13 @@ func (x *KafkaSink) GetProperties() map[string]string {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *KafkaSink) GetHeaders() string {
+	if x != nil {
+		return x.Headers
+	}
+	return ""
 }
 
 // SequenceSource emits from..to (inclusive); without `to` it is unbounded.
@@ -1507,7 +1516,7 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"properties\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\x03\n" +
 	"\tKafkaSink\x12\x18\n" +
 	"\abrokers\x18\x01 \x03(\tR\abrokers\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
@@ -1519,7 +1528,9 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x17transactional_id_prefix\x18\b \x01(\tR\x15transactionalIdPrefix\x12E\n" +
 	"\n" +
 	"properties\x18\t \x03(\v2%.goflink.v1.KafkaSink.PropertiesEntryR\n" +
-	"properties\x1a=\n" +
+	"properties\x12\x18\n" +
+	"\aheaders\x18\n" +
+	" \x01(\tR\aheaders\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +

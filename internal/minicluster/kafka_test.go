@@ -50,7 +50,9 @@ func kafkaExactlyOnce(t *testing.T, seed uint64) {
 		for k := range keys {
 			v, _ := json.Marshal(map[string]int64{"key": int64(k), "seq": int64(seq)})
 			// One key per partition order: the key's records stay in order.
-			if err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(k)), Value: v}).FirstErr(); err != nil {
+			rec := &kgo.Record{Key: []byte(fmt.Sprint(k)), Value: v,
+				Headers: []kgo.RecordHeader{{Key: "origin", Value: fmt.Appendf(nil, "%d/%d", k, seq)}}}
+			if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -69,7 +71,7 @@ operators:
   - {name: in, type: kafka, brokers: %q, topic: in, format: json, schema: {key: int64, seq: int64}, rate: 400}
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
-  - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: exactly-once, transaction-timeout: 1 min, key: "string(key)"}
+  - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: exactly-once, transaction-timeout: 1 min, key: "string(key)", headers: headers}
 `, seed, filepath.Join(t.TempDir(), "cp"), brokers, brokers)
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
 	if err != nil {
@@ -119,6 +121,10 @@ operators:
 			var row struct{ Key, Seq, Count int64 }
 			if err := json.Unmarshal(r.Value, &row); err != nil {
 				t.Fatalf("output record %q: %v", r.Value, err)
+			}
+			// The input's headers pass through the job (a map field) to the output record.
+			if want := fmt.Sprintf("%d/%d", row.Key, row.Seq); len(r.Headers) != 1 || r.Headers[0].Key != "origin" || string(r.Headers[0].Value) != want {
+				t.Errorf("output record %s has headers %v, want origin=%s", r.Value, r.Headers, want)
 			}
 			rows++
 			seen[[2]int64{row.Key, row.Seq}]++

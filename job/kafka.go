@@ -158,14 +158,8 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 		good = good && ok
 		s.GroupId = v
 	}
-	if s.Properties, ok = b.kafkaProperties(op, operator.KafkaSourceProperties); !ok {
+	if s.Properties, ok = b.kafkaProperties(op, false); !ok {
 		good = false
-	} else if v, has := s.Properties["fetch.max.wait.ms"]; has {
-		if n, err := strconv.Atoi(v); err != nil || n <= 0 {
-			e, _ := op.fields.get("properties")
-			b.ps.add(e.line, path+".properties.fetch.max.wait.ms", "want a positive integer (milliseconds), got %q", v)
-			good = false
-		}
 	}
 	if !good {
 		return nil, false
@@ -300,7 +294,7 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 			}
 		}
 	}
-	if s.Properties, ok = b.kafkaProperties(op, operator.KafkaSinkProperties); !ok {
+	if s.Properties, ok = b.kafkaProperties(op, true); !ok {
 		good = false
 	}
 	if !good {
@@ -393,10 +387,14 @@ func (b *builder) kafkaSchema(e entry, path string) ([]record.Field, bool) {
 
 // kafkaProperties reads the optional properties map of client settings; only the known keys
 // are accepted.
-func (b *builder) kafkaProperties(op *specOp, known []string) (map[string]string, bool) {
+func (b *builder) kafkaProperties(op *specOp, sink bool) (map[string]string, bool) {
 	e, has := op.fields.get("properties")
 	if !has {
 		return nil, true
+	}
+	known := operator.KafkaSourceProperties
+	if sink {
+		known = operator.KafkaSinkProperties
 	}
 	path := op.path + ".properties"
 	m := asMapping(e.val, path, b.ps)
@@ -413,6 +411,17 @@ func (b *builder) kafkaProperties(op *specOp, known []string) (map[string]string
 			continue
 		}
 		out[pe.key] = v
+	}
+	if !good {
+		return out, false
+	}
+	for _, p := range operator.CheckKafkaProperties(out, sink) {
+		line := e.line
+		if pe, has := m.get(p.Property); has {
+			line = pe.line
+		}
+		b.ps.add(line, path+"."+p.Property, "%s", p.Problem)
+		good = false
 	}
 	return out, good
 }

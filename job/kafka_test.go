@@ -145,14 +145,35 @@ func TestKafkaInvalidSpecs(t *testing.T) {
   - {name: in, type: kafka, brokers: k:1, topic: t, schema: {a: int64}}
   - {name: o, type: print}`, "", []string{`"in".schema: only used with format: json`}},
 		{"bad format, rate, isolation, property", `
-  - {name: in, type: kafka, brokers: k:1, topic: t, format: avro, rate: -1, isolation: serializable, properties: {sasl.mechanism: PLAIN}}
-  - {name: o, type: print}`, "", []string{`"in".format: unknown format "avro" (want raw or json)`, `"in".rate: must not be negative`, `"in".isolation: unknown isolation "serializable"`, `"in".properties: unknown field "sasl.mechanism"`}},
+  - {name: in, type: kafka, brokers: k:1, topic: t, format: avro, rate: -1, isolation: serializable, properties: {sasl.jaas.config: x}}
+  - {name: o, type: print}`, "", []string{`"in".format: unknown format "avro" (want raw or json)`, `"in".rate: must not be negative`, `"in".isolation: unknown isolation "serializable"`, `"in".properties: unknown field "sasl.jaas.config"`}},
+		{"bad connection security", `
+  - name: in
+    type: kafka
+    brokers: k:1
+    topic: t
+    properties:
+      security.protocol: SASL_SSL
+      sasl.mechanism: GSSAPI
+      ssl.certificate.location: /c.pem
+  - {name: o, type: print}`, "",
+			[]string{`line 9: operators[0] "in".properties.sasl.mechanism: unknown "GSSAPI" (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)`,
+				`line 7: operators[0] "in".properties.sasl.username: needed with security.protocol SASL_SSL`, `"in".properties.sasl.password: needed with security.protocol SASL_SSL`,
+				`line 10: operators[0] "in".properties.ssl.certificate.location: a client certificate needs both ssl.certificate.location and ssl.key.location`}},
+		{"unknown security protocol", `
+  - {name: n, type: sequence, from: 1}
+  - {name: o, type: kafka, brokers: k:1, topic: u, properties: {security.protocol: TLS, ssl.ca.location: /ca.pem}}`, "",
+			[]string{`"o".properties.security.protocol: unknown "TLS" (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)`}},
+		{"settings of another protocol", `
+  - {name: n, type: sequence, from: 1}
+  - {name: o, type: kafka, brokers: k:1, topic: u, properties: {security.protocol: sasl_plaintext, sasl.username: u, sasl.password: p, ssl.ca.location: /ca.pem}}`, "",
+			[]string{`"o".properties.ssl.ca.location: only used with security.protocol SSL or SASL_SSL`}},
 		{"bad property values", `
   - {name: in, type: kafka, brokers: k:1, topic: t, properties: {fetch.max.wait.ms: "-3"}}
   - {name: o, type: print}`, "", []string{`"in".properties.fetch.max.wait.ms: want a positive integer`}},
 		{"unknown sink property", `
   - {name: n, type: sequence, from: 1}
-  - {name: o, type: kafka, brokers: k:1, topic: u, properties: {acks: "1"}}`, "", []string{`"o".properties: unknown field "acks" (supported: client.id, compression.type, linger.ms)`}},
+  - {name: o, type: kafka, brokers: k:1, topic: u, properties: {acks: "1"}}`, "", []string{`"o".properties: unknown field "acks" (supported: client.id, compression.type, linger.ms, security.protocol, sasl.mechanism`}},
 		{"sink field on source", `
   - {name: in, type: kafka, brokers: k:1, topic: t, delivery-guarantee: none}
   - {name: o, type: print}`, "", []string{`unknown field "delivery-guarantee" for type kafka`}},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -147,47 +146,13 @@ func (e *kafkaEncoder) record(row record.Row) (*kgo.Record, error) {
 	return r, nil
 }
 
-// KafkaSinkProperties are the Kafka producer settings (Java names) the kafka sink's
-// properties may set.
-var KafkaSinkProperties = []string{"client.id", "compression.type", "linger.ms"}
-
-// kafkaClientOpts are the connection and producer options of a spec. properties holds the
-// supported Kafka producer settings by their Java names.
+// kafkaClientOpts are the connection and producer options of a spec.
 func kafkaClientOpts(spec *pb.KafkaSink) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(spec.GetBrokers()...), kgo.DefaultProduceTopic(spec.GetTopic())}
-	for _, k := range slices.Sorted(maps.Keys(spec.GetProperties())) {
-		v := spec.GetProperties()[k]
-		switch k {
-		case "client.id":
-			opts = append(opts, kgo.ClientID(v))
-		case "linger.ms":
-			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms < 0 {
-				return nil, fmt.Errorf("kafka sink: property linger.ms: invalid %q", v)
-			}
-			opts = append(opts, kgo.ProducerLinger(time.Duration(ms)*time.Millisecond))
-		case "compression.type":
-			var c kgo.CompressionCodec
-			switch v {
-			case "none":
-				c = kgo.NoCompression()
-			case "gzip":
-				c = kgo.GzipCompression()
-			case "snappy":
-				c = kgo.SnappyCompression()
-			case "lz4":
-				c = kgo.Lz4Compression()
-			case "zstd":
-				c = kgo.ZstdCompression()
-			default:
-				return nil, fmt.Errorf("kafka sink: property compression.type: unknown %q", v)
-			}
-			opts = append(opts, kgo.ProducerBatchCompression(c))
-		default:
-			return nil, fmt.Errorf("kafka sink: unsupported property %q (supported: client.id, linger.ms, compression.type)", k)
-		}
+	opts, err := kafkaConnOpts("sink", spec.GetBrokers(), spec.GetProperties(), true)
+	if err != nil {
+		return nil, err
 	}
-	return opts, nil
+	return append(opts, kgo.DefaultProduceTopic(spec.GetTopic())), nil
 }
 
 // newKafkaSink builds the sink of spec {type: kafka}: the exactly-once one (kafkaTxnSink) or

@@ -47,9 +47,6 @@ func KafkaJSONSchema(declared []record.Field) (*record.Schema, error) {
 	return record.NewSchema(append(slices.Clone(declared), kafkaMetadata...)...)
 }
 
-// KafkaSourceProperties are the client properties the Kafka source understands.
-var KafkaSourceProperties = []string{"client.id", "fetch.max.wait.ms"}
-
 // kafkaOffsetsState is the operator list state of the Kafka source.
 const kafkaOffsetsState = "kafka-offsets"
 
@@ -159,23 +156,13 @@ func (k *kafkaSource) Open(ctx *Context, out Output) error {
 		k.row = make(record.Row, KafkaRawSchema.Len())
 	}
 	k.rate = rateLimiter{rate: k.spec.GetRate() / float64(max(ctx.Parallelism, 1)), now: ctx.Now}
-	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.GetBrokers()...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	opts, err := kafkaConnOpts("source", k.spec.GetBrokers(), k.spec.GetProperties(), false)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if k.spec.GetIsolation() != "read_uncommitted" {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	for key, v := range k.spec.GetProperties() {
-		switch key {
-		case "client.id":
-			opts = append(opts, kgo.ClientID(v))
-		case "fetch.max.wait.ms":
-			ms, err := strconv.Atoi(v)
-			if err != nil || ms <= 0 {
-				return fmt.Errorf("kafka source: property fetch.max.wait.ms: want a positive integer, got %q", v)
-			}
-			opts = append(opts, kgo.FetchMaxWait(time.Duration(ms)*time.Millisecond))
-		default:
-			return fmt.Errorf("kafka source: unsupported property %q", key)
-		}
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -27,7 +27,7 @@ var KafkaConnectionProperties = []string{"security.protocol", "sasl.mechanism", 
 	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location"}
 
 // KafkaSourceProperties are the client properties the Kafka source understands.
-var KafkaSourceProperties = append([]string{"client.id", "fetch.max.wait.ms"}, KafkaConnectionProperties...)
+var KafkaSourceProperties = append([]string{"client.id", "fetch.max.wait.ms", "partition.discovery.interval.ms"}, KafkaConnectionProperties...)
 
 // KafkaSinkProperties are the Kafka producer settings the kafka sink's properties may set.
 var KafkaSinkProperties = append([]string{"client.id", "compression.type", "linger.ms"}, KafkaConnectionProperties...)
@@ -83,6 +83,10 @@ func parseKafkaProperties(props map[string]string, sink bool) ([]kgo.Opt, kafkaS
 				continue
 			}
 			opts = append(opts, kgo.FetchMaxWait(time.Duration(ms)*time.Millisecond))
+		case k == "partition.discovery.interval.ms":
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				bad(k, "want an integer (milliseconds; 0 or less turns discovery off), got %q", v)
+			}
 		case k == "linger.ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || ms < 0 {

@@ -21,6 +21,7 @@ import (
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/state"
 )
 
 // KafkaMetadataFields are the fields the Kafka source adds to every record besides its data.
@@ -68,10 +69,10 @@ type topicPartition struct {
 	partition int32
 }
 
-// kafkaSource reads Kafka partitions without a consumer group. The topics' partitions, sorted
-// by (topic, partition), are dealt to subtasks round-robin: partition i goes to subtask
-// i % parallelism. Partitions are listed once, in Open; partitions or topics created later are
-// picked up only after a restart.
+// kafkaSource reads Kafka partitions without a consumer group. Each partition has a fixed
+// owner subtask (kafkaPartitionOwner, Flink's rule). The partitions are listed in Open and
+// then every partition.discovery.interval.ms (default 5 min; 0 or less: never), so partitions
+// and topics (of a topic-pattern) created while the job runs are read too, from their start.
 //
 // Each subtask's position is the operator list state "kafka-offsets" (union distributed): one
 // element per assigned partition with the next offset to read. Because every subtask sees all
@@ -104,9 +105,12 @@ type kafkaSource struct {
 	restored   map[topicPartition]int64
 	snapshots  map[int64][]kafkaOffset // taken, not yet completed or aborted
 
-	commitCtx    context.Context
+	commitCtx    context.Context // also stops partition discovery
 	cancelCommit context.CancelFunc
 	commits      sync.WaitGroup
+
+	discovered  chan []kafkaOffset // new owned partitions from discover (nil: discovery off)
+	discoveries sync.WaitGroup
 }
 
 func newKafkaSource(s *pb.KafkaSource) (*kafkaSource, error) {
@@ -177,8 +181,8 @@ func (k *kafkaSource) Open(ctx *Context, out Output) error {
 	if err != nil {
 		return err
 	}
-	for i, tp := range all {
-		if i%max(ctx.Parallelism, 1) == ctx.Subtask {
+	for _, tp := range all {
+		if kafkaPartitionOwner(tp, ctx.Parallelism) == ctx.Subtask {
 			k.mine = append(k.mine, tp)
 		}
 	}
@@ -198,7 +202,155 @@ func (k *kafkaSource) Open(ctx *Context, out Output) error {
 	ctxLogger(ctx).Info("kafka source assigned partitions", "subtask", ctx.Subtask,
 		"partitions", len(k.mine), "of", len(all), "restored_checkpoint", k.restoredID)
 	k.restored = nil
+	if interval := k.discoveryInterval(); interval > 0 {
+		known := make(map[topicPartition]bool, len(all))
+		for _, tp := range all {
+			known[tp] = true
+		}
+		k.discovered = make(chan []kafkaOffset, 1)
+		k.discoveries.Add(1)
+		go k.discover(k.commitCtx, interval, known)
+	}
 	return nil
+}
+
+// kafkaPartitionOwner is the subtask that reads tp: Flink's KafkaSourceEnumerator rule, the
+// topic's start index from its Java hash, then the partitions round-robin from there. A
+// partition's owner never changes when partitions or topics are added.
+func kafkaPartitionOwner(tp topicPartition, parallelism int) int {
+	p := int32(max(parallelism, 1))
+	start := (state.KeyHash(record.StringValue(tp.topic), record.String) * 31 & 0x7FFFFFFF) % p
+	return int((start + tp.partition) % p)
+}
+
+// kafkaDefaultDiscovery is the default partition discovery interval (Flink's, FLIP-288).
+const kafkaDefaultDiscovery = 5 * time.Minute
+
+// discoveryInterval is partition.discovery.interval.ms, 0 when it is disabled.
+func (k *kafkaSource) discoveryInterval() time.Duration {
+	v, ok := k.spec.GetProperties()["partition.discovery.interval.ms"]
+	if !ok {
+		return kafkaDefaultDiscovery
+	}
+	ms, _ := strconv.ParseInt(v, 10, 64) // validated: an integer
+	return time.Duration(max(ms, 0)) * time.Millisecond
+}
+
+// discover lists the partitions every interval and hands the new ones this subtask owns, with
+// their earliest offsets, to Emit. New partitions are read from their start whatever the start
+// option (as in Flink), so nothing written to them is skipped. Listing errors are logged and
+// retried at the next interval.
+func (k *kafkaSource) discover(ctx context.Context, interval time.Duration, known map[topicPartition]bool) {
+	defer k.discoveries.Done()
+	log := ctxLogger(k.ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var found []kafkaOffset // owned, not yet taken by Emit
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		offs, err := k.newPartitions(ctx, known)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("kafka source: partition discovery failed; retrying at the next interval", "error", err)
+			}
+			continue
+		}
+		if len(offs) == 0 && len(found) == 0 {
+			continue
+		}
+		found = append(found, offs...)
+		select {
+		case k.discovered <- found:
+			found = nil
+		default: // Emit has not taken the last batch yet: send both next time
+		}
+	}
+}
+
+// newPartitions lists the partitions, marks the new ones known and returns the earliest
+// offsets of the new ones this subtask owns.
+func (k *kafkaSource) newPartitions(ctx context.Context, known map[topicPartition]bool) ([]kafkaOffset, error) {
+	rctx, cancel := context.WithTimeout(ctx, kafkaRequestTimeout)
+	defer cancel()
+	all, err := k.partitions(rctx)
+	if err != nil {
+		return nil, err
+	}
+	var mine []topicPartition
+	var topics []string
+	for _, tp := range all {
+		if known[tp] {
+			continue
+		}
+		if kafkaPartitionOwner(tp, k.ctx.Parallelism) == k.ctx.Subtask {
+			mine = append(mine, tp)
+			if !slices.Contains(topics, tp.topic) {
+				topics = append(topics, tp.topic)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		for _, tp := range all {
+			known[tp] = true
+		}
+		return nil, nil
+	}
+	earliest, err := k.adm.ListStartOffsets(rctx, topics...)
+	if err == nil {
+		err = earliest.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	out := make([]kafkaOffset, 0, len(mine))
+	for _, tp := range mine {
+		o, ok := earliest.Lookup(tp.topic, tp.partition)
+		if !ok || o.Err != nil {
+			return nil, fmt.Errorf("no start offset for %s[%d]", tp.topic, tp.partition)
+		}
+		out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: o.Offset})
+	}
+	for _, tp := range all {
+		known[tp] = true
+	}
+	return out, nil
+}
+
+// adoptDiscovered starts reading the partitions discovery found, if any.
+func (k *kafkaSource) adoptDiscovered() {
+	var offs []kafkaOffset
+	select {
+	case offs = <-k.discovered:
+	default:
+		return
+	}
+	add := map[string]map[int32]kgo.Offset{}
+	for _, o := range offs {
+		tp := topicPartition{o.Topic, o.Partition}
+		if _, have := k.next[tp]; have {
+			continue
+		}
+		k.mine = append(k.mine, tp)
+		k.next[tp] = o.Offset
+		if add[tp.topic] == nil {
+			add[tp.topic] = map[int32]kgo.Offset{}
+		}
+		add[tp.topic][tp.partition] = kgo.NewOffset().At(o.Offset)
+		ctxLogger(k.ctx).Info("kafka source: reading a new partition", "topic", tp.topic, "partition", tp.partition, "offset", o.Offset)
+	}
+	slices.SortFunc(k.mine, compareTopicPartitions)
+	if len(add) > 0 {
+		k.cl.AddConsumePartitions(add)
+		k.cl.ForceMetadataRefresh() // fetch the new partitions now, not at the next refresh
+	}
+}
+
+func compareTopicPartitions(a, b topicPartition) int {
+	return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
 }
 
 // partitions lists the partitions of the source's topics, sorted by (topic, partition).
@@ -244,9 +396,7 @@ func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) 
 			out = append(out, topicPartition{name, p})
 		}
 	}
-	slices.SortFunc(out, func(a, b topicPartition) int {
-		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
-	})
+	slices.SortFunc(out, compareTopicPartitions)
 	return out, nil
 }
 
@@ -334,6 +484,9 @@ func (k *kafkaSource) startOffsets(ctx context.Context) error {
 }
 
 func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
+	if k.discovered != nil {
+		k.adoptDiscovered()
+	}
 	if k.rate.rate > 0 {
 		allowed, wait := k.rate.allowance()
 		if allowed == 0 {
@@ -595,6 +748,7 @@ func (k *kafkaSource) Close() error {
 		k.cancelCommit()
 	}
 	k.commits.Wait()
+	k.discoveries.Wait()
 	if k.cl != nil {
 		k.cl.Close()
 	}

@@ -188,11 +188,94 @@ func TestKafkaSourceAssignmentIsDeterministic(t *testing.T) {
 		}
 		all = append(all, r1.mine...)
 	}
-	// Sorted (topic, partition) index i goes to subtask i % par: of a0 a1 a2 b0 b1 b2,
-	// subtask 0 gets a0 and b1, 1 gets a1 and b2, 2 gets a2, 3 gets b0.
-	want := []topicPartition{{"a", 0}, {"b", 1}, {"a", 1}, {"b", 2}, {"a", 2}, {"b", 0}}
+	// Flink's rule: the topic starts at ((javaHash(topic) * 31) & 0x7FFFFFFF) % par, its
+	// partitions follow round-robin. "a" (hash 97) starts at 3007 % 4 = 3 and "b" (98) at
+	// 3038 % 4 = 2: subtask 0 gets a1 b2, 1 gets a2, 2 gets b0, 3 gets a0 b1.
+	want := []topicPartition{{"a", 1}, {"b", 2}, {"a", 2}, {"b", 0}, {"a", 0}, {"b", 1}}
 	if !slices.Equal(all, want) {
 		t.Errorf("assignment by subtask = %v, want %v", all, want)
+	}
+	// Adding partitions never moves an existing one.
+	for p := range int32(50) {
+		for _, topic := range []string{"a", "orders", "ü-topic"} {
+			if got, want := kafkaPartitionOwner(topicPartition{topic, p}, 7), (kafkaPartitionOwner(topicPartition{topic, 0}, 7)+int(p))%7; got != want {
+				t.Fatalf("owner of %s[%d] = %d, want %d", topic, p, got, want)
+			}
+		}
+	}
+}
+
+// Partitions added to a topic and topics created that match the pattern while the source runs
+// are read from their start by exactly one subtask, and their offsets enter the checkpoint.
+func TestKafkaSourceDiscoversNewPartitionsAndTopics(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "ev-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	spec := &pb.KafkaSource{Brokers: addrs, TopicPattern: "^ev-", Start: "latest",
+		Properties: map[string]string{"partition.discovery.interval.ms": "20"}}
+	const par = 2
+	runs := []*kafkaRun{openKafkaRun(t, spec, 0, par, 0, nil), openKafkaRun(t, spec, 1, par, 0, nil)}
+
+	adm := kadm.NewClient(sourceTestClient(t, addrs))
+	ctx := context.Background()
+	if _, err := adm.CreatePartitions(ctx, 2, "ev-a"); err != nil { // ev-a[1], ev-a[2]
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "ev-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "other"); err != nil {
+		t.Fatal(err)
+	}
+	// Written before the source may have noticed the partitions: read from their start anyway.
+	produceForSource(t, addrs, "ev-a", 3, 0, 4)
+	produceForSource(t, addrs, "ev-b", 2, 0, 4)
+	produceForSource(t, addrs, "other", 1, 0, 4)
+
+	seen := map[string]int{}
+	deadline := time.Now().Add(10 * time.Second)
+	for total := 0; total < 5*4 && time.Now().Before(deadline); {
+		for _, r := range runs {
+			n, wait, _, err := r.Emit(100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += n
+			if n == 0 {
+				time.Sleep(wait)
+			}
+		}
+	}
+	for sub, r := range runs {
+		for _, row := range r.out.rows {
+			seen[fmt.Sprintf("%s/%s", row[2].Str(), row[1].Str())]++
+			if owner := kafkaPartitionOwner(topicPartition{row[2].Str(), int32(row[3].Int())}, par); owner != sub {
+				t.Errorf("subtask %d read %s[%d], owned by %d", sub, row[2].Str(), row[3].Int(), owner)
+			}
+		}
+	}
+	// ev-a[0] existed at the start with start: latest, so its 4 records (written after Open)
+	// are read too; ev-a[1], ev-a[2], ev-b[0], ev-b[1] are new. "other" does not match.
+	if len(seen) != 20 {
+		t.Errorf("read %d distinct records, want 20: %v", len(seen), seen)
+	}
+	for k, n := range seen {
+		if n != 1 || strings.HasPrefix(k, "other/") {
+			t.Errorf("record %s read %d times", k, n)
+		}
+	}
+	var offsets []string
+	for i, r := range runs {
+		for _, b := range r.snapshot(t, int64(i+1)) {
+			offsets = append(offsets, string(b))
+		}
+	}
+	slices.Sort(offsets)
+	if len(offsets) != 5 || !strings.Contains(strings.Join(offsets, " "), `{"topic":"ev-b","partition":1,"offset":4}`) {
+		t.Errorf("checkpointed offsets %v, want all 5 partitions at offset 4", offsets)
 	}
 }
 

@@ -29,15 +29,22 @@ func TestKafkaExactlyOnceThroughTaskManagerLoss(t *testing.T) {
 	}
 }
 
-func kafkaExactlyOnce(t *testing.T, seed uint64) {
-	const keys, perKey = 4, 150
-	rng := rand.New(rand.NewPCG(seed, seed*7919))
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
+// startKafka starts an in-process Kafka with the topics "in" and "out" of the given number of
+// partitions, closed when the test ends, and returns it with its brokers for a job spec.
+func startKafka(t *testing.T, partitions int32) (*kfake.Cluster, string) {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kc.Close()
-	brokers := strings.Join(kc.ListenAddrs(), ",")
+	t.Cleanup(kc.Close)
+	return kc, strings.Join(kc.ListenAddrs(), ",")
+}
+
+func kafkaExactlyOnce(t *testing.T, seed uint64) {
+	const keys, perKey = 4, 150
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	kc, brokers := startKafka(t, 2)
 
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -171,12 +178,7 @@ operators:
 // the job fails without restarts, with an unrecoverable data-loss error naming the checkpoint.
 func TestKafkaTimedOutTransactionFailsJob(t *testing.T) {
 	const txnTimeout = 500 * time.Millisecond
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	brokers := strings.Join(kc.ListenAddrs(), ",")
+	kc, brokers := startKafka(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 

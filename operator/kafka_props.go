@@ -58,9 +58,10 @@ type kafkaSecurity struct {
 // parseKafkaProperties turns the properties into client options and the connection security.
 func parseKafkaProperties(props map[string]string, sink bool) ([]kgo.Opt, kafkaSecurity, []*KafkaPropertyError) {
 	var (
-		opts     []kgo.Opt
-		sec      kafkaSecurity
-		problems []*KafkaPropertyError
+		opts        []kgo.Opt
+		sec         kafkaSecurity
+		problems    []*KafkaPropertyError
+		protocolBad bool
 	)
 	bad := func(key, format string, args ...any) {
 		problems = append(problems, &KafkaPropertyError{Property: key, Problem: fmt.Sprintf(format, args...)})
@@ -113,7 +114,7 @@ func parseKafkaProperties(props map[string]string, sink bool) ([]kgo.Opt, kafkaS
 				sec.tls, sec.sasl = true, true
 			default:
 				bad(k, "unknown %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", v)
-				return opts, sec, problems // the other settings depend on the protocol
+				protocolBad = true
 			}
 		case k == "sasl.mechanism":
 			sec.mechanism = strings.ToUpper(v)
@@ -131,6 +132,9 @@ func parseKafkaProperties(props map[string]string, sink bool) ([]kgo.Opt, kafkaS
 		case k == "ssl.key.location":
 			sec.keyFile = v
 		}
+	}
+	if protocolBad {
+		return opts, sec, problems // the combinations below depend on the protocol
 	}
 	// The combinations, once the protocol is known.
 	for _, k := range []string{"sasl.mechanism", "sasl.username", "sasl.password"} {

@@ -293,27 +293,24 @@ func (k *kafkaSource) newPartitions(ctx context.Context, known map[topicPartitio
 			}
 		}
 	}
-	if len(mine) == 0 {
-		for _, tp := range all {
-			known[tp] = true
+	var out []kafkaOffset
+	if len(mine) > 0 {
+		earliest, err := k.adm.ListStartOffsets(rctx, topics...)
+		if err == nil {
+			err = earliest.Error()
 		}
-		return nil, nil
-	}
-	earliest, err := k.adm.ListStartOffsets(rctx, topics...)
-	if err == nil {
-		err = earliest.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
-	}
-	out := make([]kafkaOffset, 0, len(mine))
-	for _, tp := range mine {
-		o, ok := earliest.Lookup(tp.topic, tp.partition)
-		if !ok || o.Err != nil {
-			return nil, fmt.Errorf("no start offset for %s[%d]", tp.topic, tp.partition)
+		if err != nil {
+			return nil, fmt.Errorf("list start offsets: %w", err)
 		}
-		out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: o.Offset})
+		for _, tp := range mine {
+			o, ok := earliest.Lookup(tp.topic, tp.partition)
+			if !ok || o.Err != nil {
+				return nil, fmt.Errorf("no start offset for %s[%d]", tp.topic, tp.partition)
+			}
+			out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: o.Offset})
+		}
 	}
+	// Known only once handled: a failed listing retries these partitions next time.
 	for _, tp := range all {
 		known[tp] = true
 	}

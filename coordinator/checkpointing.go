@@ -62,7 +62,9 @@ func (s checkpointSettings) enabled() bool { return s.interval > 0 }
 
 // checkpointPlan is the set of tasks one checkpoint involves.
 type checkpointPlan struct {
-	trigger []string // execution keys of the running source tasks
+	// trigger holds the execution keys of the running tasks that get the barrier by RPC:
+	// sources, and tasks whose producers all finished (the rest get it from their inputs).
+	trigger []string
 	wait    []string // execution keys of every running task
 	// finished holds the state of tasks that finished before the checkpoint: their state in
 	// the last checkpoint they took part in (a restore must not run them again).
@@ -71,13 +73,17 @@ type checkpointPlan struct {
 
 // checkpointIO is what the coordinator needs from the job master.
 type checkpointIO interface {
-	// plan returns the tasks of a checkpoint, or ok=false when not all of them are running.
+	// plan returns the tasks of a checkpoint, or ok=false when not all of them are running;
+	// none to wait for when every task finished.
 	plan() (p checkpointPlan, ok bool)
+	// triggerable returns the tasks that a checkpoint triggers by RPC now (plan's trigger): a
+	// task becomes one when its last producer finishes.
+	triggerable() []string
 	// allocateID takes the next checkpoint ID from the replicated counter.
 	allocateID() (int64, error)
-	// triggerTasks sends the barrier to the source tasks (asynchronously; a failed RPC comes
-	// back as triggerFailed).
-	triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier)
+	// triggerTasks sends the barrier to tasks (asynchronously; a failed RPC comes back as
+	// triggerFailed).
+	triggerTasks(tasks []string, b *pb.CheckpointBarrier)
 	// finalize writes the checkpoint's metadata and returns its store record.
 	finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error)
 	// commit adds the checkpoint to the replicated store: the commit point. It returns the
@@ -98,12 +104,15 @@ type pendingCheckpoint struct {
 	trigger  time.Time
 	deadline time.Time
 	manual   bool
+	barrier  *pb.CheckpointBarrier
 	waiting  map[string]bool // tasks that have not acknowledged yet
-	states   []*pb.OperatorSubtaskState
-	size     int64
-	align    int64
-	info     *pb.CheckpointInfo
-	replies  []chan<- checkpointResult
+	// triggered holds the tasks sent the barrier by RPC; more join when their producers finish.
+	triggered map[string]bool
+	states    []*pb.OperatorSubtaskState
+	size      int64
+	align     int64
+	info      *pb.CheckpointInfo
+	replies   []chan<- checkpointResult
 }
 
 // checkpointResult answers a manual trigger.
@@ -122,6 +131,9 @@ type checkpointCoordinator struct {
 	periodic       bool
 	nextPeriodic   time.Time // zero: no periodic trigger scheduled
 	periodicQueued bool      // a periodic request waits for max-concurrent
+	// soon: a task waits for its final checkpoint; when a pending one ends, the next periodic
+	// trigger comes forward (see triggerSoon).
+	soon           bool
 	manualQueue    []chan<- checkpointResult
 	pending        []*pendingCheckpoint // ascending IDs
 	lastCompletion time.Time
@@ -170,6 +182,7 @@ func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg stri
 	c.periodic = false
 	c.nextPeriodic = time.Time{}
 	c.periodicQueued = false
+	c.soon = false
 	for _, r := range c.manualQueue {
 		r <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
 	}
@@ -185,14 +198,30 @@ func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult) {
 	c.runQueued()
 }
 
-// triggerSoon queues a checkpoint as if the periodic trigger fired now (a task waits for its
-// final checkpoint). Admission rules apply as for periodic checkpoints.
+// triggerSoon brings the next periodic checkpoint forward because a task waits for its final
+// checkpoint (Flink waits for the next interval): to now, or to the end of the minimum pause
+// since the last completion; while max-concurrent checkpoints are pending, to when one ends.
+// So a bounded job ends soon after its input, and no request is dropped for the pause.
 func (c *checkpointCoordinator) triggerSoon() {
-	if !c.periodic || c.periodicQueued {
+	if !c.periodic {
 		return
 	}
-	c.periodicQueued = true
-	c.runQueued()
+	if len(c.pending) >= c.s.maxConcurrent {
+		c.soon = true
+		return
+	}
+	c.soon = false
+	at := c.now()
+	if end := c.lastCompletion.Add(c.s.minPause); !c.lastCompletion.IsZero() && end.After(at) {
+		if c.nextPeriodic.IsZero() || end.Before(c.nextPeriodic) {
+			c.nextPeriodic = end
+		}
+		return
+	}
+	if !c.periodicQueued {
+		c.periodicQueued = true
+		c.runQueued()
+	}
 }
 
 // nextDeadline is when the coordinator must run onTimer next (zero: nothing scheduled).
@@ -275,15 +304,26 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		fail(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING, "not all required tasks are currently running")
 		return
 	}
+	if len(plan.wait) == 0 {
+		// Every task finished (the job ends next): nothing is left to checkpoint.
+		if reply != nil {
+			reply <- checkpointResult{err: errors.New("checkpoint not triggered: every task has finished")}
+		}
+		return
+	}
 	id, err := c.io.allocateID()
 	if err != nil {
 		fail(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, fmt.Sprintf("allocating a checkpoint ID: %v", err))
 		return
 	}
-	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, waiting: map[string]bool{},
-		states: slices.Clone(plan.finished)}
+	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, barrier: b,
+		waiting: map[string]bool{}, triggered: map[string]bool{}, states: slices.Clone(plan.finished)}
 	for _, k := range plan.wait {
 		p.waiting[k] = true
+	}
+	for _, k := range plan.trigger {
+		p.triggered[k] = true
 	}
 	if reply != nil {
 		p.replies = append(p.replies, reply)
@@ -292,7 +332,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		Total: int32(len(plan.wait)), Manual: reply != nil}
 	c.record(p.info)
 	c.pending = append(c.pending, p)
-	c.io.triggerTasks(plan, &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode})
+	c.io.triggerTasks(plan.trigger, b)
 }
 
 // ack handles a task's acknowledgement. It returns false when the checkpoint is not pending
@@ -315,7 +355,10 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 }
 
 // taskFinished handles a task that finished: pending checkpoints stop waiting for it and take
-// the state it finished with.
+// the state it finished with, and trigger its consumers by RPC once all their producers
+// finished (their inputs will carry no barrier: FLIP-147). A task finishes only after a
+// completed checkpoint covered all its output, so it may finish before or after its trigger
+// arrives; either way the checkpoint goes on.
 func (c *checkpointCoordinator) taskFinished(task string, states []*pb.OperatorSubtaskState) {
 	for _, p := range slices.Clone(c.pending) {
 		if c.find(p.id) == nil || !p.waiting[task] {
@@ -326,6 +369,17 @@ func (c *checkpointCoordinator) taskFinished(task string, states []*pb.OperatorS
 		p.info.Acknowledged++
 		if len(p.waiting) == 0 {
 			c.complete(p)
+			continue
+		}
+		var more []string
+		for _, k := range c.io.triggerable() {
+			if p.waiting[k] && !p.triggered[k] {
+				p.triggered[k] = true
+				more = append(more, k)
+			}
+		}
+		if len(more) > 0 {
+			c.io.triggerTasks(more, p.barrier)
 		}
 	}
 }
@@ -409,6 +463,15 @@ func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.Completed
 	c.io.notifyComplete(p.id)
 	c.reply(p, checkpointResult{info: p.info})
 	c.runQueued()
+	c.resumeSoon()
+}
+
+// resumeSoon brings the next periodic checkpoint forward if a task asked for one while
+// max-concurrent checkpoints were pending.
+func (c *checkpointCoordinator) resumeSoon() {
+	if c.soon && len(c.pending) < c.s.maxConcurrent {
+		c.triggerSoon()
+	}
 }
 
 // abort disposes a pending checkpoint, counts the failure if its reason counts, tells the
@@ -424,6 +487,7 @@ func (c *checkpointCoordinator) abort(p *pendingCheckpoint, reason pb.Checkpoint
 	c.onFailure(p.id, reason)
 	if c.periodic || len(c.manualQueue) > 0 {
 		c.runQueued()
+		c.resumeSoon()
 	}
 }
 

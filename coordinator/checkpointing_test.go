@@ -89,8 +89,10 @@ type ckptIO struct {
 	numRetained int
 	store       []*pb.CompletedCheckpoint
 
-	barriers   []*pb.CheckpointBarrier
-	plans      []checkpointPlan
+	barriers  []*pb.CheckpointBarrier
+	triggered [][]string // the tasks of each triggerTasks call
+	// ready overrides tasks.trigger as what triggerable returns, once set.
+	ready      []string
 	finalized  map[int64]ckptFinalized
 	failCauses []string
 }
@@ -117,10 +119,17 @@ func (f *ckptIO) allocateID() (int64, error) {
 	return id, nil
 }
 
-func (f *ckptIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier) {
+func (f *ckptIO) triggerable() []string {
+	if f.ready != nil {
+		return f.ready
+	}
+	return f.tasks.trigger
+}
+
+func (f *ckptIO) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
 	f.rec("triggerTasks", b.GetCheckpointId(), 0)
 	f.barriers = append(f.barriers, b)
-	f.plans = append(f.plans, p)
+	f.triggered = append(f.triggered, tasks)
 }
 
 func (f *ckptIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
@@ -936,12 +945,12 @@ func TestCheckpointCompletion(t *testing.T) {
 	if id != 1 {
 		t.Fatalf("first checkpoint ID %d, want 1", id)
 	}
-	b, p := h.io.lastBarrier(), h.io.plans[0]
+	b, triggered := h.io.lastBarrier(), h.io.triggered[0]
 	if b.GetTimestampMs() != ckptAt(time.Second).UnixMilli() || b.GetMode() != pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE {
 		t.Fatalf("barrier %v, want timestamp T0+1s and AT_LEAST_ONCE", b)
 	}
-	if !slices.Equal(p.trigger, []string{"src#0"}) {
-		t.Fatalf("triggered tasks %v, want the plan's sources", p.trigger)
+	if !slices.Equal(triggered, []string{"src#0"}) {
+		t.Fatalf("triggered tasks %v, want the plan's sources", triggered)
 	}
 	if i := h.info(1); i.GetStatus() != ckptStatusRunning || i.GetTotal() != 3 || i.GetAcknowledged() != 0 {
 		t.Fatalf("pending info %v, want IN_PROGRESS 0/3", i)
@@ -1470,4 +1479,91 @@ func TestCheckpointTriggerSoon(t *testing.T) {
 		h.c.ack(task, 1, &pb.TaskStateSnapshot{}, &pb.CheckpointMetrics{})
 	}
 	h.wantTriggered(1, 2) // the queued request ran when 1 completed
+}
+
+// A finished task no longer holds a checkpoint back, and its consumers, once all their
+// producers finished, get the barrier by RPC for the pending checkpoint (their inputs carry
+// none): a checkpoint triggered while tasks finish completes instead of failing.
+func TestCheckpointTriggersConsumersOfFinishedTasks(t *testing.T) {
+	h := newCkptHarness(t, func(s *checkpointSettings) { s.interval = 0 })
+	h.io.tasks = checkpointPlan{trigger: []string{"src#0", "src#1"}, wait: []string{"src#0", "src#1", "sum#0", "sink#0"}}
+	id, ch := h.startManual()
+	if got := h.io.triggered[0]; !slices.Equal(got, []string{"src#0", "src#1"}) {
+		t.Fatalf("triggered %v, want the sources", got)
+	}
+	// src#0 finished before its trigger arrived; src#1 still runs: sum#0 gets the barrier
+	// from src#1.
+	h.io.ready = []string{"src#1"}
+	h.c.taskFinished("src#0", []*pb.OperatorSubtaskState{{Operator: "src", Subtask: 0}})
+	if n := len(h.io.triggered); n != 1 {
+		t.Fatalf("triggered again %v while a producer of sum#0 runs", h.io.triggered[1:])
+	}
+	// src#1 finished too (its barrier may or may not have gone out): sum#0 is triggered by RPC,
+	// once, with the checkpoint's own barrier.
+	h.io.ready = []string{"sum#0"}
+	h.c.taskFinished("src#1", []*pb.OperatorSubtaskState{{Operator: "src", Subtask: 1}})
+	h.c.taskFinished("src#1", nil) // a duplicate report changes nothing
+	if len(h.io.triggered) != 2 || !slices.Equal(h.io.triggered[1], []string{"sum#0"}) {
+		t.Fatalf("RPC triggers %v, want [sum#0] once after the last producer finished", h.io.triggered)
+	}
+	if b := h.io.lastBarrier(); b.GetCheckpointId() != id {
+		t.Fatalf("sum#0 got barrier %d, want checkpoint %d's", b.GetCheckpointId(), id)
+	}
+	h.ack("sum#0", id, 10)
+	h.ack("sink#0", id, 5)
+	r := <-ch
+	if r.err != nil || r.info.GetStatus() != ckptStatusDone {
+		t.Fatalf("checkpoint %d: %v %v, want completed", id, r.info, r.err)
+	}
+	var ops []string
+	for _, st := range h.io.finalized[id].states {
+		ops = append(ops, fmt.Sprintf("%s/%d", st.GetOperator(), st.GetSubtask()))
+	}
+	if want := []string{"src/0", "src/1", "sum#0/10", "sink#0/5"}; !slices.Equal(ops, want) {
+		t.Fatalf("finalized states %v, want %v (the finished sources' and the acknowledged ones)", ops, want)
+	}
+	for _, c := range h.c.historyView() {
+		if c.GetStatus() == ckptStatusFailed {
+			t.Fatalf("failed checkpoint in the history: %v", c)
+		}
+	}
+}
+
+// A task waiting for its final checkpoint brings the next periodic trigger forward; within the
+// minimum pause it moves to the end of the pause (nothing is recorded as failed), and while a
+// checkpoint is pending it comes when that one ends.
+func TestCheckpointTriggerSoonRespectsMinPause(t *testing.T) {
+	h := newCkptHarness(t, func(s *checkpointSettings) { s.minPause = 2 * time.Second })
+	h.c.start()
+	h.fire() // the first periodic checkpoint, at the interval
+	h.wantTriggered(1)
+	h.c.triggerSoon() // pending: remembered
+	h.wantTriggered(1)
+	h.advanceTo(ckptAt(10*time.Second + 100*time.Millisecond))
+	for _, task := range []string{"src#0", "map#0", "sink#0"} {
+		h.ack(task, 1, 0)
+	}
+	h.wantTriggered(1)                                // within the pause: not yet
+	h.wantNext(12*time.Second + 100*time.Millisecond) // the end of the pause
+	h.fire()
+	h.wantTriggered(1, 2)
+	for _, c := range h.c.historyView() {
+		if c.GetStatus() == ckptStatusFailed {
+			t.Fatalf("failed checkpoint in the history: %v", c)
+		}
+	}
+}
+
+// When every task finished, a trigger has nothing to do: no checkpoint, no failure recorded.
+func TestCheckpointNotTriggeredWhenEveryTaskFinished(t *testing.T) {
+	h := newCkptHarness(t, func(s *checkpointSettings) { s.interval = 0 })
+	h.io.tasks = checkpointPlan{}
+	reply := make(chan checkpointResult, 1)
+	h.c.triggerManual(reply)
+	if r := <-reply; r.err == nil {
+		t.Fatalf("manual trigger with every task finished: %v, want an error", r.info)
+	}
+	if h.io.count("allocateID") != 0 || len(h.c.historyView()) != 0 {
+		t.Fatalf("calls %v, history %v: want neither a checkpoint nor a failure", h.io.calls, h.c.historyView())
+	}
 }

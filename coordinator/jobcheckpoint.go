@@ -24,7 +24,8 @@ func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
 // plan returns the running tasks to wait for, the tasks to trigger — running sources, and
 // running tasks whose producers all finished (their input ended; they wait for a final
 // checkpoint) — and the state of finished tasks. Any task that is neither running nor
-// finished (deploying, failing) makes the checkpoint wait for a later trigger.
+// finished (deploying, failing) makes the checkpoint wait for a later trigger. When every task
+// finished there is nothing to wait for: the job is about to end.
 func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 	m := io.m()
 	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.pending != nil || len(m.execs) == 0 {
@@ -35,16 +36,27 @@ func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 		switch e.state {
 		case pb.ExecutionState_EXECUTION_STATE_RUNNING:
 			p.wait = append(p.wait, e.key)
-			if m.producersFinished(e) {
-				p.trigger = append(p.trigger, e.key)
-			}
 		case pb.ExecutionState_EXECUTION_STATE_FINISHED:
 			p.finished = append(p.finished, m.finishedState(e)...)
 		default:
 			return checkpointPlan{}, false
 		}
 	}
-	return p, len(p.trigger) > 0
+	p.trigger = io.triggerable()
+	return p, len(p.trigger) > 0 || len(p.wait) == 0
+}
+
+// triggerable returns the running tasks whose producers all finished: sources, and tasks whose
+// input ended or is ending.
+func (io *jobCheckpointIO) triggerable() []string {
+	m := io.m()
+	var keys []string
+	for _, e := range m.execs {
+		if e.state == pb.ExecutionState_EXECUTION_STATE_RUNNING && m.producersFinished(e) {
+			keys = append(keys, e.key)
+		}
+	}
+	return keys
 }
 
 // producersFinished reports whether every producer of an execution has finished (true for a
@@ -55,10 +67,7 @@ func (m *jobMaster) producersFinished(e *execution) bool {
 			continue
 		}
 		for _, p := range m.execs {
-			if p.vertex.GetId() != edge.GetSource() {
-				continue
-			}
-			if edge.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD && p.id.GetSubtask() != e.id.GetSubtask() {
+			if p.vertex.GetId() != edge.GetSource() || !connected(edge, p, e) {
 				continue
 			}
 			if p.state != pb.ExecutionState_EXECUTION_STATE_FINISHED {
@@ -67,6 +76,13 @@ func (m *jobMaster) producersFinished(e *execution) bool {
 		}
 	}
 	return true
+}
+
+// connected reports whether producer feeds consumer over edge: a forward edge connects the
+// subtasks of equal index (one to one, as failover's pipelined regions assume), every other
+// edge connects all of them.
+func connected(edge *pb.JobEdge, producer, consumer *execution) bool {
+	return edge.GetPartitioner() != pb.Partitioner_PARTITIONER_FORWARD || producer.id.GetSubtask() == consumer.id.GetSubtask()
 }
 
 // checkpointIDBlock is how many checkpoint IDs one Raft entry reserves: a checkpoint then
@@ -89,9 +105,9 @@ func (io *jobCheckpointIO) allocateID() (int64, error) {
 	return id, nil
 }
 
-func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrier) {
+func (io *jobCheckpointIO) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
 	m := io.m()
-	for _, k := range p.trigger {
+	for _, k := range tasks {
 		e := m.byKey[k]
 		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, Barrier: b}
 		client, name := e.tm.client, e.name
@@ -101,7 +117,7 @@ func (io *jobCheckpointIO) triggerTasks(p checkpointPlan, b *pb.CheckpointBarrie
 			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
 			defer cancel()
 			if _, err := client.TriggerTaskCheckpoint(ctx, req); err != nil && m.ctx.Err() == nil {
-				m.send(evTriggerFailed{id: b.GetCheckpointId(), msg: fmt.Sprintf("triggering %s: %v", name, err)})
+				m.send(evTriggerFailed{id: b.GetCheckpointId(), key: k, msg: fmt.Sprintf("triggering %s: %v", name, err)})
 			}
 		}()
 	}

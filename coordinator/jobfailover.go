@@ -419,7 +419,9 @@ func (m *jobMaster) submit(batch []*execution) {
 			}
 			in := &pb.InputGateDeployment{Edge: int32(i)}
 			for _, p := range grid[edge.GetSource()] {
-				in.Producers = append(in.Producers, &pb.ProducerLocation{Execution: p.id, TaskmanagerAddress: p.tm.addr})
+				if connected(edge, p, e) {
+					in.Producers = append(in.Producers, &pb.ProducerLocation{Execution: p.id, TaskmanagerAddress: p.tm.addr})
+				}
 			}
 			req.Inputs = append(req.Inputs, in)
 		}

@@ -78,6 +78,7 @@ type (
 	}
 	evTriggerFailed struct {
 		id  int64
+		key string // the execution triggered
 		msg string
 	}
 	evTriggerCheckpoint struct {
@@ -413,6 +414,9 @@ func (m *jobMaster) handle(ev any) {
 			m.cp.decline(e.name, r.GetCheckpointId(), r.GetReason(), r.GetMessage())
 		}
 	case evTriggerFailed:
+		if e := m.byKey[ev.key]; e != nil && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
+			return // it finished before the trigger arrived: the checkpoint took its final state
+		}
 		m.cp.triggerFailed(ev.id, ev.msg)
 	case evTriggerCheckpoint:
 		switch {

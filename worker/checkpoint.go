@@ -1,12 +1,14 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/goflink/goflink/config"
@@ -19,8 +21,12 @@ import (
 // maxAbortedIDs bounds the checkpoint IDs a task remembers as aborted (Flink: 128).
 const maxAbortedIDs = 128
 
-// errTaskNotRunning is returned for checkpoint commands to a task that does not run.
-var errTaskNotRunning = errors.New("task is not running")
+var (
+	// errTaskNotRunning is returned for checkpoint commands to a task that does not run.
+	errTaskNotRunning = errors.New("task is not running")
+	// errTaskFinished is returned for checkpoint commands to a task that ended successfully.
+	errTaskFinished = errors.New("task finished")
+)
 
 // stateContext is what one operator of a task sees of its state (operator.StateContext).
 type stateContext struct {
@@ -50,12 +56,14 @@ func (t *task) post(ctx context.Context, f func() error) error {
 	case t.mail <- f:
 		return nil
 	case <-t.done:
-		return errTaskNotRunning
 	case <-t.ctx.Done():
-		return errTaskNotRunning
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if t.finished.Load() {
+		return errTaskFinished
+	}
+	return errTaskNotRunning
 }
 
 // jobDir is the job's checkpoint directory.
@@ -141,15 +149,30 @@ func (t *task) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) erro
 	return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 }
 
-// triggerFromRPC starts a checkpoint at a source task, or at a task whose input ended and
-// that waits for its final checkpoint.
+// triggerFromRPC starts a checkpoint at a source task, or at a task whose producers all
+// finished. Such a task takes it once its input has ended: a producer finishes only after a
+// completed checkpoint covered everything it emitted, so what is left on its channels is its
+// end of partition, and the checkpoint covers the same records either way.
 func (t *task) triggerFromRPC(b *pb.CheckpointBarrier) error {
 	if t.source == nil && !t.ending {
-		t.decline(b.GetCheckpointId(), pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY,
-			"its input has not ended yet (only sources and ended tasks are triggered)")
+		t.deferred = append(t.deferred, b)
 		return nil
 	}
 	return t.performCheckpoint(b, 0)
+}
+
+// takeDeferred takes the checkpoints triggered before the input ended, oldest first
+// (performCheckpoint skips any that a newer one overtook, and sends on aborted ones as
+// cancellation markers).
+func (t *task) takeDeferred() error {
+	slices.SortFunc(t.deferred, func(a, b *pb.CheckpointBarrier) int { return cmp.Compare(a.GetCheckpointId(), b.GetCheckpointId()) })
+	for _, b := range t.deferred {
+		if err := t.performCheckpoint(b, 0); err != nil {
+			return err
+		}
+	}
+	t.deferred = nil
+	return nil
 }
 
 // checkpointing reports whether the job takes checkpoints.

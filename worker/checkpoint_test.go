@@ -1,9 +1,14 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/state"
 )
 
 // listener records the checkpoint notifications it receives.
@@ -47,5 +52,59 @@ func TestCheckpointNotificationsAreMonotonic(t *testing.T) {
 	// answered with a cancellation marker instead of a snapshot.
 	if !tk.aborted[5] || !tk.aborted[6] {
 		t.Errorf("aborted IDs %v, want 5 and 6 remembered", tk.aborted)
+	}
+}
+
+// The JobManager triggers a task by RPC once all its producers finished; their end of
+// partition may still be on the way. The task takes such checkpoints when its input has
+// ended, oldest first, instead of declining them.
+func TestTriggerBeforeInputEndIsDeferred(t *testing.T) {
+	acks := make(chan int64, 4)
+	tk := &task{
+		ctx: t.Context(), id: &pb.ExecutionAttemptID{}, vertex: &pb.JobVertex{Parallelism: 1, MaxParallelism: 128},
+		env:     &taskEnv{ack: func(r *pb.AcknowledgeCheckpointRequest) { acks <- r.GetCheckpointId() }},
+		chain:   []chainMember{{name: "sum", store: state.NewOperatorStateStore()}},
+		aborted: map[int64]bool{},
+	}
+	for _, id := range []int64{5, 4} {
+		if err := tk.triggerFromRPC(&pb.CheckpointBarrier{CheckpointId: id}); err != nil {
+			t.Fatalf("trigger %d: %v", id, err)
+		}
+	}
+	if tk.lastCheckpoint != 0 || len(acks) != 0 {
+		t.Fatalf("checkpoint taken before the input ended (last %d, %d acks)", tk.lastCheckpoint, len(acks))
+	}
+	tk.ending = true
+	if err := tk.takeDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	tk.async.Wait()
+	close(acks)
+	var got []int64
+	for id := range acks {
+		got = append(got, id)
+	}
+	if !slices.Equal(got, []int64{4, 5}) || tk.lastCheckpoint != 5 || tk.deferred != nil {
+		t.Errorf("acknowledged %v (last %d, deferred %v), want 4 then 5", got, tk.lastCheckpoint, tk.deferred)
+	}
+}
+
+// A checkpoint command to a task that ended successfully says so (the trigger RPC then
+// succeeds: the task's FINISHED report hands its final state to the checkpoint); one to a
+// task that failed or was cancelled says it is not running.
+func TestCommandToEndedTask(t *testing.T) {
+	for _, ok := range []bool{true, false} {
+		tk := &task{mail: make(chan func() error), done: make(chan struct{})}
+		tk.ctx, tk.cancel = context.WithCancelCause(t.Context())
+		tk.finished.Store(ok)
+		tk.cancel(errTaskCanceled)
+		close(tk.done)
+		want := errTaskNotRunning
+		if ok {
+			want = errTaskFinished
+		}
+		if err := tk.post(t.Context(), func() error { return nil }); !errors.Is(err, want) {
+			t.Errorf("post to a task that ended (finished=%v) = %v, want %v", ok, err, want)
+		}
 	}
 }

@@ -89,6 +89,9 @@ func (t *task) awaitFinalCheckpoint() error {
 		return nil
 	}
 	t.ending = true
+	if err := t.takeDeferred(); err != nil {
+		return err
+	}
 	tk, tick := t.flushTicker()
 	if tk != nil {
 		defer tk.Stop()

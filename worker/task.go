@@ -63,6 +63,7 @@ type task struct {
 	outEdges   []*pb.JobEdge
 
 	cancelRequested atomic.Bool
+	finished        atomic.Bool // the task ended successfully (its FINISHED report follows)
 	recordsIn       atomic.Int64
 	recordsOut      atomic.Int64
 	in, out         int64 // owned by the task goroutine; published to the atomics
@@ -94,9 +95,13 @@ type task struct {
 	inAtCheckpoint, outAtCheckpoint int64
 	// ending: the input ended and the operators' EndInput ran; the task waits for its final
 	// checkpoint, which the JobManager triggers directly.
-	ending  bool
-	aborted map[int64]bool
-	async   sync.WaitGroup // asynchronous checkpoint parts
+	ending bool
+	// deferred holds the barriers of checkpoints triggered by RPC before the input ended (the
+	// JobManager triggers a task once its producers finished; their end of partition may
+	// still be on the way). They are taken when it has ended, oldest first.
+	deferred []*pb.CheckpointBarrier
+	aborted  map[int64]bool
+	async    sync.WaitGroup // asynchronous checkpoint parts
 }
 
 // taskInput is one input edge of a task.
@@ -138,7 +143,7 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 			return nil, fmt.Errorf("submit task: edge %d targets unknown vertex %d", i, e.GetTarget())
 		}
 		consumer := g.GetVertices()[e.GetTarget()]
-		p := newResultPartition(partitionKey(id, int32(i)), int(consumer.GetParallelism()), env.queueCapacity)
+		p := newResultPartition(partitionKey(id, int32(i)), subpartitions(e, int(consumer.GetParallelism())), env.queueCapacity)
 		t.partitions = append(t.partitions, p)
 		t.outEdges = append(t.outEdges, e)
 	}
@@ -174,6 +179,7 @@ func (t *task) run() {
 	defer close(t.done)
 	t.report(pb.ExecutionState_EXECUTION_STATE_INITIALIZING, nil)
 	err := t.invokeSafely()
+	t.finished.Store(err == nil)
 	t.cancel(errTaskCanceled) // stops input goroutines
 	t.wg.Wait()
 	t.publish()
@@ -409,7 +415,8 @@ func (t *task) connectInputs() error {
 		for _, p := range in.GetProducers() {
 			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
 			t.channels = append(t.channels, ch)
-			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: t.id.GetSubtask(), Consumer: t.id, InitialCredit: int32(t.env.credits)}
+			sub := subpartitionOf(e, t.id.GetSubtask())
+			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: sub, Consumer: t.id, InitialCredit: int32(t.env.credits)}
 			t.wg.Add(1)
 			if p.GetTaskmanagerAddress() == t.env.selfAddr {
 				for range t.env.credits {
@@ -417,7 +424,7 @@ func (t *task) connectInputs() error {
 				}
 				go func() {
 					defer t.wg.Done()
-					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(t.id.GetSubtask()), t.env.partTimeout, gate)
+					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(sub), t.env.partTimeout, gate)
 				}()
 				continue
 			}

@@ -805,6 +805,11 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
 		return t.triggerFromRPC(req.GetBarrier())
 	})
+	if errors.Is(err, errTaskFinished) {
+		// It ended after a checkpoint covered all it emitted; its FINISHED report (on its
+		// way) tells the JobManager, which takes its final state into this checkpoint.
+		return &pb.TriggerTaskCheckpointResponse{}, nil
+	}
 	if err != nil {
 		if _, ok := status.FromError(err); !ok {
 			err = status.Error(codes.FailedPrecondition, err.Error())

@@ -36,12 +36,30 @@ type recordWriter struct {
 	out    *int64
 }
 
+// subpartitions is how many subpartitions a producer writes for edge e: one per consumer
+// subtask, but one for a forward edge, which connects only the subtasks of equal index.
+func subpartitions(e *pb.JobEdge, consumers int) int {
+	if e.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD {
+		return 1
+	}
+	return consumers
+}
+
+// subpartitionOf is the subpartition that consumer subtask reads of each of its producers on
+// edge e.
+func subpartitionOf(e *pb.JobEdge, consumer int32) int32 {
+	if e.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD {
+		return 0
+	}
+	return consumer
+}
+
 func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex, subtask int, p *resultPartition, out *int64) (*recordWriter, error) {
 	schema, err := record.SchemaFromProto(e.GetSchema())
 	if err != nil {
 		return nil, fmt.Errorf("edge schema: %w", err)
 	}
-	n := int(consumer.GetParallelism())
+	n := subpartitions(e, int(consumer.GetParallelism()))
 	w := &recordWriter{
 		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
 		maxPar: int(consumer.GetMaxParallelism()), n: n, subtask: subtask,
@@ -58,8 +76,8 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 			w.keyOwner = ops[0].GetName()
 		}
 	case pb.Partitioner_PARTITIONER_FORWARD:
-		if subtask >= n {
-			return nil, fmt.Errorf("forward edge from subtask %d to %d consumers", subtask, n)
+		if subtask >= int(consumer.GetParallelism()) {
+			return nil, fmt.Errorf("forward edge from subtask %d to %d consumers", subtask, consumer.GetParallelism())
 		}
 	case pb.Partitioner_PARTITIONER_REBALANCE:
 	default:
@@ -71,7 +89,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 func (w *recordWriter) channel(row record.Row) (int, error) {
 	switch w.part {
 	case pb.Partitioner_PARTITIONER_FORWARD:
-		return w.subtask, nil
+		return 0, nil
 	case pb.Partitioner_PARTITIONER_REBALANCE:
 		c := w.next
 		w.next++

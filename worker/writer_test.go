@@ -52,10 +52,10 @@ func newTestWriter(t *testing.T, ctx context.Context, s writerSetup) *testWriter
 	if s.capacity == 0 {
 		s.capacity = 1024
 	}
-	p := newResultPartition("test/0/0/0/e0", s.n, s.capacity)
+	e := &pb.JobEdge{Partitioner: s.part, Key: s.key, Schema: s.schema.Proto()}
+	p := newResultPartition("test/0/0/0/e0", subpartitions(e, s.n), s.capacity)
 	out := new(int64)
-	w, err := newRecordWriter(ctx,
-		&pb.JobEdge{Partitioner: s.part, Key: s.key, Schema: s.schema.Proto()},
+	w, err := newRecordWriter(ctx, e,
 		&pb.JobVertex{Parallelism: int32(s.n), MaxParallelism: int32(s.maxPar)},
 		s.subtask, p, out)
 	if err != nil {
@@ -230,14 +230,12 @@ func TestRecordWriterForward(t *testing.T) {
 			if err := w.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			for c := range tc.n {
-				got := decodeAll(t, intSchema, w.queued(c))
-				if c == tc.subtask && !rowsEqual(got, want) {
-					t.Errorf("channel %d (forward target) got %d rows, want %d", c, len(got), len(want))
-				}
-				if c != tc.subtask && len(got) != 0 {
-					t.Errorf("channel %d got %d rows, want 0 (forward goes to %d)", c, len(got), tc.subtask)
-				}
+			// A forward edge connects subtask i to consumer subtask i only: one subpartition.
+			if n := len(w.p.subs); n != 1 {
+				t.Fatalf("forward partition has %d subpartitions, want 1", n)
+			}
+			if got := decodeAll(t, intSchema, w.queued(0)); !rowsEqual(got, want) {
+				t.Errorf("forward subpartition got %d rows, want %d", len(got), len(want))
 			}
 		})
 	}

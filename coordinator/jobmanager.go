@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/dirlock"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -137,6 +138,7 @@ type JobManager struct {
 	disp *dispatcher
 
 	lis    net.Listener
+	lock   *dirlock.Lock // the data dir, held until Close
 	srv    *grpc.Server
 	health *health.Server
 
@@ -167,23 +169,31 @@ func Start(cfg Config) (*JobManager, error) {
 	if raftLog == nil {
 		raftLog = os.Stderr
 	}
+	// The data dir first: a second JobManager on it fails at once, naming the first.
+	lock, err := dirlock.Acquire(cfg.DataDir, "jobmanager")
+	if err != nil {
+		return nil, err
+	}
 	lis, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("jobmanager listen: %w", err)
 	}
 	rpcAddr, err := netaddr.Advertised(cfg.RPCAddr, lis.Addr())
 	if err != nil {
 		lis.Close()
+		lock.Release()
 		return nil, err
 	}
 	f := newFSM()
 	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, raftLog, defaultRaftTimings)
 	if err != nil {
 		lis.Close()
+		lock.Release()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, ctx: ctx, cancel: cancel,
+	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, lock: lock, ctx: ctx, cancel: cancel,
 		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
@@ -502,5 +512,9 @@ func (jm *JobManager) Close() error {
 		c.Close()
 	}
 	jm.peersMu.Unlock()
-	return jm.node.close()
+	err := jm.node.close()
+	if lerr := jm.lock.Release(); err == nil {
+		err = lerr
+	}
+	return err
 }

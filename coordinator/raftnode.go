@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -49,7 +50,9 @@ func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writ
 	if err := raft.ValidateConfig(cfg); err != nil {
 		return nil, fmt.Errorf("raft config: %w", err)
 	}
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	// The data dir's lock keeps other JobManagers out; the timeout only keeps a process that
+	// ignores it (an older version) from waiting for ever.
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}

@@ -24,6 +24,9 @@ var (
 	// ErrUnknownTaskManager is returned for a registration the JobManager does not know (it
 	// was declared lost, or belongs to an earlier leader); the TaskManager registers again.
 	ErrUnknownTaskManager = errors.New("unknown taskmanager registration")
+	// ErrTaskManagerIDInUse refuses a registration under the ID of a live TaskManager of
+	// another process: two TaskManagers cannot share an ID.
+	ErrTaskManagerIDInUse = errors.New("taskmanager ID in use")
 	// ErrShuttingDown is returned while the JobManager stops.
 	ErrShuttingDown = errors.New("jobmanager is shutting down")
 	// ErrCheckpointingDisabled is returned when a checkpoint is requested for a job that does
@@ -43,6 +46,7 @@ var grpcCodes = []struct {
 	{ErrJobNotFound, codes.NotFound},
 	{ErrJobTerminal, codes.FailedPrecondition},
 	{ErrUnknownTaskManager, codes.NotFound},
+	{ErrTaskManagerIDInUse, codes.AlreadyExists},
 	{ErrShuttingDown, codes.Unavailable},
 	{ErrCheckpointingDisabled, codes.FailedPrecondition},
 	{ErrJobNotRunning, codes.FailedPrecondition},

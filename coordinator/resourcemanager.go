@@ -28,13 +28,15 @@ type taskManager struct {
 	regID string
 	// term is the Raft term of the leadership the registration belongs to: the fencing token
 	// on every command sent to it (a registration does not outlive its leadership).
-	term   uint64
-	id     string
-	addr   string
-	slots  int
-	seq    int
-	client pb.TaskExecutorServiceClient
-	conn   *grpc.ClientConn
+	term uint64
+	id   string
+	// instance is the TaskManager process's random instance ID ("" from an older one).
+	instance string
+	addr     string
+	slots    int
+	seq      int
+	client   pb.TaskExecutorServiceClient
+	conn     *grpc.ClientConn
 	// lost is closed when the registration is declared lost.
 	lost chan struct{}
 
@@ -87,7 +89,9 @@ func (rm *resourceManager) watch() <-chan struct{} {
 	return rm.changed
 }
 
-// register adds a registration. An earlier registration of the same TaskManager ID is lost.
+// register adds a registration. An earlier registration of the same TaskManager ID is lost if
+// it is of the same process (which registers again after it lost us); a live one of another
+// process keeps its ID, and the newcomer is refused with ErrTaskManagerIDInUse.
 func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uint64) (*taskManager, error) {
 	if req.GetTaskmanagerId() == "" {
 		return nil, fmt.Errorf("register: taskmanager_id is required")
@@ -105,7 +109,8 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	tm := &taskManager{
-		regID: hex.EncodeToString(b[:]), term: term, id: req.GetTaskmanagerId(), addr: req.GetAddress(), slots: int(req.GetSlots()),
+		regID: hex.EncodeToString(b[:]), term: term, id: req.GetTaskmanagerId(), instance: req.GetInstanceId(),
+		addr: req.GetAddress(), slots: int(req.GetSlots()),
 		client: pb.NewTaskExecutorServiceClient(conn), conn: conn, lost: make(chan struct{}),
 		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},
 	}
@@ -120,6 +125,13 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 		if old.id == tm.id {
 			previous = old
 		}
+	}
+	if previous != nil && previous.instance != "" && tm.instance != "" && previous.instance != tm.instance {
+		last := rm.now().Sub(previous.lastHeartbeat).Round(time.Millisecond)
+		rm.mu.Unlock()
+		conn.Close()
+		return nil, fmt.Errorf("register %s at %s: %w: the TaskManager at %s holds it (last heartbeat %v ago); give each TaskManager its own --id",
+			tm.id, tm.addr, ErrTaskManagerIDInUse, previous.addr, last)
 	}
 	rm.seq++
 	tm.seq = rm.seq

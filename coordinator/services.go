@@ -180,7 +180,7 @@ func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.Regi
 		return nil, toStatus(err)
 	}
 	tm, err := s.jm.rm.register(req, s.jm.term.Load())
-	if errors.Is(err, ErrNotLeader) {
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrTaskManagerIDInUse) {
 		return nil, toStatus(err)
 	}
 	if err != nil {

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +77,7 @@ func (c *Config) Validate() error {
 type TaskManager struct {
 	cfg      Config
 	id       string
+	instance string // random, chosen at Start: tells this process from another with the same ID
 	addr     string // advertised
 	slots    int
 	log      *slog.Logger
@@ -149,9 +152,11 @@ func Start(cfg Config) (*TaskManager, error) {
 	if id == "" {
 		id = "tm-" + addr
 	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	tm := &TaskManager{
-		cfg: cfg, id: id, addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
+		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
 		log: log.With("tm_id", id), lis: lis, ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
 		reportCh: make(chan struct{}, 1),
@@ -286,6 +291,9 @@ const (
 	maxRegisterBackoff = 250 * time.Millisecond
 	// registerTimeout bounds one RegisterTaskManager call.
 	registerTimeout = 5 * time.Second
+	// idInUseBackoff is the wait before registering again after the leader refused this
+	// TaskManager's ID because another live TaskManager holds it.
+	idInUseBackoff = 5 * time.Second
 )
 
 // connectLoop keeps the TaskManager registered with the JobManager leader: register, heartbeat
@@ -297,13 +305,21 @@ func (tm *TaskManager) connectLoop() {
 	for tm.ctx.Err() == nil {
 		reg, err := tm.register()
 		if err != nil {
-			tm.log.Debug("no jobmanager accepted the registration; retrying", "err", err, "backoff", backoff)
+			wait := backoff
+			if status.Code(err) == codes.AlreadyExists {
+				// Another TaskManager process runs with this ID: it keeps it, and this one
+				// waits until it is gone instead of knocking it out of the cluster.
+				wait = idInUseBackoff
+				tm.log.Error("the jobmanager refused this taskmanager's ID; retrying", "err", status.Convert(err).Message(), "retry_in", wait)
+			} else {
+				tm.log.Debug("no jobmanager accepted the registration; retrying", "err", err, "backoff", backoff)
+				backoff = min(backoff*2, maxRegisterBackoff)
+			}
 			select {
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			case <-tm.ctx.Done():
 				return
 			}
-			backoff = min(backoff*2, maxRegisterBackoff)
 			continue
 		}
 		backoff = minRegisterBackoff
@@ -390,6 +406,9 @@ func (tm *TaskManager) register() (*jmRegistration, error) {
 			tm.leader, tm.lost = addr, ""
 			return reg, nil
 		}
+		if status.Code(err) == codes.AlreadyExists {
+			return nil, err // the leader answered: the ID is taken
+		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 		leader, notLeader := leaderHint(err)
 		if tm.leader == addr && (notLeader || notLeading(err) || errors.Is(err, errDeposedLeader)) {
@@ -417,7 +436,8 @@ func (tm *TaskManager) registerWith(addr string) (*jmRegistration, error) {
 	}
 	client := pb.NewTaskManagerServiceClient(c)
 	ctx, cancel := context.WithTimeout(tm.ctx, registerTimeout)
-	resp, err := client.RegisterTaskManager(ctx, &pb.RegisterTaskManagerRequest{TaskmanagerId: tm.id, Address: tm.addr, Slots: int32(tm.slots)})
+	resp, err := client.RegisterTaskManager(ctx, &pb.RegisterTaskManagerRequest{TaskmanagerId: tm.id, Address: tm.addr,
+		Slots: int32(tm.slots), InstanceId: tm.instance})
 	cancel()
 	if err != nil {
 		return nil, err

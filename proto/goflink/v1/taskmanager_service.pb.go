@@ -25,8 +25,12 @@ type RegisterTaskManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskmanagerId string                 `protobuf:"bytes,1,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
 	// address is where the TaskManager serves TaskExecutorService and DataExchangeService.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Slots         int32  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Slots   int32  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	// instance_id identifies the TaskManager process (random, chosen at its start). A
+	// registration under the taskmanager_id of a live registration of another instance is
+	// refused with ALREADY_EXISTS; one of the same instance replaces it.
+	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -80,6 +84,13 @@ func (x *RegisterTaskManagerRequest) GetSlots() int32 {
 		return x.Slots
 	}
 	return 0
+}
+
+func (x *RegisterTaskManagerRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type RegisterTaskManagerResponse struct {
@@ -698,11 +709,13 @@ var File_goflink_v1_taskmanager_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\n" +
 	"$goflink/v1/taskmanager_service.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\"s\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\"\x94\x01\n" +
 	"\x1aRegisterTaskManagerRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
-	"\x05slots\x18\x03 \x01(\x05R\x05slots\"\xf2\x01\n" +
+	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12\x1f\n" +
+	"\vinstance_id\x18\x04 \x01(\tR\n" +
+	"instanceId\"\xf2\x01\n" +
 	"\x1bRegisterTaskManagerResponse\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +

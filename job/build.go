@@ -39,7 +39,8 @@ type Env struct {
 }
 
 const (
-	roleSource = iota
+	roleUnknown = iota // the type is missing or unknown
+	roleSource
 	roleTransform
 	roleSink
 	roleKeyBy
@@ -77,22 +78,24 @@ type specOp struct {
 	line        int
 	path        string
 	name, typ   string
-	info        typeInfo
+	info        typeInfo // role roleUnknown when the type is missing or unknown
 	custom      *operator.Custom
 	inputNames  []string
 	inputLines  []int
 	explicitIn  bool
+	badInputs   bool // the inputs field could not be read
 	parallelism int
 	parLine     int
-	fields      *mapping
+	fields      *mapping // the type-specific fields
 
 	// resolved
-	inputs []*specOp
-	in     *record.Schema // nil when unknown (an upstream problem)
-	out    *record.Schema
-	keyExp *expression.Program // key-by only
-	pbOp   *pb.Operator
-	valid  bool
+	inputs     []*specOp
+	unresolved bool                // an input could not be resolved (reported)
+	in         *shape              // what it reads; nil for a source
+	out        *shape              // what it emits; nil for a sink
+	keyType    record.Type         // key-by only; record.Invalid when unknown
+	keyExp     *expression.Program // key-by only; nil when its input is not fully known
+	pbOp       *pb.Operator
 }
 
 // Build validates a spec and returns its JobGraph.
@@ -116,6 +119,9 @@ type builder struct {
 	par    int
 	ops    []*specOp
 	name   string // the job's name
+	// unsureReaders is set when an input could not be resolved: any operator may be the one
+	// meant, so none is reported as unread.
+	unsureReaders bool
 }
 
 func (b *builder) build() *pb.JobGraph {
@@ -134,11 +140,11 @@ func (b *builder) build() *pb.JobGraph {
 	}
 	top.checkKeys("spec", []string{"name", "parallelism", "config", "operators"}, "at the top level", b.ps)
 
-	name := ""
+	name, nameOK := "", true
 	if e, ok := top.get("name"); ok {
-		name, _ = scalarString(e.val, "name", b.ps)
+		name, nameOK = scalarString(e.val, "name", b.ps)
 	}
-	if strings.TrimSpace(name) == "" {
+	if nameOK && strings.TrimSpace(name) == "" {
 		b.ps.add(top.line, "name", "a job needs a name")
 	}
 	b.name = name
@@ -159,10 +165,18 @@ func (b *builder) build() *pb.JobGraph {
 		b.plan(op)
 	}
 	b.checkSinks()
+	vertices, edges := b.chain()
 	if len(b.ps.list) > 0 {
 		return nil
 	}
-	return b.graph(name)
+	for _, op := range b.ops {
+		// Only a problem leaves part of a schema unknown; make sure rather than panic below.
+		if op.info.role != roleSink && (op.out == nil || op.out.schema == nil) {
+			b.ps.add(op.line, op.path, "its output schema could not be derived")
+			return nil
+		}
+	}
+	return b.graph(name, vertices, edges)
 }
 
 // buildConfig merges cluster defaults < spec config < overrides.
@@ -214,39 +228,42 @@ func (b *builder) resolveParallelism(top *mapping) {
 	}
 }
 
+// parseOperators reads each operator's common fields. An operator with problems is kept: what
+// does not depend on them is still checked, and its readers are checked against what is known.
 func (b *builder) parseOperators(list *yaml.Node) {
 	names := map[string]*specOp{}
 	for i, n := range list.Content {
-		op := &specOp{index: i, line: n.Line, path: fmt.Sprintf("operators[%d]", i), valid: true}
+		op := &specOp{index: i, line: n.Line, path: fmt.Sprintf("operators[%d]", i), fields: &mapping{line: n.Line}}
+		b.ops = append(b.ops, op)
 		m := asMapping(n, op.path, b.ps)
 		if m == nil {
-			op.valid = false
-			b.ops = append(b.ops, op)
 			continue
 		}
+		nameOK := true
 		if e, ok := m.get("name"); ok {
-			op.name, _ = scalarString(e.val, op.path+".name", b.ps)
+			op.name, nameOK = scalarString(e.val, op.path+".name", b.ps)
 		}
 		if op.name == "" {
-			b.ps.add(op.line, op.path, "an operator needs a name")
-			op.valid = false
+			if nameOK {
+				b.ps.add(op.line, op.path, "an operator needs a name")
+			}
 		} else {
 			op.path = fmt.Sprintf("operators[%d] %q", i, op.name)
 			if prev, dup := names[op.name]; dup {
 				b.ps.add(op.line, op.path, "duplicate operator name (first used on line %d)", prev.line)
-				op.valid = false
 			} else {
 				names[op.name] = op
 			}
 		}
 		e, ok := m.get("type")
+		typeOK := true
 		if ok {
-			op.typ, _ = scalarString(e.val, op.path+".type", b.ps)
+			op.typ, typeOK = scalarString(e.val, op.path+".type", b.ps)
 		}
 		switch info, builtin := builtinTypes[op.typ]; {
+		case !typeOK: // reported
 		case !ok || op.typ == "":
 			b.ps.add(op.line, op.path, "an operator needs a type (one of %s)", strings.Join(b.knownTypes(), ", "))
-			op.valid = false
 		case builtin:
 			op.info = info
 		default:
@@ -262,17 +279,21 @@ func (b *builder) parseOperators(list *yaml.Node) {
 					msg += fmt.Sprintf("; did you mean %q?", s)
 				}
 				b.ps.add(e.line, op.path+".type", "%s (known: %s)", msg, strings.Join(b.knownTypes(), ", "))
-				op.valid = false
 			}
 		}
 		if e, ok := m.get("inputs"); ok {
 			op.explicitIn = true
 			var good bool
 			op.inputNames, op.inputLines, good = stringList(e.val, op.path+".inputs", b.ps)
-			op.valid = op.valid && good
+			op.badInputs = !good
 		}
-		if op.info.withInputs != nil && op.readsInputs() {
-			op.info = *op.info.withInputs
+		if op.info.withInputs != nil {
+			switch {
+			case op.badInputs:
+				op.info = typeInfo{} // a source or a sink: unknown
+			case op.readsInputs():
+				op.info = *op.info.withInputs
+			}
 		}
 		if e, ok := m.get("parallelism"); ok {
 			op.parLine = e.line
@@ -284,19 +305,16 @@ func (b *builder) parseOperators(list *yaml.Node) {
 				}
 			}
 		}
-		if op.valid && op.custom == nil {
+		if op.info.role != roleUnknown && op.custom == nil {
 			allowed := append(slices.Clone(commonFields), op.info.fields...)
 			m.checkKeys(op.path, allowed, "for type "+op.typ, b.ps)
 		}
-		var rest mapping
 		for _, e := range m.entries {
 			if !slices.Contains(commonFields, e.key) {
-				rest.entries = append(rest.entries, e)
+				op.fields.entries = append(op.fields.entries, e)
 			}
 		}
-		rest.line = m.line
-		op.fields = &rest
-		b.ops = append(b.ops, op)
+		op.fields.line = m.line
 	}
 }
 
@@ -314,29 +332,36 @@ func (b *builder) knownTypes() []string {
 	return append(types, b.env.Operators.Types()...)
 }
 
+// resolveInputs links each operator to the operators it reads. An operator of unknown type
+// reads what its inputs field names, or the operator above it: whatever its type was meant to
+// be, it is not reported for missing inputs, and what it may read is not reported as unread.
 func (b *builder) resolveInputs() {
 	byName := map[string]*specOp{}
 	for _, op := range b.ops {
-		if !op.valid && op.name == "" {
-			continue
-		}
-		if op.info.role == roleSource {
+		role := op.info.role
+		switch {
+		case role == roleSource:
 			if op.explicitIn && len(op.inputNames) > 0 {
 				b.ps.add(op.line, op.path+".inputs", "a %s source reads no inputs", op.typ)
+				b.unsureReaders = true
 			}
-		} else if op.valid {
-			if !op.explicitIn {
-				if op.index == 0 {
-					b.ps.add(op.line, op.path, "missing input: the first operator must be a source, or name its inputs")
-					op.valid = false
-				} else {
-					prev := b.ops[op.index-1]
-					op.inputs = []*specOp{prev}
-				}
-			} else if len(op.inputNames) == 0 {
+		case op.badInputs:
+			op.unresolved = true
+			b.unsureReaders = true
+		case !op.explicitIn && op.index == 0:
+			if role != roleUnknown {
+				b.ps.add(op.line, op.path, "missing input: the first operator must be a source, or name its inputs")
+				op.unresolved = true
+			}
+		case !op.explicitIn:
+			op.inputs = []*specOp{b.ops[op.index-1]}
+		case len(op.inputNames) == 0:
+			if role != roleUnknown {
 				b.ps.add(op.line, op.path+".inputs", "missing input: the list is empty")
-				op.valid = false
+				op.unresolved = true
+				b.unsureReaders = true
 			}
+		default:
 			for i, in := range op.inputNames {
 				src, ok := byName[in]
 				if !ok {
@@ -347,7 +372,8 @@ func (b *builder) resolveInputs() {
 						msg += fmt.Sprintf("; did you mean %q?", s)
 					}
 					b.ps.add(op.inputLines[i], op.path+".inputs", "%s", msg)
-					op.valid = false
+					op.unresolved = true
+					b.unsureReaders = true
 					continue
 				}
 				if slices.Contains(op.inputs, src) {
@@ -374,79 +400,92 @@ func (b *builder) find(name string) *specOp {
 	return nil
 }
 
-// plan computes op's input and output schemas and its typed spec.
+// plan checks op against what is known of its inputs and derives what it emits. An operator
+// with problems still derives its output as far as it can (a filter emits what it reads, a
+// map the fields it names), so its readers are checked too.
 func (b *builder) plan(op *specOp) {
-	if !op.valid {
-		return
-	}
-	for _, in := range op.inputs {
-		if in.info.role == roleSink {
-			b.ps.add(op.line, op.path+".inputs", "input %q is a sink and emits nothing", in.name)
-			op.valid = false
-		}
-		if !in.valid || in.out == nil {
-			op.valid = false // reported where it went wrong
-		}
-	}
-	if !op.valid {
+	if op.info.role == roleUnknown {
+		op.out = unknownShape()
 		return
 	}
 	if op.info.role == roleKeyBy && op.parallelism > 0 {
 		b.ps.add(op.parLine, op.path+".parallelism", "key-by only routes records and has no parallelism of its own")
 	}
+	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
 	if op.info.role != roleSource {
-		op.in = op.inputs[0].out
-		for _, in := range op.inputs[1:] {
-			if !in.out.Equal(op.in) {
-				b.ps.add(op.line, op.path+".inputs", "inputs must have the same fields: %q has %v, %q has %v", op.inputs[0].name, op.in, in.name, in.out)
-				op.valid = false
+		op.in = b.inputShape(op)
+		b.checkKeyed(op)
+		if op.in.schema != nil {
+			op.pbOp.InputSchema = op.in.schema.Proto()
+		}
+	}
+	op.out = b.planType(op)
+	if op.info.role == roleSink {
+		op.out = nil
+	}
+	if op.out != nil && op.out.schema != nil && op.info.role != roleKeyBy {
+		op.pbOp.OutputSchema = op.out.schema.Proto()
+	}
+}
+
+// inputShape is what op reads: its input's shape, or what is known of the schema all its
+// inputs share.
+func (b *builder) inputShape(op *specOp) *shape {
+	known := !op.unresolved
+	var from []*specOp
+	for _, in := range op.inputs {
+		if in.info.role == roleSink {
+			b.ps.add(op.line, op.path+".inputs", "input %q is a sink and emits nothing", in.name)
+			known = false
+			continue
+		}
+		from = append(from, in)
+	}
+	if !known || len(from) == 0 {
+		return unknownShape()
+	}
+	union := from[0].out
+	for _, in := range from[1:] {
+		var same bool
+		if union, same = unite(union, in.out); !same {
+			b.ps.add(op.line, op.path+".inputs", "inputs must have the same fields: %q has %v, %q has %v", from[0].name, from[0].out, in.name, in.out)
+			return unknownShape()
+		}
+	}
+	return union
+}
+
+// checkKeyed checks that op reads keyed or non-keyed inputs as its type needs. Inputs of
+// unknown type may be either, so only the others count.
+func (b *builder) checkKeyed(op *specOp) {
+	var keyed, plain []*specOp
+	for _, in := range op.inputs {
+		switch in.info.role {
+		case roleKeyBy:
+			keyed = append(keyed, in)
+		case roleSource, roleTransform:
+			plain = append(plain, in)
+		}
+	}
+	switch {
+	case op.info.role == roleKeyBy && len(keyed) > 0:
+		b.ps.add(op.line, op.path+".inputs", "key-by cannot read from another key-by")
+	case op.info.keyed && len(plain) > 0:
+		b.ps.add(op.line, op.path+".inputs", "%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
+	case len(keyed) > 0 && len(plain) > 0:
+		b.ps.add(op.line, op.path+".inputs", "cannot mix keyed and non-keyed inputs")
+	default:
+		first := record.Invalid
+		for _, in := range keyed {
+			switch {
+			case in.keyType == record.Invalid:
+			case first == record.Invalid:
+				first = in.keyType
+			case in.keyType != first:
+				b.ps.add(op.line, op.path+".inputs", "keyed inputs have different key types (%v and %v)", first, in.keyType)
 				return
 			}
 		}
-		keyed := 0
-		for _, in := range op.inputs {
-			if in.info.role == roleKeyBy {
-				keyed++
-			}
-		}
-		if op.info.role == roleKeyBy && keyed > 0 {
-			b.ps.add(op.line, op.path+".inputs", "key-by cannot read from another key-by")
-			op.valid = false
-			return
-		}
-		if op.info.keyed && keyed != len(op.inputs) {
-			b.ps.add(op.line, op.path+".inputs", "%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
-			op.valid = false
-			return
-		}
-		if keyed > 0 && keyed < len(op.inputs) {
-			b.ps.add(op.line, op.path+".inputs", "cannot mix keyed and non-keyed inputs")
-			op.valid = false
-			return
-		}
-		if keyed > 1 {
-			first := op.inputs[0].keyExp.Type()
-			for _, in := range op.inputs[1:] {
-				if in.keyExp.Type() != first {
-					b.ps.add(op.line, op.path+".inputs", "keyed inputs have different key types (%v and %v)", first, in.keyExp.Type())
-					op.valid = false
-					return
-				}
-			}
-		}
-	}
-	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
-	if op.in != nil {
-		op.pbOp.InputSchema = op.in.Proto()
-	}
-	out, ok := b.planType(op)
-	if !ok {
-		op.valid = false
-		return
-	}
-	op.out = out
-	if out != nil && op.info.role != roleKeyBy {
-		op.pbOp.OutputSchema = out.Proto()
 	}
 }
 
@@ -459,262 +498,306 @@ func (b *builder) field(op *specOp, key string, required bool) (entry, bool) {
 	return e, ok
 }
 
-func (b *builder) compile(op *specOp, e entry, path string, src string, opts expression.Options) (*expression.Program, bool) {
-	p, err := expression.Compile(src, op.in, opts)
+// compile type-checks an expression against op's input: fully when it is known (the program
+// is returned then), else against what is known of it. The type is record.Invalid when it
+// depends on what is unknown; false means a problem was reported.
+func (b *builder) compile(op *specOp, e entry, path string, src string, opts expression.Options) (record.Type, *expression.Program, bool) {
+	in := op.in
+	if in == nil {
+		in = unknownShape()
+	}
+	if in.schema != nil {
+		p, err := expression.Compile(src, in.schema, opts)
+		if err != nil {
+			b.ps.add(e.line, path, "expression %q: %v", src, err)
+			return record.Invalid, nil, false
+		}
+		return p.Type(), p, true
+	}
+	t, err := checkPartial(src, in, opts)
 	if err != nil {
 		b.ps.add(e.line, path, "expression %q: %v", src, err)
-		return nil, false
+		return record.Invalid, nil, false
 	}
-	return p, true
+	return t, nil, true
 }
 
-func (b *builder) planType(op *specOp) (*record.Schema, bool) {
-	path := op.path
+// planType checks op's type-specific fields, reporting every problem, sets its spec and
+// returns what it emits (nil for a sink), as far as it is known.
+func (b *builder) planType(op *specOp) *shape {
 	switch op.typ {
 	case "sequence":
-		s := &pb.SequenceSource{}
-		e, ok := b.field(op, "from", true)
-		if !ok {
-			return nil, false
-		}
-		if s.From, ok = scalarInt(e.val, path+".from", b.ps); !ok {
-			return nil, false
-		}
-		if e, has := b.field(op, "to", false); has {
-			to, ok := scalarInt(e.val, path+".to", b.ps)
-			if !ok {
-				return nil, false
-			}
-			if to < s.From {
-				b.ps.add(e.line, path+".to", "to (%d) is below from (%d)", to, s.From)
-				return nil, false
-			}
-			s.To = &to
-		}
-		if e, has := b.field(op, "rate", false); has {
-			if s.Rate, ok = scalarFloat(e.val, path+".rate", b.ps); !ok {
-				return nil, false
-			}
-			if s.Rate < 0 {
-				b.ps.add(e.line, path+".rate", "must not be negative, got %v", s.Rate)
-				return nil, false
-			}
-		}
-		op.pbOp.Spec = &pb.Operator_Sequence{Sequence: s}
-		return operator.SequenceSchema, true
-	case "map", "reduce":
-		e, ok := b.field(op, "fields", true)
-		if !ok {
-			return nil, false
-		}
-		m := asMapping(e.val, path+".fields", b.ps)
-		if m == nil {
-			return nil, false
-		}
-		if len(m.entries) == 0 {
-			b.ps.add(e.line, path+".fields", "needs at least one field")
-			return nil, false
-		}
-		var exprs []*pb.NamedExpression
-		var fields []record.Field
-		good := true
-		for _, fe := range m.entries {
-			fpath := path + ".fields." + fe.key
-			if !identifier.MatchString(fe.key) {
-				b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
-				good = false
-				continue
-			}
-			src, ok := scalarString(fe.val, fpath, b.ps)
-			if !ok {
-				good = false
-				continue
-			}
-			opts := expression.Options{}
-			if op.typ == "reduce" {
-				i := op.in.Index(fe.key)
-				if i < 0 {
-					b.ps.add(fe.line, fpath, "no field %q in the input %v", fe.key, op.in)
-					good = false
-					continue
-				}
-				opts = expression.Options{Acc: true, Want: op.in.Field(i).Type}
-			}
-			p, ok := b.compile(op, fe, fpath, src, opts)
-			if !ok {
-				good = false
-				continue
-			}
-			exprs = append(exprs, &pb.NamedExpression{Name: fe.key, Expression: src})
-			fields = append(fields, record.Field{Name: fe.key, Type: p.Type()})
-		}
-		if !good {
-			return nil, false
-		}
-		if op.typ == "reduce" {
-			op.pbOp.Spec = &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: exprs}}
-			return op.in, true
-		}
-		out, err := record.NewSchema(fields...)
-		if err != nil {
-			b.ps.add(e.line, path+".fields", "%v", err)
-			return nil, false
-		}
-		op.pbOp.Spec = &pb.Operator_Map{Map: &pb.MapOperator{Fields: exprs}}
-		return out, true
+		b.planSequence(op)
+		return knownShape(operator.SequenceSchema)
+	case "map":
+		return b.planMap(op)
+	case "reduce":
+		b.planReduce(op)
+		return op.in
 	case "filter", "fail", "key-by":
-		key := map[string]string{"filter": "condition", "fail": "when", "key-by": "key"}[op.typ]
-		e, ok := b.field(op, key, true)
-		if !ok {
-			return nil, false
-		}
-		src, ok := scalarString(e.val, path+"."+key, b.ps)
-		if !ok {
-			return nil, false
-		}
-		want := record.Bool
-		if op.typ == "key-by" {
-			want = record.Invalid
-		}
-		p, ok := b.compile(op, e, path+"."+key, src, expression.Options{Want: want})
-		if !ok {
-			return nil, false
-		}
-		switch op.typ {
-		case "filter":
-			op.pbOp.Spec = &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: src}}
-		case "key-by":
-			if p.Type() == record.Map {
-				b.ps.add(e.line, path+".key", "a key cannot be a map; key by one of its entries, such as %s[\"name\"]", src)
-				return nil, false
-			}
-			op.keyExp = p
-		case "fail":
-			f := &pb.FailOperator{When: src}
-			if ae, has := b.field(op, "attempt", false); has {
-				a, ok := scalarInt(ae.val, path+".attempt", b.ps)
-				if !ok {
-					return nil, false
-				}
-				if a < 0 {
-					b.ps.add(ae.line, path+".attempt", "must not be negative, got %d", a)
-					return nil, false
-				}
-				a32 := int32(a)
-				f.Attempt = &a32
-			}
-			op.pbOp.Spec = &pb.Operator_Fail{Fail: f}
-		}
-		return op.in, true
+		b.planPredicate(op)
+		return op.in
 	case "sum":
-		e, ok := b.field(op, "field", true)
-		if !ok {
-			return nil, false
-		}
-		name, ok := scalarString(e.val, path+".field", b.ps)
-		if !ok {
-			return nil, false
-		}
-		i := op.in.Index(name)
-		if i < 0 {
-			msg := fmt.Sprintf("no field %q in the input %v", name, op.in)
-			if s := suggest.Closest(name, fieldNames(op.in)); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			b.ps.add(e.line, path+".field", "%s", msg)
-			return nil, false
-		}
-		if t := op.in.Field(i).Type; t != record.Int64 && t != record.Float64 {
-			b.ps.add(e.line, path+".field", "field %q is %v; sum needs int64 or float64", name, t)
-			return nil, false
-		}
-		op.pbOp.Spec = &pb.Operator_Sum{Sum: &pb.SumOperator{Field: name}}
-		return op.in, true
+		b.planSum(op)
+		return op.in
 	case "count":
-		if op.in.Index("count") >= 0 {
-			b.ps.add(op.line, path, "the input already has a field \"count\"; rename it with a map first")
-			return nil, false
-		}
-		out, _ := record.NewSchema(append(op.in.Fields(), record.Field{Name: "count", Type: record.Int64})...)
-		op.pbOp.Spec = &pb.Operator_Count{Count: &pb.CountOperator{}}
-		return out, true
+		return b.planCount(op)
 	case "print":
 		op.pbOp.Spec = &pb.Operator_Print{Print: &pb.PrintSink{}}
-		return nil, true
+		return nil
 	case "discard":
 		op.pbOp.Spec = &pb.Operator_Discard{Discard: &pb.DiscardSink{}}
-		return nil, true
+		return nil
 	case "file":
-		e, ok := b.field(op, "path", true)
-		if !ok {
-			return nil, false
-		}
-		p, ok := scalarString(e.val, path+".path", b.ps)
-		if !ok || strings.TrimSpace(p) == "" {
-			if ok {
-				b.ps.add(e.line, path+".path", "must not be empty")
-			}
-			return nil, false
-		}
-		if fe, has := b.field(op, "format", false); has {
-			if f, ok := scalarString(fe.val, path+".format", b.ps); ok && f != "json" {
-				b.ps.add(fe.line, path+".format", "unknown format %q (the file sink writes json)", f)
-				return nil, false
-			}
-		}
-		op.pbOp.Spec = &pb.Operator_File{File: &pb.FileSink{Path: p}}
-		return nil, true
+		b.planFile(op)
+		return nil
 	case "kafka":
 		if op.info.role == roleSource {
 			return b.planKafkaSource(op)
 		}
-		return nil, b.planKafkaSink(op)
+		b.planKafkaSink(op)
+		return nil
 	}
 	return b.planCustom(op)
 }
 
-func (b *builder) planCustom(op *specOp) (*record.Schema, bool) {
+func (b *builder) planSequence(op *specOp) {
+	path := op.path
+	s := &pb.SequenceSource{}
+	fromOK := false
+	if e, ok := b.field(op, "from", true); ok {
+		s.From, fromOK = scalarInt(e.val, path+".from", b.ps)
+	}
+	if e, has := b.field(op, "to", false); has {
+		if to, ok := scalarInt(e.val, path+".to", b.ps); ok {
+			if fromOK && to < s.From {
+				b.ps.add(e.line, path+".to", "to (%d) is below from (%d)", to, s.From)
+			}
+			s.To = &to
+		}
+	}
+	if e, has := b.field(op, "rate", false); has {
+		var ok bool
+		if s.Rate, ok = scalarFloat(e.val, path+".rate", b.ps); ok && s.Rate < 0 {
+			b.ps.add(e.line, path+".rate", "must not be negative, got %v", s.Rate)
+		}
+	}
+	op.pbOp.Spec = &pb.Operator_Sequence{Sequence: s}
+}
+
+// exprFields reads the fields mapping of map and reduce; nil after a problem with it.
+func (b *builder) exprFields(op *specOp) *mapping {
+	e, ok := b.field(op, "fields", true)
+	if !ok {
+		return nil
+	}
+	m := asMapping(e.val, op.path+".fields", b.ps)
+	if m == nil {
+		return nil
+	}
+	if len(m.entries) == 0 {
+		b.ps.add(e.line, op.path+".fields", "needs at least one field")
+		return nil
+	}
+	return m
+}
+
+// planMap returns the fields the map names, each with its expression's type when known.
+func (b *builder) planMap(op *specOp) *shape {
+	m := b.exprFields(op)
+	if m == nil {
+		return unknownShape()
+	}
+	var exprs []*pb.NamedExpression
+	var fields []record.Field
+	open := false
+	for _, fe := range m.entries {
+		fpath := op.path + ".fields." + fe.key
+		if !identifier.MatchString(fe.key) {
+			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
+			open = true // the field it will be renamed to is unknown
+			continue
+		}
+		t := record.Invalid
+		if src, ok := scalarString(fe.val, fpath, b.ps); ok {
+			t, _, _ = b.compile(op, fe, fpath, src, expression.Options{})
+			exprs = append(exprs, &pb.NamedExpression{Name: fe.key, Expression: src})
+		}
+		fields = append(fields, record.Field{Name: fe.key, Type: t})
+	}
+	op.pbOp.Spec = &pb.Operator_Map{Map: &pb.MapOperator{Fields: exprs}}
+	return newShape(fields, open)
+}
+
+func (b *builder) planReduce(op *specOp) {
+	m := b.exprFields(op)
+	if m == nil {
+		return
+	}
+	var exprs []*pb.NamedExpression
+	for _, fe := range m.entries {
+		fpath := op.path + ".fields." + fe.key
+		if !identifier.MatchString(fe.key) {
+			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
+			continue
+		}
+		src, ok := scalarString(fe.val, fpath, b.ps)
+		if !ok {
+			continue
+		}
+		f, found := op.in.field(fe.key)
+		if !found {
+			if !op.in.open {
+				b.ps.add(fe.line, fpath, "no field %q in the input %v", fe.key, op.in)
+			}
+			continue
+		}
+		b.compile(op, fe, fpath, src, expression.Options{Acc: true, Want: f.Type})
+		exprs = append(exprs, &pb.NamedExpression{Name: fe.key, Expression: src})
+	}
+	op.pbOp.Spec = &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: exprs}}
+}
+
+// planPredicate plans the operators of one expression over the record: filter, fail, key-by.
+func (b *builder) planPredicate(op *specOp) {
+	path := op.path
+	key := map[string]string{"filter": "condition", "fail": "when", "key-by": "key"}[op.typ]
+	src := ""
+	if e, ok := b.field(op, key, true); ok {
+		if src, ok = scalarString(e.val, path+"."+key, b.ps); ok {
+			want := record.Bool
+			if op.typ == "key-by" {
+				want = record.Invalid
+			}
+			t, p, ok := b.compile(op, e, path+"."+key, src, expression.Options{Want: want})
+			if ok && op.typ == "key-by" {
+				if t == record.Map {
+					b.ps.add(e.line, path+".key", "a key cannot be a map; key by one of its entries, such as %s[\"name\"]", src)
+					t, p = record.Invalid, nil
+				}
+				op.keyType, op.keyExp = t, p
+			}
+		}
+	}
+	switch op.typ {
+	case "filter":
+		op.pbOp.Spec = &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: src}}
+	case "fail":
+		f := &pb.FailOperator{When: src}
+		if ae, has := b.field(op, "attempt", false); has {
+			if a, ok := scalarInt(ae.val, path+".attempt", b.ps); ok {
+				if a < 0 {
+					b.ps.add(ae.line, path+".attempt", "must not be negative, got %d", a)
+				}
+				a32 := int32(a)
+				f.Attempt = &a32
+			}
+		}
+		op.pbOp.Spec = &pb.Operator_Fail{Fail: f}
+	}
+}
+
+func (b *builder) planSum(op *specOp) {
+	e, ok := b.field(op, "field", true)
+	if !ok {
+		return
+	}
+	path := op.path + ".field"
+	name, ok := scalarString(e.val, path, b.ps)
+	if !ok {
+		return
+	}
+	f, found := op.in.field(name)
+	switch {
+	case op.in.lacks(name):
+		msg := fmt.Sprintf("no field %q in the input %v", name, op.in)
+		if s := suggest.Closest(name, op.in.names()); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		b.ps.add(e.line, path, "%s", msg)
+	case found && f.Type != record.Invalid && f.Type != record.Int64 && f.Type != record.Float64:
+		b.ps.add(e.line, path, "field %q is %v; sum needs int64 or float64", name, f.Type)
+	}
+	op.pbOp.Spec = &pb.Operator_Sum{Sum: &pb.SumOperator{Field: name}}
+}
+
+// planCount returns the input with the field count added.
+func (b *builder) planCount(op *specOp) *shape {
+	var fields []record.Field
+	for _, f := range op.in.fields {
+		if f.Name == "count" {
+			b.ps.add(op.line, op.path, "the input already has a field \"count\"; rename it with a map first")
+			continue
+		}
+		fields = append(fields, f)
+	}
+	op.pbOp.Spec = &pb.Operator_Count{Count: &pb.CountOperator{}}
+	return newShape(append(fields, record.Field{Name: "count", Type: record.Int64}), op.in.open)
+}
+
+func (b *builder) planFile(op *specOp) {
+	path := op.path
+	fs := &pb.FileSink{}
+	if e, ok := b.field(op, "path", true); ok {
+		if p, ok := scalarString(e.val, path+".path", b.ps); ok {
+			if strings.TrimSpace(p) == "" {
+				b.ps.add(e.line, path+".path", "must not be empty")
+			}
+			fs.Path = p
+		}
+	}
+	if fe, has := b.field(op, "format", false); has {
+		if f, ok := scalarString(fe.val, path+".format", b.ps); ok && f != "json" {
+			b.ps.add(fe.line, path+".format", "unknown format %q (the file sink writes json)", f)
+		}
+	}
+	op.pbOp.Spec = &pb.Operator_File{File: fs}
+}
+
+// planCustom checks a registered operator's fields with its Plan, when its input is known.
+func (b *builder) planCustom(op *specOp) *shape {
 	fields := map[string]any{}
+	good := true
 	for _, e := range op.fields.entries {
 		var v any
 		if err := e.val.Decode(&v); err != nil {
 			b.ps.add(e.line, op.path+"."+e.key, "%v", err)
-			return nil, false
+			good = false
+			continue
 		}
 		fields[e.key] = v
+	}
+	if !good {
+		return unknownShape()
 	}
 	raw, err := json.Marshal(fields)
 	if err != nil {
 		b.ps.add(op.line, op.path, "fields cannot be encoded as JSON: %v", err)
-		return nil, false
+		return unknownShape()
+	}
+	if op.in.schema == nil {
+		return unknownShape() // Plan needs the input schema
 	}
 	// Decode the JSON again so Plan sees exactly what the TaskManager's New will see.
 	fields = map[string]any{}
 	_ = json.Unmarshal(raw, &fields)
-	out, err := op.custom.Plan(fields, op.in)
+	out, err := op.custom.Plan(fields, op.in.schema)
 	if err != nil {
 		b.ps.add(op.line, op.path, "%v", err)
-		return nil, false
-	}
-	if op.info.role == roleSink {
-		out = nil
-	} else if out == nil {
-		b.ps.add(op.line, op.path, "custom operator %q returned no output schema", op.typ)
-		return nil, false
+		return unknownShape()
 	}
 	op.pbOp.Spec = &pb.Operator_Custom{Custom: &pb.CustomOperator{FieldsJson: raw}}
-	return out, true
-}
-
-func fieldNames(s *record.Schema) []string {
-	out := make([]string, s.Len())
-	for i := range out {
-		out[i] = s.Field(i).Name
+	if op.info.role == roleSink {
+		return nil
 	}
-	return out
+	if out == nil {
+		b.ps.add(op.line, op.path, "custom operator %q returned no output schema", op.typ)
+		return unknownShape()
+	}
+	return knownShape(out)
 }
 
-// checkSinks reports operators whose output nobody reads.
+// checkSinks reports operators whose output nobody reads, and a job without a sink.
 func (b *builder) checkSinks() {
 	consumed := map[*specOp]bool{}
 	for _, op := range b.ops {
@@ -722,16 +805,19 @@ func (b *builder) checkSinks() {
 			consumed[in] = true
 		}
 	}
-	hasSink := false
+	sinks, unread := 0, 0
 	for _, op := range b.ops {
-		if op.info.role == roleSink {
-			hasSink = true
-		}
-		if op.valid && op.info.role != roleSink && !consumed[op] {
-			b.ps.add(op.line, op.path, "its output goes nowhere: add a sink (print, file, discard) that reads it")
+		switch op.info.role {
+		case roleSink, roleUnknown: // an operator of unknown type may be a sink
+			sinks++
+		default:
+			if !consumed[op] && !b.unsureReaders {
+				b.ps.add(op.line, op.path, "its output goes nowhere: add a sink (print, file, discard) that reads it")
+				unread++
+			}
 		}
 	}
-	if !hasSink && len(b.ps.list) == 0 {
+	if sinks == 0 && unread == 0 {
 		b.ps.add(0, "operators", "a job needs at least one sink")
 	}
 }
@@ -743,7 +829,15 @@ type edge struct {
 	key      *expression.Program
 }
 
-func (b *builder) graph(name string) *pb.JobGraph {
+// vertex is a chain of forward-connected operators with one parallelism.
+type vertex struct {
+	ops         []*specOp
+	par, maxPar int
+}
+
+// chain groups the operators into vertices and checks their max parallelism. It needs only
+// the inputs, so it runs on a spec with problems too.
+func (b *builder) chain() ([]*vertex, []edge) {
 	maxPar := b.cfg.Int(config.MaxParallelism)
 	parOf := func(op *specOp) int {
 		if op.parallelism > 0 {
@@ -777,16 +871,16 @@ func (b *builder) graph(name string) *pb.JobGraph {
 		in[e.to] = append(in[e.to], e)
 		out[e.from] = append(out[e.from], e)
 	}
-	g := &pb.JobGraph{Name: name, Config: b.cfg.Map(), JobConfig: b.jobCfg}
-	vertexOf := map[*specOp]*pb.JobVertex{}
+	var vertices []*vertex
+	vertexOf := map[*specOp]*vertex{}
 	for _, op := range physical {
 		ins := in[op]
 		if len(ins) == 1 && ins[0].part == pb.Partitioner_PARTITIONER_FORWARD && len(out[ins[0].from]) == 1 {
-			v := vertexOf[ins[0].from]
-			v.Operators = append(v.Operators, op.pbOp)
-			v.Name += " -> " + op.name
-			vertexOf[op] = v
-			continue
+			if v := vertexOf[ins[0].from]; v != nil {
+				v.ops = append(v.ops, op)
+				vertexOf[op] = v
+				continue
+			}
 		}
 		p := parOf(op)
 		mp := maxPar
@@ -800,16 +894,35 @@ func (b *builder) graph(name string) *pb.JobGraph {
 			}
 			b.ps.add(line, op.path, "%v (%s)", err, config.MaxParallelism)
 		}
-		v := &pb.JobVertex{Id: int32(len(g.Vertices)), Name: op.name, Parallelism: int32(p), MaxParallelism: int32(mp), Operators: []*pb.Operator{op.pbOp}}
-		g.Vertices = append(g.Vertices, v)
+		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp}
+		vertices = append(vertices, v)
 		vertexOf[op] = v
+	}
+	return vertices, edges
+}
+
+// graph builds the JobGraph of a spec without problems, whose schemas are all known.
+func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGraph {
+	g := &pb.JobGraph{Name: name, Config: b.cfg.Map(), JobConfig: b.jobCfg}
+	vertexOf := map[*specOp]*pb.JobVertex{}
+	for _, v := range vertices {
+		jv := &pb.JobVertex{Id: int32(len(g.Vertices)), Parallelism: int32(v.par), MaxParallelism: int32(v.maxPar)}
+		for i, op := range v.ops {
+			if i > 0 {
+				jv.Name += " -> "
+			}
+			jv.Name += op.name
+			jv.Operators = append(jv.Operators, op.pbOp)
+			vertexOf[op] = jv
+		}
+		g.Vertices = append(g.Vertices, jv)
 	}
 	for _, e := range edges {
 		src, dst := vertexOf[e.from], vertexOf[e.to]
 		if src == dst {
 			continue // chained
 		}
-		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Proto()}
+		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.schema.Proto()}
 		if e.key != nil {
 			je.Key = e.key.Source()
 			je.KeyType = e.key.Type().Proto()

@@ -33,8 +33,8 @@ const defaultTransactionTimeout = 15 * time.Minute
 
 // planKafkaSource plans a kafka operator without inputs. Its output schema is
 // operator.KafkaRawSchema for format raw; for format json it is the declared schema followed
-// by the metadata fields topic, partition, offset and timestamp.
-func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
+// by the metadata fields topic, partition, offset, timestamp and headers.
+func (b *builder) planKafkaSource(op *specOp) *shape {
 	path := op.path
 	s := &pb.KafkaSource{}
 	good := true
@@ -101,9 +101,10 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 
 	var startLine int
 	s.Start, startLine, ok = b.kafkaChoice(op, path, "start", "earliest", "earliest", "latest", "committed", "timestamp")
+	startOK := ok // after a bad start, what it was meant to be is unknown
 	good = good && ok
 	if e, has := op.fields.get("start-timestamp"); has {
-		if s.Start != "timestamp" {
+		if startOK && s.Start != "timestamp" {
 			b.ps.add(e.line, path+".start-timestamp", "only used with start: timestamp")
 			good = false
 		} else if ms, ok := kafkaTimestamp(e.val); ok {
@@ -119,19 +120,21 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 
 	var formatLine int
 	s.Format, formatLine, ok = b.kafkaChoice(op, path, "format", "raw", "raw", "json")
+	formatOK := ok
 	good = good && ok
 	var declared []record.Field
+	declaredOpen := true // the declared fields are unknown
 	if e, has := op.fields.get("schema"); has {
-		if s.Format != "json" {
+		if formatOK && s.Format != "json" {
 			b.ps.add(e.line, path+".schema", "only used with format: json")
 			good = false
-		} else if fields, ok := b.kafkaSchema(e, path+".schema"); ok {
-			declared = fields
-			for _, f := range fields {
+		} else {
+			var ok bool
+			declared, declaredOpen, ok = b.kafkaSchema(e, path+".schema")
+			good = good && ok
+			for _, f := range declared {
 				s.Schema = append(s.Schema, &pb.Field{Name: f.Name, Type: f.Type.Proto()})
 			}
-		} else {
-			good = false
 		}
 	} else if s.Format == "json" {
 		b.ps.add(formatLine, path, "format: json needs the field \"schema\" (field name: type)")
@@ -161,23 +164,25 @@ func (b *builder) planKafkaSource(op *specOp) (*record.Schema, bool) {
 	if s.Properties, ok = b.kafkaProperties(op, false); !ok {
 		good = false
 	}
-	if !good {
-		return nil, false
+	if good {
+		op.pbOp.Spec = &pb.Operator_KafkaSource{KafkaSource: s}
 	}
-	op.pbOp.Spec = &pb.Operator_KafkaSource{KafkaSource: s}
-	if s.Format == "raw" {
-		return operator.KafkaRawSchema, true
+	switch {
+	case !formatOK:
+		return unknownShape()
+	case s.Format == "raw":
+		return knownShape(operator.KafkaRawSchema)
 	}
-	out, err := operator.KafkaJSONSchema(declared)
+	metadata, err := operator.KafkaJSONSchema(nil)
 	if err != nil {
-		b.ps.add(op.line, path+".schema", "%v", err)
-		return nil, false
+		b.ps.add(op.line, path, "%v", err)
+		return unknownShape()
 	}
-	return out, true
+	return newShape(append(declared, metadata.Fields()...), declaredOpen)
 }
 
 // planKafkaSink plans a kafka operator with inputs.
-func (b *builder) planKafkaSink(op *specOp) bool {
+func (b *builder) planKafkaSink(op *specOp) {
 	path := op.path
 	s := &pb.KafkaSink{}
 	good := true
@@ -193,11 +198,12 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 		good = false
 	}
 	s.Format, _, ok = b.kafkaChoice(op, path, "format", "json", "json", "raw")
+	formatOK := ok // after a bad format, what it was meant to be is unknown
 	good = good && ok
 	if e, has := op.fields.get("key"); has {
 		src, ok := scalarString(e.val, path+".key", b.ps)
 		if ok {
-			_, ok = b.compile(op, e, path+".key", src, expression.Options{})
+			_, _, ok = b.compile(op, e, path+".key", src, expression.Options{})
 		}
 		good = good && ok
 		s.Key = src
@@ -205,18 +211,18 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 	if e, has := op.fields.get("headers"); has {
 		src, ok := scalarString(e.val, path+".headers", b.ps)
 		if ok {
-			_, ok = b.compile(op, e, path+".headers", src, expression.Options{Want: record.Map})
+			_, _, ok = b.compile(op, e, path+".headers", src, expression.Options{Want: record.Map})
 		}
 		good = good && ok
 		s.Headers = src
 	}
 	if e, has := op.fields.get("value"); has {
 		src, ok := scalarString(e.val, path+".value", b.ps)
-		if ok && s.Format != "raw" {
+		if ok && formatOK && s.Format != "raw" {
 			b.ps.add(e.line, path+".value", "only used with format: raw (format json writes the whole row)")
 			ok = false
 		} else if ok {
-			_, ok = b.compile(op, e, path+".value", src, expression.Options{})
+			_, _, ok = b.compile(op, e, path+".value", src, expression.Options{})
 		}
 		good = good && ok
 		s.Value = src
@@ -227,6 +233,7 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 
 	var dgLine int
 	s.DeliveryGuarantee, dgLine, ok = b.kafkaChoice(op, path, "delivery-guarantee", "at-least-once", "exactly-once", "at-least-once", "none")
+	dgOK := ok // after a bad delivery guarantee, what it was meant to be is unknown
 	good = good && ok
 	timeout := defaultTransactionTimeout
 	ttLine := 0
@@ -247,7 +254,7 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 			}
 		}
 		good = good && ok
-		if ok && s.DeliveryGuarantee != "exactly-once" {
+		if ok && dgOK && s.DeliveryGuarantee != "exactly-once" {
 			b.ps.add(e.line, path+".transaction-timeout", "only used with delivery-guarantee: exactly-once")
 			good = false
 		}
@@ -258,7 +265,7 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 		case ok && strings.TrimSpace(v) == "":
 			b.ps.add(e.line, path+".transactional-id-prefix", "must not be empty")
 			ok = false
-		case ok && s.DeliveryGuarantee != "exactly-once":
+		case ok && dgOK && s.DeliveryGuarantee != "exactly-once":
 			b.ps.add(e.line, path+".transactional-id-prefix", "only used with delivery-guarantee: exactly-once")
 			ok = false
 		}
@@ -297,11 +304,9 @@ func (b *builder) planKafkaSink(op *specOp) bool {
 	if s.Properties, ok = b.kafkaProperties(op, true); !ok {
 		good = false
 	}
-	if !good {
-		return false
+	if good {
+		op.pbOp.Spec = &pb.Operator_KafkaSink{KafkaSink: s}
 	}
-	op.pbOp.Spec = &pb.Operator_KafkaSink{KafkaSink: s}
-	return true
 }
 
 // kafkaBrokers reads the required brokers field: host:port, or a list of them.
@@ -345,44 +350,43 @@ func (b *builder) kafkaTopic(e entry, path string) (string, bool) {
 	return t, ok
 }
 
-// kafkaSchema reads the json format's declared fields: a map of field name to type.
-func (b *builder) kafkaSchema(e entry, path string) ([]record.Field, bool) {
+// kafkaSchema reads the json format's declared fields: a map of field name to type. After a
+// problem, the fields are those known (record.Invalid where the type is bad), and open when
+// some names are not known.
+func (b *builder) kafkaSchema(e entry, path string) (fields []record.Field, open, ok bool) {
 	m := asMapping(e.val, path, b.ps)
 	if m == nil {
-		return nil, false
+		return nil, true, false
 	}
 	if len(m.entries) == 0 {
 		b.ps.add(e.line, path, "needs at least one field")
-		return nil, false
+		return nil, true, false
 	}
-	var out []record.Field
 	good := true
 	for _, fe := range m.entries {
 		fpath := path + "." + fe.key
 		if !identifier.MatchString(fe.key) {
 			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
-			good = false
+			good, open = false, true
 			continue
 		}
 		if slices.Contains(operator.KafkaMetadataFields, fe.key) {
 			b.ps.add(fe.line, fpath, "%q is a metadata field the source adds itself (%s)", fe.key, strings.Join(operator.KafkaMetadataFields, ", "))
-			good = false
+			good, open = false, true
 			continue
 		}
-		v, ok := scalarString(fe.val, fpath, b.ps)
-		if !ok {
+		f := record.Field{Name: fe.key}
+		if v, ok := scalarString(fe.val, fpath, b.ps); !ok {
 			good = false
-			continue
-		}
-		t, err := record.ParseType(v)
-		if err != nil {
+		} else if t, err := record.ParseType(v); err != nil {
 			b.ps.add(fe.line, fpath, "%v", err)
 			good = false
-			continue
+		} else {
+			f.Type = t
 		}
-		out = append(out, record.Field{Name: fe.key, Type: t})
+		fields = append(fields, f)
 	}
-	return out, good
+	return fields, open, good
 }
 
 // kafkaProperties reads the optional properties map of client settings; only the known keys

@@ -76,6 +76,9 @@ func goType(t record.Type) reflect.Type {
 	panic(fmt.Sprintf("expression: no Go type for %v", t))
 }
 
+// goAny is the Go type of a field whose type is not known (see Check).
+var goAny = reflect.TypeFor[any]()
+
 func recordType(t reflect.Type) record.Type {
 	if t == nil {
 		return record.Invalid
@@ -102,24 +105,24 @@ func recordType(t reflect.Type) record.Type {
 	return record.Invalid
 }
 
-func structFields(s *record.Schema) []reflect.StructField {
-	fields := make([]reflect.StructField, s.Len())
-	for i := range fields {
-		f := s.Field(i)
-		fields[i] = reflect.StructField{
-			Name: fmt.Sprintf("F%d", i),
-			Type: goType(f.Type),
-			Tag:  reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name)),
+// structFields mirrors fields for expr; a field of type record.Invalid becomes an any.
+func structFields(fs []record.Field) []reflect.StructField {
+	fields := make([]reflect.StructField, len(fs))
+	for i, f := range fs {
+		typ := goAny
+		if f.Type != record.Invalid {
+			typ = goType(f.Type)
 		}
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: typ, Tag: reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name))}
 	}
 	return fields
 }
 
 func newLayout(s *record.Schema, withAcc bool) *envLayout {
-	fields := structFields(s)
+	fields := structFields(s.Fields())
 	l := &envLayout{hasAcc: withAcc}
 	if withAcc {
-		base := reflect.StructOf(structFields(s))
+		base := reflect.StructOf(structFields(s.Fields()))
 		fields = append(fields, reflect.StructField{Name: "Acc", Type: base, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
 	}
 	l.typ = reflect.StructOf(fields)
@@ -142,19 +145,65 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	env := reflect.New(layout.typ).Interface()
 	prog, err := expr.Compile(src, expr.Env(env))
 	if err != nil {
-		return nil, describe(err, schema, opts.Acc)
+		return nil, describe(err, schema.Fields(), opts.Acc)
 	}
 	node := prog.Node()
-	typ := recordType(node.Type())
-	if typ == record.Invalid {
-		return nil, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes, timestamp or map)", typeName(node.Type()))
-	}
-	if opts.Want != record.Invalid && typ != opts.Want {
-		return nil, fmt.Errorf("result is %v, want %v", typ, opts.Want)
+	typ, err := resultType(node.Type(), opts)
+	if err != nil {
+		return nil, err
 	}
 	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
 	p.fast = compileFast(node, schema, opts.Acc)
 	return p, nil
+}
+
+// resultType checks an expression's result type against the record types and opts.Want.
+func resultType(t reflect.Type, opts Options) (record.Type, error) {
+	typ := recordType(t)
+	if typ == record.Invalid {
+		return record.Invalid, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes, timestamp or map)", typeName(t))
+	}
+	if opts.Want != record.Invalid && typ != opts.Want {
+		return record.Invalid, fmt.Errorf("result is %v, want %v", typ, opts.Want)
+	}
+	return typ, nil
+}
+
+// Check type-checks src against records that are only partly known, as the job builder sees
+// the output of an operator it could not validate: a field of type record.Invalid may have any
+// type, and when open the records may have more fields, of any name. Check reports an error
+// only when src is wrong whatever the unknown parts turn out to be, and then in Compile's
+// words; its result type is record.Invalid when it depends on them. Against fields that are
+// all known and not open it answers as Compile does.
+func Check(src string, fields []record.Field, open bool, opts Options) (record.Type, error) {
+	if strings.TrimSpace(src) == "" {
+		return record.Invalid, errors.New("expression is empty")
+	}
+	sf := structFields(fields)
+	known := !open
+	for _, f := range fields {
+		known = known && f.Type != record.Invalid
+	}
+	if opts.Acc {
+		acc := goAny
+		if !open {
+			acc = reflect.StructOf(structFields(fields))
+		}
+		sf = append(sf, reflect.StructField{Name: "Acc", Type: acc, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
+	}
+	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface())}
+	if open {
+		options = append(options, expr.AllowUndefinedVariables())
+	}
+	prog, err := expr.Compile(src, options...)
+	if err != nil {
+		return record.Invalid, describe(err, fields, opts.Acc)
+	}
+	t := prog.Node().Type()
+	if dynamic := t == nil || t.Kind() == reflect.Interface; dynamic && !known {
+		return record.Invalid, nil // it may depend on what is unknown
+	}
+	return resultType(t, opts)
 }
 
 func typeName(t reflect.Type) string {
@@ -166,16 +215,16 @@ func typeName(t reflect.Type) string {
 
 // describe turns an expr compile error into one line naming the column, with a did-you-mean
 // for unknown names.
-func describe(err error, schema *record.Schema, acc bool) error {
+func describe(err error, fields []record.Field, acc bool) error {
 	var fe *file.Error
 	if !errors.As(err, &fe) {
 		return err
 	}
 	msg := fe.Message
 	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
-		names := make([]string, 0, schema.Len()+1)
-		for i := range schema.Len() {
-			names = append(names, schema.Field(i).Name)
+		names := make([]string, 0, len(fields)+1)
+		for _, f := range fields {
+			names = append(names, f.Name)
 		}
 		if acc {
 			names = append(names, AccName)

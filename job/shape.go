@@ -1,17 +1,9 @@
 package job
 
 import (
-	"errors"
-	"fmt"
-	"reflect"
 	"strings"
-	"time"
-
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/file"
 
 	"github.com/goflink/goflink/expression"
-	"github.com/goflink/goflink/internal/suggest"
 	"github.com/goflink/goflink/record"
 )
 
@@ -121,123 +113,7 @@ func (sh *shape) String() string {
 	return b.String()
 }
 
-// goType is the Go type package expression gives expr for a field of type t; any when t is
-// unknown.
-func goType(t record.Type) reflect.Type {
-	switch t {
-	case record.Int64:
-		return reflect.TypeFor[int]()
-	case record.Float64:
-		return reflect.TypeFor[float64]()
-	case record.String:
-		return reflect.TypeFor[string]()
-	case record.Bool:
-		return reflect.TypeFor[bool]()
-	case record.Bytes:
-		return goBytes
-	case record.Timestamp:
-		return goTime
-	case record.Map:
-		return goMap
-	}
-	return reflect.TypeFor[any]()
-}
-
-var (
-	goBytes = reflect.TypeFor[[]byte]()
-	goTime  = reflect.TypeFor[time.Time]()
-	goMap   = reflect.TypeFor[map[string]string]()
-)
-
-// checkPartial type-checks src against records of a partly known shape, as expression.Compile
-// does against a schema. A field of unknown type is an expr value of unknown type, and when
-// the shape is open any name is one, so expr rejects only what is wrong for every type they
-// could have. The result type is record.Invalid when it depends on the unknown parts.
+// checkPartial type-checks src against records of a partly known shape (expression.Check).
 func checkPartial(src string, in *shape, opts expression.Options) (record.Type, error) {
-	if strings.TrimSpace(src) == "" {
-		return record.Invalid, errors.New("expression is empty")
-	}
-	fields := make([]reflect.StructField, len(in.fields))
-	for i, f := range in.fields {
-		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: goType(f.Type), Tag: reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name))}
-	}
-	if opts.Acc {
-		acc := goType(record.Invalid)
-		if !in.open {
-			acc = reflect.StructOf(fields)
-		}
-		fields = append(fields, reflect.StructField{Name: "Acc", Type: acc, Tag: reflect.StructTag(`expr:"` + expression.AccName + `"`)})
-	}
-	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(fields)).Interface())}
-	if in.open {
-		options = append(options, expr.AllowUndefinedVariables())
-	}
-	prog, err := expr.Compile(src, options...)
-	if err != nil {
-		return record.Invalid, describePartial(err, in, opts.Acc)
-	}
-	t := prog.Node().Type()
-	dynamic := t == nil || t.Kind() == reflect.Interface
-	if dynamic && in.schema == nil {
-		return record.Invalid, nil // it may depend on what is unknown
-	}
-	typ := record.Invalid
-	if !dynamic {
-		typ = recordTypeOf(t)
-	}
-	if typ == record.Invalid {
-		name := "unknown (dynamic)"
-		if !dynamic {
-			name = t.String()
-		}
-		return record.Invalid, fmt.Errorf("result type %v is not a record type (want int64, float64, string, bool, bytes, timestamp or map)", name)
-	}
-	if opts.Want != record.Invalid && typ != opts.Want {
-		return record.Invalid, fmt.Errorf("result is %v, want %v", typ, opts.Want)
-	}
-	return typ, nil
-}
-
-// recordTypeOf maps an expr result type to a record type as package expression does.
-func recordTypeOf(t reflect.Type) record.Type {
-	switch t {
-	case goTime:
-		return record.Timestamp
-	case goBytes:
-		return record.Bytes
-	case goMap:
-		return record.Map
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return record.Int64
-	case reflect.Float32, reflect.Float64:
-		return record.Float64
-	case reflect.String:
-		return record.String
-	case reflect.Bool:
-		return record.Bool
-	}
-	return record.Invalid
-}
-
-// describePartial words an expr compile error as package expression does.
-func describePartial(err error, in *shape, acc bool) error {
-	var fe *file.Error
-	if !errors.As(err, &fe) {
-		return err
-	}
-	msg := fe.Message
-	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
-		names := in.names()
-		if acc {
-			names = append(names, expression.AccName)
-		}
-		msg += " (fields: " + strings.Join(names, ", ") + ")"
-		if s := suggest.Closest(name, names); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
-		}
-	}
-	return fmt.Errorf("%s (column %d)", msg, fe.Column+1)
+	return expression.Check(src, in.fields, in.open, opts)
 }

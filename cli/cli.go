@@ -74,9 +74,32 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type globals struct {
 	jobmanager string
+	mGiven     bool // -m was given (else jobmanager is FLINKCTL_JOBMANAGER's or the default)
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
+}
+
+// addrs parses the JobManager addresses (-m, else FLINKCTL_JOBMANAGER): a malformed one is a
+// usage error.
+func (g *globals) addrs() ([]string, error) {
+	list, err := client.ParseAddrs(g.jobmanager)
+	if err == nil {
+		return list, nil
+	}
+	if !g.mGiven && os.Getenv("FLINKCTL_JOBMANAGER") != "" {
+		return nil, usageErr("FLINKCTL_JOBMANAGER: %v", err)
+	}
+	return nil, usageErr("-m/--jobmanager: %v", err)
+}
+
+// newClient connects to the JobManagers of -m.
+func (g *globals) newClient() (*client.Client, error) {
+	addrs, err := g.addrs()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(addrs...)
 }
 
 func (g *globals) json() (bool, error) {
@@ -95,7 +118,7 @@ func (g *globals) withClient(fn func(c *client.Client, asJSON bool) error) error
 	if err != nil {
 		return err
 	}
-	c, err := client.New(g.jobmanager)
+	c, err := g.newClient()
 	if err != nil {
 		return err
 	}
@@ -118,8 +141,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	if def == "" {
 		def = "localhost:6123"
 	}
-	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...]: any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
+	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host[:port][,host[:port]...] (port 6123 by default): any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.mGiven = cmd.Flags().Changed("jobmanager") }
 	root.Args = func(_ *cobra.Command, a []string) error {
 		if len(a) > 0 {
 			return usageErr("unknown command %q (see flinkctl --help)", a[0])
@@ -365,6 +389,11 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if f.parallelism < 0 {
 		return usageErr("--parallelism must be positive, got %d", f.parallelism)
 	}
+	if !f.local {
+		if _, err := g.addrs(); err != nil {
+			return err
+		}
+	}
 	spec, err := os.ReadFile(path)
 	if err != nil {
 		return &exitError{code: ExitFailure, msg: fmt.Sprintf("read job spec: %v", err)}
@@ -378,17 +407,18 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 		overrides[strings.TrimSpace(k)] = v
 	}
 	req := &pb.SubmitJobRequest{Spec: spec, SpecName: filepath.Base(path), Config: overrides, Parallelism: int32(f.parallelism)}
-	addr := g.jobmanager
+	var c *client.Client
 	if f.local {
 		cluster, err := startLocal(ctx, g, f, req)
 		if err != nil {
 			return err
 		}
 		defer cluster.Close()
-		addr = cluster.Addr()
-	}
-	c, err := client.New(addr)
-	if err != nil {
+		c, err = client.New(cluster.Addr())
+		if err != nil {
+			return err
+		}
+	} else if c, err = g.newClient(); err != nil {
 		return err
 	}
 	defer c.Close()

@@ -211,6 +211,10 @@ func TestExitCodes(t *testing.T) {
 		{"bad output format", []string{"list", "-o", "yaml"}, ExitUsage, `"yaml"`},
 		{"bad output format on run", []string{"run", "--local", "-o", "xml", spec}, ExitUsage, `"xml"`},
 		{"negative parallelism", []string{"run", "--local", "-p", "-1", spec}, ExitUsage, "parallelism"},
+		{"malformed port", []string{"-m", "localhost:6123x", "list"}, ExitUsage, `-m/--jobmanager: jobmanager address "localhost:6123x": port "6123x": want a number from 1 to 65535`},
+		{"malformed address in a list", []string{"-m", "127.0.0.1:6123,a:b:c", "status", "j1"}, ExitUsage, `jobmanager address "a:b:c": want host:port`},
+		{"malformed address on run", []string{"-m", "http://jm:6123", "run", spec}, ExitUsage, `jobmanager address "http://jm:6123"`},
+		{"malformed address on checkpoint", []string{"-m", "jm:0", "checkpoint", "j1"}, ExitUsage, `port "0"`},
 		{"define without a value", []string{"run", "--local", "-D", "nokey", spec}, ExitUsage, "key=value"},
 		{"no taskmanagers", []string{"run", "--local", "--taskmanagers", "0", spec}, ExitUsage, "taskmanagers"},
 		{"missing spec file", []string{"run", "--local", missing}, ExitFailure, "no-such-job.yaml"},
@@ -225,5 +229,24 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("Execute(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.stderr)
 			}
 		})
+	}
+}
+
+// FLINKCTL_JOBMANAGER is checked like -m, and named when it is malformed; a host without a
+// port gets 6123.
+func TestJobManagerFromEnv(t *testing.T) {
+	t.Setenv("FLINKCTL_JOBMANAGER", "localhost:6123x")
+	code, _, stderr := execute(t, "list")
+	if want := `flinkctl: FLINKCTL_JOBMANAGER: jobmanager address "localhost:6123x": port "6123x": want a number from 1 to 65535` + "\n"; code != ExitUsage || stderr != want {
+		t.Errorf("list with a malformed FLINKCTL_JOBMANAGER = exit %d, stderr %q; want exit %d and %q", code, stderr, ExitUsage, want)
+	}
+	// -m overrides it.
+	addr := serve(t, newFake())
+	if code, _, stderr := execute(t, "-m", addr, "checkpoints", "j1"); code != ExitOK {
+		t.Errorf("checkpoints with -m and a malformed FLINKCTL_JOBMANAGER = exit %d, stderr %q; want exit 0", code, stderr)
+	}
+	g := &globals{jobmanager: "127.0.0.1"}
+	if list, err := g.addrs(); err != nil || len(list) != 1 || list[0] != "127.0.0.1:6123" {
+		t.Errorf("addrs of -m 127.0.0.1 = %q, %v; want 127.0.0.1:6123", list, err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,26 +57,106 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
-// New connects lazily to the given JobManager addresses ("host:port", comma lists allowed).
+// New connects lazily to the given JobManager addresses ("host:port", comma lists allowed; see
+// ParseAddrs).
 func New(addrs ...string) (*Client, error) {
+	list, err := ParseAddrs(addrs...)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}}
+	for _, a := range list {
+		conn, err := dial(a)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
+		}
+		c.addrs = append(c.addrs, a)
+		c.conns[a] = conn
+	}
+	return c, nil
+}
+
+// DefaultPort is the JobManager's RPC port, which ParseAddrs adds to an address without one.
+const DefaultPort = 6123
+
+// ParseAddrs parses JobManager addresses: each argument is one address or a comma-separated
+// list of them. An address is host:port, or a host alone for port DefaultPort; an empty host
+// (":6123") is localhost, and an IPv6 host is written in brackets ("[::1]:6123") or bare
+// without a port ("::1"). The result is in order, without duplicates. A malformed address
+// is an error that names it.
+func ParseAddrs(addrs ...string) ([]string, error) {
+	var out []string
 	for _, a := range addrs {
 		for _, p := range strings.Split(a, ",") {
-			if p = strings.TrimSpace(p); p != "" && c.conns[p] == nil {
-				conn, err := dial(p)
-				if err != nil {
-					c.Close()
-					return nil, fmt.Errorf("jobmanager address %q: %w", p, err)
-				}
-				c.addrs = append(c.addrs, p)
-				c.conns[p] = conn
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			norm, err := parseAddr(p)
+			if err != nil {
+				return nil, fmt.Errorf("jobmanager address %q: %w", p, err)
+			}
+			if !slices.Contains(out, norm) {
+				out = append(out, norm)
 			}
 		}
 	}
-	if len(c.addrs) == 0 {
+	if len(out) == 0 {
 		return nil, errors.New("no jobmanager address given")
 	}
-	return c, nil
+	return out, nil
+}
+
+// parseAddr checks one address and returns it as host:port.
+func parseAddr(a string) (string, error) {
+	if strings.Contains(a, "://") || strings.Contains(a, "/") {
+		return "", errors.New("want host:port, without a scheme or path")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		switch {
+		case net.ParseIP(strings.Trim(a, "[]")) != nil && strings.Contains(a, ":"): // an IPv6 host without a port
+			host, port = strings.Trim(a, "[]"), strconv.Itoa(DefaultPort)
+		case !strings.Contains(a, ":"): // a host without a port
+			host, port = a, strconv.Itoa(DefaultPort)
+		default:
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			return "", fmt.Errorf("want host:port: %w", err)
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q: want a number from 1 to 65535", port)
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	if net.ParseIP(host) == nil && !validHostname(host) {
+		return "", fmt.Errorf("host %q: want a host name or an IP address", host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// validHostname reports whether h is made of DNS labels: letters, digits, '-' and '_',
+// separated by dots.
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func dial(addr string) (*grpc.ClientConn, error) {

@@ -93,13 +93,19 @@ func (g *globals) addrs() ([]string, error) {
 	return nil, usageErr("-m/--jobmanager: %v", err)
 }
 
-// newClient connects to the JobManagers of -m.
+// newClient connects to the JobManagers of -m and prints a notice to stderr while a call
+// retries because none can serve it.
 func (g *globals) newClient() (*client.Client, error) {
 	addrs, err := g.addrs()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(addrs...)
+	c, err := client.New(addrs...)
+	if err != nil {
+		return nil, err
+	}
+	c.Retrying = func(r client.Retry) { fmt.Fprintln(g.stderr, "flinkctl:", r) }
+	return c, nil
 }
 
 func (g *globals) json() (bool, error) {

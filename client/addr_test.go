@@ -1,9 +1,15 @@
 package client
 
 import (
+	"errors"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
 )
 
 func TestParseAddrs(t *testing.T) {
@@ -47,5 +53,117 @@ func TestParseAddrs(t *testing.T) {
 	}
 	if _, err := New("127.0.0.1:6123x"); err == nil {
 		t.Error("New(127.0.0.1:6123x) succeeded, want the address's error")
+	}
+}
+
+// rawTCP listens on loopback like a Raft transport: it accepts connections, reads what the
+// client sends and closes them without a word of gRPC.
+func rawTCP(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				_, _ = conn.Read(make([]byte, 64))
+				conn.Close()
+			})
+		}
+	})
+	t.Cleanup(func() {
+		lis.Close()
+		wg.Wait()
+	})
+	return lis.Addr().String()
+}
+
+// grpcWithoutJobs is a gRPC server without the JobManager's services, like a TaskManager.
+func grpcWithoutJobs(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// An address that answers, but not as a goflink JobManager, fails a call at once when it is the
+// only one, saying what it probably is; next to a JobManager it is skipped.
+func TestNotAJobManager(t *testing.T) {
+	raft, tm := rawTCP(t), grpcWithoutJobs(t)
+	for _, tc := range []struct {
+		addr, want string
+	}{
+		{raft, raft + " does not answer as a goflink JobManager (error reading server preface: EOF); is it the Raft port? the RPC port is 6123 by default"},
+		{tm, tm + " does not answer as a goflink JobManager (unknown service goflink.v1.JobService); is it a TaskManager? the JobManager's RPC port is 6123 by default"},
+	} {
+		cl := newClient(t, tc.addr)
+		start := time.Now()
+		_, err := cl.Job(testContext(t), "j1")
+		var nj *NotJobManagerError
+		if !errors.As(err, &nj) || nj.Addr != tc.addr || err.Error() != tc.want {
+			t.Errorf("Job(j1) at %s = %v; want %q", tc.addr, err, tc.want)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("Job(j1) at %s took %v, want an answer at once, not after Wait (%v)", tc.addr, took, cl.Wait)
+		}
+	}
+
+	c := newFakeCluster(t, 1)
+	cl := newClient(t, raft, tm, c.jms[0].addr)
+	d, err := cl.Job(testContext(t), "j1")
+	servedBy(t, "Job(j1) given the Raft port, a TaskManager and the JobManager", d, err, c.jms[0])
+}
+
+// While no JobManager can serve, Retrying is told what was tried and the last error, and the
+// call's error says the same once Wait is over.
+func TestRetryingNotice(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	cl := newClient(t, dead)
+	cl.Wait = 1500 * time.Millisecond
+	var notices []Retry
+	cl.Retrying = func(r Retry) { notices = append(notices, r) }
+
+	_, err = cl.Job(testContext(t), "j1")
+	if len(notices) != 1 {
+		t.Fatalf("Retrying was told %d times in %v, want once (after 1 s): %v", len(notices), cl.Wait, notices)
+	}
+	n := notices[0]
+	if !slices.Equal(n.Tried, []string{dead}) || n.LastAddr != dead || n.Waited < retryNoticeAfter/2 {
+		t.Errorf("notice = %+v, want the dead address after at least %v", n, retryNoticeAfter/2)
+	}
+	want := ": no jobmanager could serve the request yet (tried " + dead + "; last error from " + dead + ": dial tcp " + dead + ": connect: connection refused)"
+	if !strings.HasPrefix(n.String(), "retrying for up to ") || !strings.HasSuffix(n.String(), want) {
+		t.Errorf("notice = %q, want \"retrying for up to …%s\"", n.String(), want)
+	}
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.LastAddr != dead {
+		t.Fatalf("Job(j1) = %v, want an *UnavailableError", err)
+	}
+	want = "no jobmanager could serve the request within 1.5s (tried " + dead + "); last error from " + dead + ": dial tcp " + dead + ": connect: connection refused"
+	if err.Error() != want {
+		t.Errorf("Job(j1) error = %q, want %q", err, want)
 	}
 }

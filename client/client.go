@@ -2,7 +2,9 @@
 // gRPC services. A call goes first to the JobManager that served the last one, follows a
 // follower's hint to the leader (dialing it even when it was not given), tries every given
 // address, and retries with backoff for up to Client.Wait while no JobManager can serve it
-// (during a leader election, or while every JobManager is unreachable).
+// (during a leader election, or while every JobManager is unreachable). An address that answers as something
+// other than a goflink JobManager (the Raft port, a TaskManager) fails a call at once when no
+// other address is left to try.
 package client
 
 import (
@@ -37,6 +39,10 @@ type Client struct {
 	// Wait is how long a call keeps retrying while no JobManager can serve it. Set it before
 	// the first call.
 	Wait time.Duration
+	// Retrying, when set, is told when a call has been retrying for about a second because no
+	// JobManager could serve it, and again every 5 s while it keeps retrying. It is called on
+	// the call's goroutine. Set it before the first call.
+	Retrying func(Retry)
 
 	addrs []string // the given addresses, in order
 
@@ -271,27 +277,136 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
+// Retry describes a call that is retrying because no JobManager could serve it yet.
+type Retry struct {
+	Tried    []string      // every address tried, in the order first tried
+	LastAddr string        // the address of the last error
+	Last     error         // the last error
+	Waited   time.Duration // since the call started
+	Wait     time.Duration // how long the call retries in all (Client.Wait)
+}
+
+func (r Retry) String() string {
+	return fmt.Sprintf("retrying for up to %v: no jobmanager could serve the request yet (tried %s; last error from %s: %s)",
+		(r.Wait - r.Waited).Round(time.Second), strings.Join(r.Tried, ", "), r.LastAddr, describe(r.Last))
+}
+
+// When Client.Retrying is told.
+const (
+	retryNoticeAfter = time.Second
+	retryNoticeEvery = 5 * time.Second
+)
+
+// UnavailableError is the error of a call that no JobManager could serve within Client.Wait:
+// none was reachable, or none led. It wraps the last error (an UNAVAILABLE status, mostly).
+type UnavailableError struct {
+	Wait     time.Duration
+	Tried    []string // every address tried, in the order first tried
+	LastAddr string
+	Last     error
+	// NotJobManagers are the tried addresses that answered as something other than a goflink
+	// JobManager.
+	NotJobManagers []*NotJobManagerError
+}
+
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("no jobmanager could serve the request within %v (tried %s); last error from %s: %s",
+		e.Wait, strings.Join(e.Tried, ", "), e.LastAddr, describe(e.Last))
+	for _, n := range e.NotJobManagers {
+		msg += "; " + n.Error()
+	}
+	return msg
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Last }
+
+// NotJobManagerError says that an address answers, but not as a goflink JobManager: it is
+// another gRPC server (a TaskManager), or no gRPC server at all (the Raft port).
+type NotJobManagerError struct {
+	Addr string
+	Err  error // what the address answered
+}
+
+func (e *NotJobManagerError) Error() string {
+	if status.Code(e.Err) == codes.Unimplemented {
+		return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it a TaskManager? the JobManager's RPC port is %d by default",
+			e.Addr, describe(e.Err), DefaultPort)
+	}
+	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it the Raft port? the RPC port is %d by default",
+		e.Addr, describe(e.Err), DefaultPort)
+}
+
+func (e *NotJobManagerError) Unwrap() error { return e.Err }
+
+// notGRPCGrace is how long an address must keep answering without speaking gRPC before it
+// counts as not a JobManager: a JobManager that is stopping may close a connection before its
+// first frame once, but not for this long.
+const notGRPCGrace = 500 * time.Millisecond
+
+// notJobManager tells the answers of an address that is not a goflink JobManager: a gRPC
+// server without the JobService (UNIMPLEMENTED "unknown service"), or a TCP server that does
+// not speak gRPC (the connection ends or is garbage before the server's first HTTP/2 frame),
+// for which confirmed waits for notGRPCGrace.
+func notJobManager(err error) (is, confirmed bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false, false
+	}
+	switch {
+	case st.Code() == codes.Unimplemented && strings.HasPrefix(st.Message(), "unknown service "):
+		return true, true
+	case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface"):
+		return true, false
+	}
+	return false, false
+}
+
+// describe is an error's text without gRPC's wrapping of connection errors.
+func describe(err error) string {
+	if err == nil {
+		return "none"
+	}
+	se, ok := err.(interface{ GRPCStatus() *status.Status })
+	if !ok {
+		return err.Error()
+	}
+	msg := se.GRPCStatus().Message()
+	if m, ok := strings.CutPrefix(msg, `connection error: desc = "`); ok {
+		msg = strings.TrimSuffix(m, `"`)
+	}
+	msg = strings.TrimPrefix(msg, "transport: Error while dialing: ")
+	return strings.TrimPrefix(msg, "transport: ")
+}
+
 // do runs fn against the JobManagers until one serves it and returns that one's address. Each
 // round tries every JobManager once (in c.order(first)) and follows a NOT_LEADER answer's
 // hint at once, even to an address not given; an error that is not retryable is the answer.
-// While no JobManager can serve, rounds repeat with backoff for up to c.Wait; the error then
-// names every address tried and wraps the last error.
+// While no JobManager can serve, rounds repeat with backoff for up to c.Wait (telling
+// c.Retrying); the error is then an *UnavailableError naming every address tried and
+// wrapping the last error. When every address of a round answers as something other than a
+// JobManager, the error is that at once.
 func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.ClientConn) error) (string, error) {
-	deadline := time.Now().Add(c.Wait)
+	start := time.Now()
+	deadline := start.Add(c.Wait)
+	nextNotice := start.Add(retryNoticeAfter)
 	wait := minBackoff
 	var tried []string // every address tried, in the order first tried
 	var last error
 	var lastAddr string
+	wrongSince := map[string]time.Time{} // addresses answering without speaking gRPC: since when
+	wrong := map[string]*NotJobManagerError{}
 	fail := func(err error) error {
 		if last == nil {
 			return err
 		}
-		return fmt.Errorf("%w (tried %s; last error from %s: %v)", err, strings.Join(tried, ", "), lastAddr, last)
+		return fmt.Errorf("%w (tried %s; last error from %s: %s)", err, strings.Join(tried, ", "), lastAddr, describe(last))
 	}
 	for {
 		queue := c.order(first)
 		seen := map[string]bool{}
 		hints := 0
+		var roundWrong []*NotJobManagerError // this round's addresses that are not JobManagers
+		others := false                      // this round tried an address that may yet serve
 		for len(queue) > 0 {
 			addr := queue[0]
 			queue = queue[1:]
@@ -310,7 +425,7 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 				return "", err
 			}
 			if err != nil {
-				last, lastAddr = fmt.Errorf("dial: %w", err), addr
+				last, lastAddr, others = fmt.Errorf("dial: %w", err), addr, true
 				continue
 			}
 			err = fn(conn)
@@ -318,22 +433,54 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 				c.setServed(addr)
 				return addr, nil
 			}
+			if is, confirmed := notJobManager(err); is {
+				if _, ok := wrongSince[addr]; !ok {
+					wrongSince[addr] = time.Now()
+				}
+				last, lastAddr = err, addr
+				if confirmed || time.Since(wrongSince[addr]) >= notGRPCGrace {
+					wrong[addr] = &NotJobManagerError{Addr: addr, Err: err}
+					roundWrong = append(roundWrong, wrong[addr])
+				} else {
+					others = true
+				}
+				continue
+			}
+			delete(wrongSince, addr)
+			delete(wrong, addr)
 			if !retryable(err) {
 				return addr, err
 			}
-			last, lastAddr = err, addr
+			last, lastAddr, others = err, addr, true
 			if h := leaderHint(err); h != "" && h != addr && hints < maxHints {
 				hints++
 				delete(seen, h) // newer news than that address's earlier answer in this round
 				queue = append([]string{h}, queue...)
 			}
 		}
+		if !others && len(roundWrong) == 1 {
+			return "", roundWrong[0]
+		}
+		if !others && len(roundWrong) > 1 {
+			return "", errors.Join(errs(roundWrong)...)
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return "", fmt.Errorf("no jobmanager could serve the request within %v (tried %s); last error from %s: %w",
-				c.Wait, strings.Join(tried, ", "), lastAddr, last)
+			e := &UnavailableError{Wait: c.Wait, Tried: tried, LastAddr: lastAddr, Last: last}
+			for _, a := range tried {
+				if w := wrong[a]; w != nil && a != lastAddr {
+					e.NotJobManagers = append(e.NotJobManagers, w)
+				}
+			}
+			return "", e
 		}
-		t := time.NewTimer(min(jitter(wait), left))
+		sleep := min(jitter(wait), left)
+		// Tell before a pause that takes the call past the notice time, not after it.
+		if now := time.Now(); c.Retrying != nil && !now.Add(sleep).Before(nextNotice) {
+			nextNotice = now.Add(retryNoticeEvery)
+			c.Retrying(Retry{Tried: slices.Clone(tried), LastAddr: lastAddr, Last: last, Waited: now.Sub(start), Wait: c.Wait})
+		}
+		t := time.NewTimer(sleep)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -342,6 +489,14 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 		}
 		wait = min(wait*2, maxBackoff)
 	}
+}
+
+func errs(ws []*NotJobManagerError) []error {
+	out := make([]error, len(ws))
+	for i, w := range ws {
+		out[i] = w
+	}
+	return out
 }
 
 // call runs fn with c.do and returns the result of the JobManager that served it.

@@ -28,6 +28,9 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	// ExitLostContact: run lost contact with every JobManager while following a job; the job
+	// may still be running, its outcome is unknown.
+	ExitLostContact = 3
 )
 
 // exitError carries an exit code; an empty message prints nothing.
@@ -106,6 +109,14 @@ func (g *globals) newClient() (*client.Client, error) {
 	}
 	c.Retrying = func(r client.Retry) { fmt.Fprintln(g.stderr, "flinkctl:", r) }
 	return c, nil
+}
+
+// command is how to run flinkctl against the same JobManagers, for the hints flinkctl prints.
+func (g *globals) command() string {
+	if addrs, err := client.ParseAddrs(g.jobmanager); err == nil && g.mGiven {
+		return "flinkctl -m " + strings.Join(addrs, ",")
+	}
+	return "flinkctl"
 }
 
 func (g *globals) json() (bool, error) {
@@ -444,12 +455,7 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	}
 	last, err := follow(ctx, g, c, id, asJSON)
 	if err != nil {
-		if f.local && ctx.Err() != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = c.Cancel(cctx, id)
-			cancel()
-		}
-		return err
+		return followError(ctx, g, f, c, id, err)
 	}
 	if asJSON {
 		if err := writeJSON(g.stdout, statusJSON(last)); err != nil {
@@ -460,6 +466,23 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 		return &exitError{code: ExitFailure}
 	}
 	return nil
+}
+
+// followError is what run reports when following job id ended before the job did: lost
+// contact with every JobManager, or another error.
+func followError(ctx context.Context, g *globals, f *runFlags, c *client.Client, id string, err error) error {
+	if f.local && ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = c.Cancel(cctx, id)
+		cancel()
+		return err
+	}
+	var ue *client.UnavailableError
+	if errors.As(err, &ue) && !f.local {
+		return &exitError{code: ExitLostContact, msg: fmt.Sprintf("lost contact with the jobmanagers while following job %s: %v\n"+
+			"flinkctl: the job may still be running; its outcome is unknown: check with %s status %s", id, err, g.command(), id)}
+	}
+	return err
 }
 
 // follow prints the job's status changes, its completed checkpoints, each new exception with

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
 func TestParseAddrs(t *testing.T) {
@@ -165,5 +167,51 @@ func TestRetryingNotice(t *testing.T) {
 	want = "no jobmanager could serve the request within 1.5s (tried " + dead + "); last error from " + dead + ": dial tcp " + dead + ": connect: connection refused"
 	if err.Error() != want {
 		t.Errorf("Job(j1) error = %q, want %q", err, want)
+	}
+}
+
+// learnedAddrs returns the client's learned addresses.
+func learnedAddrs(cl *Client) []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return slices.Clone(cl.learned)
+}
+
+// Given only the leader's address, a watch learns the other members from the group and resumes
+// on the new leader after the old one died; a member advertised under a name this machine
+// cannot resolve (a container's name) is left out and does not hold anything up.
+func TestWatchResumesOnLearnedMember(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.update(func() {
+		c.extra = []*pb.JobManagerInfo{{Id: "jm-elsewhere", Address: "jm-elsewhere.invalid:6123"}}
+	})
+	a, b := c.jms[0], c.jms[1]
+	cl := newClient(t, a.addr)
+	cl.Wait = time.Minute
+	seen, done := startWatch(testContext(t), cl)
+	expectSeen(t, seen, pb.JobStatus_JOB_STATUS_RUNNING, a)
+
+	deadline := time.Now().Add(testTimeout)
+	for !slices.Equal(learnedAddrs(cl), []string{b.addr, c.jms[2].addr}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("learned %q, want the other members %q", learnedAddrs(cl), []string{b.addr, c.jms[2].addr})
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The leader dies; the others still name it until b is elected.
+	a.kill()
+	c.waitFor(t, "the watch to ask the learned members", func() bool {
+		return b.calls["WatchJob"] >= 1 && c.jms[2].calls["WatchJob"] >= 1
+	})
+	c.setLeader(1)
+	expectSeen(t, seen, pb.JobStatus_JOB_STATUS_RUNNING, b)
+	c.setStatus(pb.JobStatus_JOB_STATUS_FINISHED)
+	expectSeen(t, seen, pb.JobStatus_JOB_STATUS_FINISHED, b)
+	if r := waitWatch(t, done); r.err != nil || r.last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("Watch = %v, %v; want FINISHED", r.last.GetStatus(), r.err)
+	}
+	if got := cl.order(""); slices.Contains(got, "jm-elsewhere.invalid:6123") || got[1] != a.addr {
+		t.Errorf("order = %q, want the given address kept and the unresolvable member left out", got)
 	}
 }

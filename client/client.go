@@ -1,8 +1,9 @@
 // Package client is a Go client for a goflink cluster: it talks to the JobManagers' public
 // gRPC services. A call goes first to the JobManager that served the last one, follows a
 // follower's hint to the leader (dialing it even when it was not given), tries every given
-// address, and retries with backoff for up to Client.Wait while no JobManager can serve it
-// (during a leader election, or while every JobManager is unreachable). An address that answers as something
+// address and then the members a watch learned from the group (GetCluster), and retries
+// with backoff for up to Client.Wait while no JobManager can serve it (during a leader
+// election, or while every JobManager is unreachable). An address that answers as something
 // other than a goflink JobManager (the Raft port, a TaskManager) fails a call at once when no
 // other address is left to try.
 package client
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -46,10 +48,11 @@ type Client struct {
 
 	addrs []string // the given addresses, in order
 
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // every address dialed: the given ones and leader hints
-	served string                      // the address that served the last call; tried first
-	closed bool
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // every address dialed: given, learned and leader hints
+	learned []string                    // members' RPC addresses learned from the group, not given
+	served  string                      // the address that served the last call; tried first
+	closed  bool
 }
 
 // errClosed is returned by calls on a closed Client.
@@ -203,23 +206,137 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 }
 
 // order is the order in which a call tries the JobManagers: first (a hint the caller already
-// has), the one that served the last call, then the given addresses. It may repeat an address.
+// has), the one that served the last call, the given addresses, then the learned ones. It may
+// repeat an address.
 func (c *Client) order(first string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.addrs)+2)
+	out := make([]string, 0, len(c.addrs)+len(c.learned)+2)
 	for _, a := range []string{first, c.served} {
 		if a != "" {
 			out = append(out, a)
 		}
 	}
-	return append(out, c.addrs...)
+	out = append(out, c.addrs...)
+	return append(out, c.learned...)
 }
 
 func (c *Client) setServed(addr string) {
 	c.mu.Lock()
 	c.served = addr
 	c.mu.Unlock()
+}
+
+// isLearned reports whether addr is a learned address that was not given.
+func (c *Client) isLearned(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.learned, addr) && !slices.Contains(c.addrs, addr)
+}
+
+// learnTimeout bounds one try to learn the group's members, name lookups included.
+const learnTimeout = 3 * time.Second
+
+// learnRetry is how often learnGroup asks again while a member's RPC address is not known
+// (a JobManager that just started registers it with the leader within a second or so).
+const learnRetry = 2 * time.Second
+
+// learnGroup learns the group's members (learn), closes first, and learns again every
+// learnRetry while the answer lacks a member's address, until ctx ends.
+func (c *Client) learnGroup(ctx context.Context, first chan<- struct{}) {
+	done := c.learn(ctx)
+	close(first)
+	for !done {
+		t := time.NewTimer(learnRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		done = c.learn(ctx)
+	}
+}
+
+// learn asks the JobManager that served the last call for the group's members (GetCluster)
+// and adds their RPC addresses as candidates. It reports whether it is done: the answer had
+// every member's address, or the JobManager has no ClusterService. Other errors are ignored:
+// learning is a help.
+func (c *Client) learn(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, learnTimeout)
+	defer cancel()
+	c.mu.Lock()
+	addr := c.served
+	c.mu.Unlock()
+	if addr == "" {
+		return false
+	}
+	conn, err := c.conn(addr)
+	if err != nil {
+		return false
+	}
+	resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
+	if err != nil {
+		return status.Code(err) == codes.Unimplemented
+	}
+	c.addMembers(ctx, resp)
+	for _, jm := range resp.GetJobmanagers() {
+		if jm.GetAddress() == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// addMembers adds the RPC addresses of a GetCluster answer's JobManagers to the learned
+// candidates: extra addresses, tried after the given ones, which they never replace. An address
+// whose host this machine cannot resolve is left out: a JobManager may advertise a name only
+// its own network knows (a container's name, as in docker compose).
+func (c *Client) addMembers(ctx context.Context, resp *pb.GetClusterResponse) {
+	for _, jm := range resp.GetJobmanagers() {
+		addr, err := parseAddr(strings.TrimSpace(jm.GetAddress()))
+		if jm.GetAddress() == "" || err != nil {
+			continue
+		}
+		c.mu.Lock()
+		known := slices.Contains(c.addrs, addr) || slices.Contains(c.learned, addr)
+		c.mu.Unlock()
+		if known {
+			continue
+		}
+		host, _, _ := net.SplitHostPort(addr)
+		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if !slices.Contains(c.learned, addr) {
+			c.learned = append(c.learned, addr)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// learnedConnectWait bounds how long a call waits for a learned address to connect before it
+// moves on to the next address (the connection keeps trying for later rounds), so that a member
+// this machine cannot reach does not stall a call.
+const learnedConnectWait = time.Second
+
+// connects waits up to d for conn to connect or fail; false when it is still connecting.
+func connects(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready, connectivity.TransientFailure, connectivity.Shutdown:
+			return true // a call fails at once in TransientFailure, with the reason
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
 }
 
 // ErrorInfo reasons of the JobManagers' statuses.
@@ -426,6 +543,12 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			}
 			if err != nil {
 				last, lastAddr, others = fmt.Errorf("dial: %w", err), addr, true
+				continue
+			}
+			if c.isLearned(addr) && !connects(ctx, conn, learnedConnectWait) {
+				if ctx.Err() == nil {
+					last, lastAddr, others = fmt.Errorf("not connected within %v", learnedConnectWait), addr, true
+				}
 				continue
 			}
 			err = fn(conn)
@@ -640,11 +763,24 @@ func (c *Client) TriggerCheckpoint(ctx context.Context, id string) (*pb.Checkpoi
 // last details), fn returns an error, or ctx is done. A stream that breaks with a retryable
 // error (the JobManager lost its leadership, stopped or became unreachable) is resumed on the
 // leader, found as every call finds it; fn then sees the job's details again, as the new
-// stream's first message.
+// stream's first message. Once the first stream is open, Watch learns the group's members from
+// the JobManager that serves it, so that it can resume on another member although only one
+// address was given. When no JobManager can serve within Client.Wait, the error is an
+// *UnavailableError: the job may still be running.
 func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) error) (*pb.JobDetails, error) {
 	var last *pb.JobDetails
 	hint := ""
 	wait := time.Duration(0) // pause before resuming, growing while streams break at once
+	// Learning the members runs beside the watch: learned is closed after the first try,
+	// learner when it has stopped.
+	var learned, learner chan struct{}
+	lctx, stopLearning := context.WithCancel(ctx)
+	defer func() {
+		stopLearning()
+		if learner != nil {
+			<-learner
+		}
+	}()
 	for {
 		if wait > 0 {
 			t := time.NewTimer(jitter(wait))
@@ -659,6 +795,13 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		if err != nil {
 			return last, err
 		}
+		if learner == nil {
+			learned, learner = make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(learner)
+				c.learnGroup(lctx, learned)
+			}()
+		}
 		opened := time.Now()
 		n, stopped, err := w.run(fn, &last)
 		w.cancel()
@@ -671,6 +814,12 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 			return last, ctx.Err()
 		case !retryable(err):
 			return last, err
+		}
+		// The members may be needed now: the stream's JobManager may be gone for good.
+		select {
+		case <-learned:
+		case <-ctx.Done():
+			return last, ctx.Err()
 		}
 		hint = leaderHint(err)
 		if n > 1 || time.Since(opened) >= maxBackoff {

@@ -31,6 +31,9 @@ const (
 	// ExitLostContact: run lost contact with every JobManager while following a job; the job
 	// may still be running, its outcome is unknown.
 	ExitLostContact = 3
+	// ExitInterrupted: Ctrl-C (SIGINT) stopped flinkctl; 128 + the signal's number in general
+	// (143 for SIGTERM).
+	ExitInterrupted = 130
 )
 
 // exitError carries an exit code; an empty message prints nothing.
@@ -45,11 +48,46 @@ func usageErr(format string, args ...any) error {
 	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
-// Main runs flinkctl with the process arguments and returns its exit code.
+// signalError is the cause of Main's context when a signal stopped flinkctl.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// Main runs flinkctl with the process arguments and returns its exit code. The first SIGINT or
+// SIGTERM cancels the command's context; a second one ends the process at once.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			sig, _ := s.(syscall.Signal)
+			cancel(signalError{sig})
+		case <-done:
+		}
+	}()
 	return Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// interruptedCode is the exit code of a command whose context was canceled: 128 + the signal's
+// number, ExitInterrupted when no signal is known.
+func interruptedCode(ctx context.Context) int {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) && se.sig > 0 {
+		return 128 + int(se.sig)
+	}
+	return ExitInterrupted
+}
+
+// interrupted is the error of a command stopped by its context, saying what msg says.
+func interrupted(ctx context.Context, format string, args ...any) error {
+	return &exitError{code: interruptedCode(ctx), msg: fmt.Sprintf(format, args...)}
 }
 
 // Execute runs flinkctl with args and returns its exit code.
@@ -66,6 +104,10 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "flinkctl:", ee.msg)
 		}
 		return ee.code
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "flinkctl: interrupted")
+		return interruptedCode(ctx)
 	}
 	if st, ok := status.FromError(err); ok {
 		fmt.Fprintln(stderr, "flinkctl:", st.Message())
@@ -298,11 +340,14 @@ func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id str
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cp, err := c.TriggerCheckpoint(tctx, id)
+	if err != nil && ctx.Err() != nil {
+		return interrupted(ctx, "stopped waiting for the checkpoint of job %s; it may still complete: %s checkpoints %s", id, g.command(), id)
+	}
 	if err != nil {
 		// The JobManager's copy of the deadline may end the call (RST_STREAM) before this
 		// process's timer has marked tctx done: go by the clock.
-		if dl, _ := tctx.Deadline(); ctx.Err() == nil && (tctx.Err() != nil || !time.Now().Before(dl)) {
-			return &exitError{code: ExitFailure, msg: fmt.Sprintf("checkpoint of job %s did not end within %v (see --timeout); it may still complete: flinkctl checkpoints %s", id, timeout, id)}
+		if dl, _ := tctx.Deadline(); tctx.Err() != nil || !time.Now().Before(dl) {
+			return &exitError{code: ExitFailure, msg: fmt.Sprintf("checkpoint of job %s did not end within %v (see --timeout); it may still complete: %s checkpoints %s", id, timeout, g.command(), id)}
 		}
 		return err
 	}
@@ -440,6 +485,9 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	}
 	defer c.Close()
 	id, err := c.Submit(ctx, req)
+	if err != nil && ctx.Err() != nil && !f.local {
+		return interrupted(ctx, "interrupted while submitting the job; it may have been submitted: %s list", g.command())
+	}
 	if err != nil {
 		return err
 	}
@@ -468,14 +516,21 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	return nil
 }
 
-// followError is what run reports when following job id ended before the job did: lost
+// followError is what run reports when following job id ended before the job did: Ctrl-C, lost
 // contact with every JobManager, or another error.
 func followError(ctx context.Context, g *globals, f *runFlags, c *client.Client, id string, err error) error {
-	if f.local && ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil && f.local:
+		// The embedded cluster ends with flinkctl: cancel the job first, so its sinks abort.
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = c.Cancel(cctx, id)
-		cancel()
-		return err
+		defer cancel()
+		if cerr := c.Cancel(cctx, id); cerr != nil {
+			return interrupted(ctx, "interrupted; cancelling job %s failed: %v", id, cerr)
+		}
+		return interrupted(ctx, "interrupted: job %s cancelled", id)
+	case ctx.Err() != nil:
+		return interrupted(ctx, "stopped following job %s; it is still running: %s cancel %s (or see it: %s status %s)",
+			id, g.command(), id, g.command(), id)
 	}
 	var ue *client.UnavailableError
 	if errors.As(err, &ue) && !f.local {

@@ -212,6 +212,54 @@ func TestRunLostContact(t *testing.T) {
 	}
 }
 
+// Ctrl-C stops following a job on a cluster: flinkctl says it still runs and how to cancel it.
+func TestRunInterrupted(t *testing.T) {
+	addr, _ := serveStoppable(t, endlessJM{})
+	r := start(t, "-m", addr, "run", writeSpec(t, "job.yaml", okSpec))
+	r.waitOutput(t, "stdout", "job j1 RUNNING", 10*time.Second)
+	r.cancel()
+	code := r.exit(t, 10*time.Second)
+	want := "flinkctl: stopped following job j1; it is still running: flinkctl -m " + addr + " cancel j1 (or see it: flinkctl -m " + addr + " status j1)\n"
+	if code != ExitInterrupted || r.stderr.String() != want {
+		t.Errorf("run interrupted = exit %d, stderr %q; want exit %d and %q", code, r.stderr.String(), ExitInterrupted, want)
+	}
+}
+
+// Ctrl-C while flinkctl checkpoint waits says the checkpoint may still complete.
+func TestCheckpointInterrupted(t *testing.T) {
+	f := newFake()
+	addr := serve(t, f)
+	r := start(t, "-m", addr, "checkpoint", "slow")
+	deadline := time.Now().Add(10 * time.Second)
+	for calls, _ := f.lastTrigger(); calls == 0; calls, _ = f.lastTrigger() {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint was not triggered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.cancel()
+	code := r.exit(t, 10*time.Second)
+	want := "flinkctl: stopped waiting for the checkpoint of job slow; it may still complete: flinkctl -m " + addr + " checkpoints slow\n"
+	if code != ExitInterrupted || r.stderr.String() != want {
+		t.Errorf("checkpoint interrupted = exit %d, stderr %q; want exit %d and %q", code, r.stderr.String(), ExitInterrupted, want)
+	}
+}
+
+// While no JobManager answers, flinkctl says it is retrying instead of keeping silent; Ctrl-C
+// then ends it.
+func TestRetryingNoticeAndInterrupt(t *testing.T) {
+	dead := deadAddr(t)
+	r := start(t, "-m", dead, "list")
+	r.waitOutput(t, "stderr", "flinkctl: retrying for up to ", 10*time.Second)
+	r.cancel()
+	code := r.exit(t, 10*time.Second)
+	stderr := r.stderr.String()
+	if code != ExitInterrupted || !strings.Contains(stderr, "no jobmanager could serve the request yet (tried "+dead+"; last error from "+dead+": dial tcp "+dead+": connect: connection refused)\n") ||
+		!strings.HasSuffix(stderr, "flinkctl: interrupted\n") {
+		t.Errorf("list against a dead address, interrupted = exit %d, stderr:\n%s\nwant exit %d, the retrying notice naming the address and the error, then \"interrupted\"", code, stderr, ExitInterrupted)
+	}
+}
+
 // rawTCP listens on loopback like the JobManager's Raft port: it accepts connections and closes
 // them without a word of gRPC.
 func rawTCP(t *testing.T) string {

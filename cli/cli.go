@@ -418,6 +418,7 @@ type runFlags struct {
 	local        bool
 	taskmanagers int
 	slots        int
+	slotsGiven   bool
 	verbose      bool
 }
 
@@ -430,7 +431,10 @@ func runCmd(g *globals) *cobra.Command {
 With --local, run it on an embedded mini cluster (one JobManager and --taskmanagers
 TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 		Args: args(1, "a job spec file"),
-		RunE: func(cmd *cobra.Command, a []string) error { return runJob(cmd.Context(), g, f, a[0]) },
+		RunE: func(cmd *cobra.Command, a []string) error {
+			f.slotsGiven = cmd.Flags().Changed("slots")
+			return runJob(cmd.Context(), g, f, a[0])
+		},
 	}
 	fl := cmd.Flags()
 	fl.IntVarP(&f.parallelism, "parallelism", "p", 0, "default parallelism of the job (overrides the spec)")
@@ -439,7 +443,7 @@ TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 	fl.BoolVar(&f.local, "local", false, "run on an embedded mini cluster")
 	fl.IntVar(&f.taskmanagers, "taskmanagers", 2, "TaskManagers of the --local cluster")
 	fl.IntVar(&f.slots, "slots", 0, "slots per TaskManager of the --local cluster (default: enough for the job)")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr (without it: errors only)")
 	return cmd
 }
 
@@ -471,7 +475,7 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	req := &pb.SubmitJobRequest{Spec: spec, SpecName: filepath.Base(path), Config: overrides, Parallelism: int32(f.parallelism)}
 	var c *client.Client
 	if f.local {
-		cluster, err := startLocal(ctx, g, f, req)
+		cluster, err := startLocal(ctx, g, f, req, asJSON)
 		if err != nil {
 			return err
 		}
@@ -599,29 +603,48 @@ func exceptionKey(e *pb.ExceptionEntry) string {
 }
 
 // startLocal starts an embedded cluster sized for the job.
-func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest) (*minicluster.Cluster, error) {
+// With -o json its print sinks write to stderr, so that stdout holds only the JSON.
+func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest, asJSON bool) (*minicluster.Cluster, error) {
 	if f.taskmanagers < 1 {
 		return nil, usageErr("--taskmanagers must be at least 1, got %d", f.taskmanagers)
+	}
+	if f.slotsGiven && f.slots < 1 {
+		return nil, usageErr("--slots must be at least 1, got %d", f.slots)
 	}
 	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{})
 	if err != nil {
 		return nil, err
 	}
-	slots := f.slots
-	if slots <= 0 {
-		need := 1
-		for _, v := range graph.GetVertices() {
-			need = max(need, int(v.GetParallelism()))
+	// Every operator's subtask i shares slot i (slot sharing): the job needs as many slots as
+	// its widest operator has subtasks.
+	need, widest := 0, ""
+	for _, v := range graph.GetVertices() {
+		if p := int(v.GetParallelism()); p > need {
+			need, widest = p, v.GetName()
 		}
+	}
+	need = max(need, 1)
+	slots := f.slots
+	if !f.slotsGiven {
 		slots = (need + f.taskmanagers - 1) / f.taskmanagers
 	}
-	level := slog.LevelWarn
+	if have := f.taskmanagers * slots; have < need {
+		return nil, usageErr("the local cluster would have %s (--taskmanagers %d × --slots %d), but job %q needs %d (operator %q runs %d subtasks): use --slots %d, or leave --slots out",
+			plural(have, "slot"), f.taskmanagers, slots, graph.GetName(), need, widest, need, (need+f.taskmanagers-1)/f.taskmanagers)
+	}
+	// Without -v only errors: the warnings a run expects (an injected failure, the tasks it
+	// cancels) are in flinkctl's own output already.
+	level := slog.LevelError
 	if f.verbose {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	sinks := g.stdout
+	if asJSON {
+		sinks = g.stderr
+	}
 	cluster, err := minicluster.Start(minicluster.Options{
-		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: g.stdout, Logger: logger,
+		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: sinks, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
@@ -633,4 +656,12 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 		return nil, err
 	}
 	return cluster, nil
+}
+
+// plural is "1 slot", "2 slots".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -215,6 +216,9 @@ func TestExitCodes(t *testing.T) {
 		{"malformed address in a list", []string{"-m", "127.0.0.1:6123,a:b:c", "status", "j1"}, ExitUsage, `jobmanager address "a:b:c": want host:port`},
 		{"malformed address on run", []string{"-m", "http://jm:6123", "run", spec}, ExitUsage, `jobmanager address "http://jm:6123"`},
 		{"malformed address on checkpoint", []string{"-m", "jm:0", "checkpoint", "j1"}, ExitUsage, `port "0"`},
+		{"too few local slots", []string{"run", "--local", "--taskmanagers", "1", "--slots", "1", spec}, ExitUsage,
+			`the local cluster would have 1 slot (--taskmanagers 1 × --slots 1), but job "keyed-count" needs 2 (operator "numbers" runs 2 subtasks): use --slots 2, or leave --slots out`},
+		{"zero local slots", []string{"run", "--local", "--slots", "0", spec}, ExitUsage, "--slots must be at least 1, got 0"},
 		{"define without a value", []string{"run", "--local", "-D", "nokey", spec}, ExitUsage, "key=value"},
 		{"no taskmanagers", []string{"run", "--local", "--taskmanagers", "0", spec}, ExitUsage, "taskmanagers"},
 		{"missing spec file", []string{"run", "--local", missing}, ExitFailure, "no-such-job.yaml"},
@@ -248,5 +252,47 @@ func TestJobManagerFromEnv(t *testing.T) {
 	g := &globals{jobmanager: "127.0.0.1"}
 	if list, err := g.addrs(); err != nil || len(list) != 1 || list[0] != "127.0.0.1:6123" {
 		t.Errorf("addrs of -m 127.0.0.1 = %q, %v; want 127.0.0.1:6123", list, err)
+	}
+}
+
+const printSpec = `name: printed
+parallelism: 1
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 5}
+  - {name: doubled, type: map, fields: {v: "value * 2"}}
+  - {name: show, type: print}
+`
+
+// With -o json, stdout holds only the JSON: the print sink's lines go to stderr.
+func TestRunLocalJSONWithPrintSink(t *testing.T) {
+	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", writeSpec(t, "printed.yaml", printSpec))
+	if code != ExitOK {
+		t.Fatalf("run --local -o json = exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	m := decodeObject(t, stdout)
+	if m["status"] != "FINISHED" {
+		t.Errorf("status = %v, want FINISHED", m["status"])
+	}
+	for i := 1; i <= 5; i++ {
+		if want := fmt.Sprintf(`{"v":%d}`, 2*i); !strings.Contains(stderr, want) {
+			t.Errorf("stderr has no printed record %s:\n%s", want, stderr)
+		}
+	}
+}
+
+// run --local without -v shows no warnings of the embedded cluster (the failure is in run's
+// own output); with -v it logs at INFO.
+func TestRunLocalLogLevel(t *testing.T) {
+	spec := writeSpec(t, "doomed.yaml", failSpec)
+	code, stdout, stderr := execute(t, "run", "--local", spec)
+	if code != ExitFailure || !strings.Contains(stdout, "injected failure") {
+		t.Fatalf("run --local doomed = exit %d, stdout:\n%s\nwant exit 1 and the failure", code, stdout)
+	}
+	if strings.Contains(stderr, "level=WARN") || strings.Contains(stderr, "level=INFO") {
+		t.Errorf("run --local without -v logged below ERROR:\n%s", stderr)
+	}
+	code, _, stderr = execute(t, "run", "--local", "-v", spec)
+	if code != ExitFailure || !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "level=INFO") {
+		t.Errorf("run --local -v = exit %d, stderr:\n%s\nwant the cluster's INFO and WARN logs", code, stderr)
 	}
 }

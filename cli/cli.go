@@ -209,7 +209,11 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		}
 		return nil
 	}
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		cmd.SetOut(stderr)
+		_ = cmd.Usage()
+		return usageErr("want a command")
+	}
 	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), clusterCmd(g))
 	return root
 }
@@ -412,14 +416,15 @@ last heartbeat).`,
 }
 
 type runFlags struct {
-	parallelism  int
-	detached     bool
-	dynamic      []string
-	local        bool
-	taskmanagers int
-	slots        int
-	slotsGiven   bool
-	verbose      bool
+	parallelism      int
+	parallelismGiven bool
+	detached         bool
+	dynamic          []string
+	local            bool
+	taskmanagers     int
+	slots            int
+	slotsGiven       bool
+	verbose          bool
 }
 
 func runCmd(g *globals) *cobra.Command {
@@ -432,6 +437,7 @@ With --local, run it on an embedded mini cluster (one JobManager and --taskmanag
 TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 		Args: args(1, "a job spec file"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			f.parallelismGiven = cmd.Flags().Changed("parallelism")
 			f.slotsGiven = cmd.Flags().Changed("slots")
 			return runJob(cmd.Context(), g, f, a[0])
 		},
@@ -452,8 +458,8 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
-	if f.parallelism < 0 {
-		return usageErr("--parallelism must be positive, got %d", f.parallelism)
+	if f.parallelismGiven && f.parallelism < 1 {
+		return usageErr("--parallelism must be at least 1, got %d", f.parallelism)
 	}
 	if !f.local {
 		if _, err := g.addrs(); err != nil {

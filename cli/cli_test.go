@@ -212,6 +212,9 @@ func TestExitCodes(t *testing.T) {
 		{"bad output format", []string{"list", "-o", "yaml"}, ExitUsage, `"yaml"`},
 		{"bad output format on run", []string{"run", "--local", "-o", "xml", spec}, ExitUsage, `"xml"`},
 		{"negative parallelism", []string{"run", "--local", "-p", "-1", spec}, ExitUsage, "parallelism"},
+		{"zero parallelism", []string{"run", "--local", "-p", "0", spec}, ExitUsage, "--parallelism must be at least 1, got 0"},
+		{"zero parallelism on a cluster", []string{"run", "-m", "127.0.0.1:1", "--parallelism=0", spec}, ExitUsage, "--parallelism must be at least 1, got 0"},
+		{"no command", nil, ExitUsage, "Usage:"},
 		{"malformed port", []string{"-m", "localhost:6123x", "list"}, ExitUsage, `-m/--jobmanager: jobmanager address "localhost:6123x": port "6123x": want a number from 1 to 65535`},
 		{"malformed address in a list", []string{"-m", "127.0.0.1:6123,a:b:c", "status", "j1"}, ExitUsage, `jobmanager address "a:b:c": want host:port`},
 		{"malformed address on run", []string{"-m", "http://jm:6123", "run", spec}, ExitUsage, `jobmanager address "http://jm:6123"`},
@@ -263,7 +266,8 @@ operators:
   - {name: show, type: print}
 `
 
-// With -o json, stdout holds only the JSON: the print sink's lines go to stderr.
+// With -o json, stdout holds only the JSON: the print sink's lines go to stderr, and "->" in
+// task names is not escaped.
 func TestRunLocalJSONWithPrintSink(t *testing.T) {
 	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", writeSpec(t, "printed.yaml", printSpec))
 	if code != ExitOK {
@@ -272,6 +276,9 @@ func TestRunLocalJSONWithPrintSink(t *testing.T) {
 	m := decodeObject(t, stdout)
 	if m["status"] != "FINISHED" {
 		t.Errorf("status = %v, want FINISHED", m["status"])
+	}
+	if !strings.Contains(stdout, `"numbers -> doubled -> show"`) || strings.Contains(stdout, `\u003e`) {
+		t.Errorf("stdout does not name the task \"numbers -> doubled -> show\" unescaped:\n%s", stdout)
 	}
 	for i := 1; i <= 5; i++ {
 		if want := fmt.Sprintf(`{"v":%d}`, 2*i); !strings.Contains(stderr, want) {

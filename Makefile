@@ -18,7 +18,7 @@ build: ## build jobmanager, taskmanager and flinkctl into bin/
 run: build ## run the odd-even example on an embedded cluster and show the final sums
 	@rm -rf out/odd-even
 	$(BIN)/flinkctl run --local examples/odd-even.yaml
-	@$(GO) run ./examples/summarize -key parity -value value -expect odd=900,even=930 out/odd-even
+	@$(GO) run ./examples/summarize -key parity -value value -expect odd=900,even=930 -records 60 out/odd-even
 
 test: ## all tests with the race detector (unit, in-process cluster, real processes)
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -396,7 +396,8 @@ func TestCheckpointTimeout(t *testing.T) {
 	if code != ExitFailure || stdout != "" {
 		t.Errorf("checkpoint --timeout 200ms slow = exit %d, stdout %q, want exit %d and nothing on stdout", code, stdout, ExitFailure)
 	}
-	for _, want := range []string{"checkpoint of job slow did not end within 200ms", "--timeout", "flinkctl checkpoints slow"} {
+	// The hint names the JobManagers the command was given.
+	for _, want := range []string{"checkpoint of job slow did not end within 200ms", "--timeout", "flinkctl -m " + addr + " checkpoints slow"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("checkpoint --timeout 200ms slow stderr = %q, want it to contain %q", stderr, want)
 		}

@@ -28,6 +28,12 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	// ExitLostContact: run lost contact with every JobManager while following a job; the job
+	// may still be running, its outcome is unknown.
+	ExitLostContact = 3
+	// ExitInterrupted: Ctrl-C (SIGINT) stopped flinkctl; 128 + the signal's number in general
+	// (143 for SIGTERM).
+	ExitInterrupted = 130
 )
 
 // exitError carries an exit code; an empty message prints nothing.
@@ -42,11 +48,46 @@ func usageErr(format string, args ...any) error {
 	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
-// Main runs flinkctl with the process arguments and returns its exit code.
+// signalError is the cause of Main's context when a signal stopped flinkctl.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// Main runs flinkctl with the process arguments and returns its exit code. The first SIGINT or
+// SIGTERM cancels the command's context; a second one ends the process at once.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			sig, _ := s.(syscall.Signal)
+			cancel(signalError{sig})
+		case <-done:
+		}
+	}()
 	return Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// interruptedCode is the exit code of a command whose context was canceled: 128 + the signal's
+// number, ExitInterrupted when no signal is known.
+func interruptedCode(ctx context.Context) int {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) && se.sig > 0 {
+		return 128 + int(se.sig)
+	}
+	return ExitInterrupted
+}
+
+// interrupted is the error of a command stopped by its context, saying what msg says.
+func interrupted(ctx context.Context, format string, args ...any) error {
+	return &exitError{code: interruptedCode(ctx), msg: fmt.Sprintf(format, args...)}
 }
 
 // Execute runs flinkctl with args and returns its exit code.
@@ -64,6 +105,10 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.code
 	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "flinkctl: interrupted")
+		return interruptedCode(ctx)
+	}
 	if st, ok := status.FromError(err); ok {
 		fmt.Fprintln(stderr, "flinkctl:", st.Message())
 	} else {
@@ -74,9 +119,46 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type globals struct {
 	jobmanager string
+	mGiven     bool // -m was given (else jobmanager is FLINKCTL_JOBMANAGER's or the default)
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
+}
+
+// addrs parses the JobManager addresses (-m, else FLINKCTL_JOBMANAGER): a malformed one is a
+// usage error.
+func (g *globals) addrs() ([]string, error) {
+	list, err := client.ParseAddrs(g.jobmanager)
+	if err == nil {
+		return list, nil
+	}
+	if !g.mGiven && os.Getenv("FLINKCTL_JOBMANAGER") != "" {
+		return nil, usageErr("FLINKCTL_JOBMANAGER: %v", err)
+	}
+	return nil, usageErr("-m/--jobmanager: %v", err)
+}
+
+// newClient connects to the JobManagers of -m and prints a notice to stderr while a call
+// retries because none can serve it.
+func (g *globals) newClient() (*client.Client, error) {
+	addrs, err := g.addrs()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(addrs...)
+	if err != nil {
+		return nil, err
+	}
+	c.Retrying = func(r client.Retry) { fmt.Fprintln(g.stderr, "flinkctl:", r) }
+	return c, nil
+}
+
+// command is how to run flinkctl against the same JobManagers, for the hints flinkctl prints.
+func (g *globals) command() string {
+	if addrs, err := client.ParseAddrs(g.jobmanager); err == nil && g.mGiven {
+		return "flinkctl -m " + strings.Join(addrs, ",")
+	}
+	return "flinkctl"
 }
 
 func (g *globals) json() (bool, error) {
@@ -95,7 +177,7 @@ func (g *globals) withClient(fn func(c *client.Client, asJSON bool) error) error
 	if err != nil {
 		return err
 	}
-	c, err := client.New(g.jobmanager)
+	c, err := g.newClient()
 	if err != nil {
 		return err
 	}
@@ -118,15 +200,20 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	if def == "" {
 		def = "localhost:6123"
 	}
-	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host:port[,host:port...]: any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
+	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host[:port][,host[:port]...] (port 6123 by default): any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.mGiven = cmd.Flags().Changed("jobmanager") }
 	root.Args = func(_ *cobra.Command, a []string) error {
 		if len(a) > 0 {
 			return usageErr("unknown command %q (see flinkctl --help)", a[0])
 		}
 		return nil
 	}
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		cmd.SetOut(stderr)
+		_ = cmd.Usage()
+		return usageErr("want a command")
+	}
 	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), clusterCmd(g))
 	return root
 }
@@ -257,11 +344,14 @@ func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id str
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cp, err := c.TriggerCheckpoint(tctx, id)
+	if err != nil && ctx.Err() != nil {
+		return interrupted(ctx, "stopped waiting for the checkpoint of job %s; it may still complete: %s checkpoints %s", id, g.command(), id)
+	}
 	if err != nil {
 		// The JobManager's copy of the deadline may end the call (RST_STREAM) before this
 		// process's timer has marked tctx done: go by the clock.
-		if dl, _ := tctx.Deadline(); ctx.Err() == nil && (tctx.Err() != nil || !time.Now().Before(dl)) {
-			return &exitError{code: ExitFailure, msg: fmt.Sprintf("checkpoint of job %s did not end within %v (see --timeout); it may still complete: flinkctl checkpoints %s", id, timeout, id)}
+		if dl, _ := tctx.Deadline(); tctx.Err() != nil || !time.Now().Before(dl) {
+			return &exitError{code: ExitFailure, msg: fmt.Sprintf("checkpoint of job %s did not end within %v (see --timeout); it may still complete: %s checkpoints %s", id, timeout, g.command(), id)}
 		}
 		return err
 	}
@@ -326,13 +416,15 @@ last heartbeat).`,
 }
 
 type runFlags struct {
-	parallelism  int
-	detached     bool
-	dynamic      []string
-	local        bool
-	taskmanagers int
-	slots        int
-	verbose      bool
+	parallelism      int
+	parallelismGiven bool
+	detached         bool
+	dynamic          []string
+	local            bool
+	taskmanagers     int
+	slots            int
+	slotsGiven       bool
+	verbose          bool
 }
 
 func runCmd(g *globals) *cobra.Command {
@@ -344,7 +436,11 @@ func runCmd(g *globals) *cobra.Command {
 With --local, run it on an embedded mini cluster (one JobManager and --taskmanagers
 TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 		Args: args(1, "a job spec file"),
-		RunE: func(cmd *cobra.Command, a []string) error { return runJob(cmd.Context(), g, f, a[0]) },
+		RunE: func(cmd *cobra.Command, a []string) error {
+			f.parallelismGiven = cmd.Flags().Changed("parallelism")
+			f.slotsGiven = cmd.Flags().Changed("slots")
+			return runJob(cmd.Context(), g, f, a[0])
+		},
 	}
 	fl := cmd.Flags()
 	fl.IntVarP(&f.parallelism, "parallelism", "p", 0, "default parallelism of the job (overrides the spec)")
@@ -353,7 +449,7 @@ TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 	fl.BoolVar(&f.local, "local", false, "run on an embedded mini cluster")
 	fl.IntVar(&f.taskmanagers, "taskmanagers", 2, "TaskManagers of the --local cluster")
 	fl.IntVar(&f.slots, "slots", 0, "slots per TaskManager of the --local cluster (default: enough for the job)")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr (without it: errors only)")
 	return cmd
 }
 
@@ -362,8 +458,13 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
-	if f.parallelism < 0 {
-		return usageErr("--parallelism must be positive, got %d", f.parallelism)
+	if f.parallelismGiven && f.parallelism < 1 {
+		return usageErr("--parallelism must be at least 1, got %d", f.parallelism)
+	}
+	if !f.local {
+		if _, err := g.addrs(); err != nil {
+			return err
+		}
 	}
 	spec, err := os.ReadFile(path)
 	if err != nil {
@@ -378,21 +479,25 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 		overrides[strings.TrimSpace(k)] = v
 	}
 	req := &pb.SubmitJobRequest{Spec: spec, SpecName: filepath.Base(path), Config: overrides, Parallelism: int32(f.parallelism)}
-	addr := g.jobmanager
+	var c *client.Client
 	if f.local {
-		cluster, err := startLocal(ctx, g, f, req)
+		cluster, err := startLocal(ctx, g, f, req, asJSON)
 		if err != nil {
 			return err
 		}
 		defer cluster.Close()
-		addr = cluster.Addr()
-	}
-	c, err := client.New(addr)
-	if err != nil {
+		c, err = client.New(cluster.Addr())
+		if err != nil {
+			return err
+		}
+	} else if c, err = g.newClient(); err != nil {
 		return err
 	}
 	defer c.Close()
 	id, err := c.Submit(ctx, req)
+	if err != nil && ctx.Err() != nil && !f.local {
+		return interrupted(ctx, "interrupted while submitting the job; it may have been submitted: %s list", g.command())
+	}
 	if err != nil {
 		return err
 	}
@@ -408,12 +513,7 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	}
 	last, err := follow(ctx, g, c, id, asJSON)
 	if err != nil {
-		if f.local && ctx.Err() != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = c.Cancel(cctx, id)
-			cancel()
-		}
-		return err
+		return followError(ctx, g, f, c, id, err)
 	}
 	if asJSON {
 		if err := writeJSON(g.stdout, statusJSON(last)); err != nil {
@@ -424,6 +524,30 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 		return &exitError{code: ExitFailure}
 	}
 	return nil
+}
+
+// followError is what run reports when following job id ended before the job did: Ctrl-C, lost
+// contact with every JobManager, or another error.
+func followError(ctx context.Context, g *globals, f *runFlags, c *client.Client, id string, err error) error {
+	switch {
+	case ctx.Err() != nil && f.local:
+		// The embedded cluster ends with flinkctl: cancel the job first, so its sinks abort.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if cerr := c.Cancel(cctx, id); cerr != nil {
+			return interrupted(ctx, "interrupted; cancelling job %s failed: %v", id, cerr)
+		}
+		return interrupted(ctx, "interrupted: job %s cancelled", id)
+	case ctx.Err() != nil:
+		return interrupted(ctx, "stopped following job %s; it is still running: %s cancel %s (or see it: %s status %s)",
+			id, g.command(), id, g.command(), id)
+	}
+	var ue *client.UnavailableError
+	if errors.As(err, &ue) && !f.local {
+		return &exitError{code: ExitLostContact, msg: fmt.Sprintf("lost contact with the jobmanagers while following job %s: %v\n"+
+			"flinkctl: the job may still be running; its outcome is unknown: check with %s status %s", id, err, g.command(), id)}
+	}
+	return err
 }
 
 // follow prints the job's status changes, its completed checkpoints, each new exception with
@@ -485,29 +609,48 @@ func exceptionKey(e *pb.ExceptionEntry) string {
 }
 
 // startLocal starts an embedded cluster sized for the job.
-func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest) (*minicluster.Cluster, error) {
+// With -o json its print sinks write to stderr, so that stdout holds only the JSON.
+func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest, asJSON bool) (*minicluster.Cluster, error) {
 	if f.taskmanagers < 1 {
 		return nil, usageErr("--taskmanagers must be at least 1, got %d", f.taskmanagers)
+	}
+	if f.slotsGiven && f.slots < 1 {
+		return nil, usageErr("--slots must be at least 1, got %d", f.slots)
 	}
 	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{})
 	if err != nil {
 		return nil, err
 	}
-	slots := f.slots
-	if slots <= 0 {
-		need := 1
-		for _, v := range graph.GetVertices() {
-			need = max(need, int(v.GetParallelism()))
+	// Every operator's subtask i shares slot i (slot sharing): the job needs as many slots as
+	// its widest operator has subtasks.
+	need, widest := 0, ""
+	for _, v := range graph.GetVertices() {
+		if p := int(v.GetParallelism()); p > need {
+			need, widest = p, v.GetName()
 		}
+	}
+	need = max(need, 1)
+	slots := f.slots
+	if !f.slotsGiven {
 		slots = (need + f.taskmanagers - 1) / f.taskmanagers
 	}
-	level := slog.LevelWarn
+	if have := f.taskmanagers * slots; have < need {
+		return nil, usageErr("the local cluster would have %s (--taskmanagers %d × --slots %d), but job %q needs %d (operator %q runs %d subtasks): use --slots %d, or leave --slots out",
+			plural(have, "slot"), f.taskmanagers, slots, graph.GetName(), need, widest, need, (need+f.taskmanagers-1)/f.taskmanagers)
+	}
+	// Without -v only errors: the warnings a run expects (an injected failure, the tasks it
+	// cancels) are in flinkctl's own output already.
+	level := slog.LevelError
 	if f.verbose {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	sinks := g.stdout
+	if asJSON {
+		sinks = g.stderr
+	}
 	cluster, err := minicluster.Start(minicluster.Options{
-		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: g.stdout, Logger: logger,
+		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: sinks, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
@@ -519,4 +662,12 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 		return nil, err
 	}
 	return cluster, nil
+}
+
+// plural is "1 slot", "2 slots".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

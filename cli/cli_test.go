@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -211,6 +212,16 @@ func TestExitCodes(t *testing.T) {
 		{"bad output format", []string{"list", "-o", "yaml"}, ExitUsage, `"yaml"`},
 		{"bad output format on run", []string{"run", "--local", "-o", "xml", spec}, ExitUsage, `"xml"`},
 		{"negative parallelism", []string{"run", "--local", "-p", "-1", spec}, ExitUsage, "parallelism"},
+		{"zero parallelism", []string{"run", "--local", "-p", "0", spec}, ExitUsage, "--parallelism must be at least 1, got 0"},
+		{"zero parallelism on a cluster", []string{"run", "-m", "127.0.0.1:1", "--parallelism=0", spec}, ExitUsage, "--parallelism must be at least 1, got 0"},
+		{"no command", nil, ExitUsage, "Usage:"},
+		{"malformed port", []string{"-m", "localhost:6123x", "list"}, ExitUsage, `-m/--jobmanager: jobmanager address "localhost:6123x": port "6123x": want a number from 1 to 65535`},
+		{"malformed address in a list", []string{"-m", "127.0.0.1:6123,a:b:c", "status", "j1"}, ExitUsage, `jobmanager address "a:b:c": want host:port`},
+		{"malformed address on run", []string{"-m", "http://jm:6123", "run", spec}, ExitUsage, `jobmanager address "http://jm:6123"`},
+		{"malformed address on checkpoint", []string{"-m", "jm:0", "checkpoint", "j1"}, ExitUsage, `port "0"`},
+		{"too few local slots", []string{"run", "--local", "--taskmanagers", "1", "--slots", "1", spec}, ExitUsage,
+			`the local cluster would have 1 slot (--taskmanagers 1 × --slots 1), but job "keyed-count" needs 2 (operator "numbers" runs 2 subtasks): use --slots 2, or leave --slots out`},
+		{"zero local slots", []string{"run", "--local", "--slots", "0", spec}, ExitUsage, "--slots must be at least 1, got 0"},
 		{"define without a value", []string{"run", "--local", "-D", "nokey", spec}, ExitUsage, "key=value"},
 		{"no taskmanagers", []string{"run", "--local", "--taskmanagers", "0", spec}, ExitUsage, "taskmanagers"},
 		{"missing spec file", []string{"run", "--local", missing}, ExitFailure, "no-such-job.yaml"},
@@ -225,5 +236,70 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("Execute(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.stderr)
 			}
 		})
+	}
+}
+
+// FLINKCTL_JOBMANAGER is checked like -m, and named when it is malformed; a host without a
+// port gets 6123.
+func TestJobManagerFromEnv(t *testing.T) {
+	t.Setenv("FLINKCTL_JOBMANAGER", "localhost:6123x")
+	code, _, stderr := execute(t, "list")
+	if want := `flinkctl: FLINKCTL_JOBMANAGER: jobmanager address "localhost:6123x": port "6123x": want a number from 1 to 65535` + "\n"; code != ExitUsage || stderr != want {
+		t.Errorf("list with a malformed FLINKCTL_JOBMANAGER = exit %d, stderr %q; want exit %d and %q", code, stderr, ExitUsage, want)
+	}
+	// -m overrides it.
+	addr := serve(t, newFake())
+	if code, _, stderr := execute(t, "-m", addr, "checkpoints", "j1"); code != ExitOK {
+		t.Errorf("checkpoints with -m and a malformed FLINKCTL_JOBMANAGER = exit %d, stderr %q; want exit 0", code, stderr)
+	}
+	g := &globals{jobmanager: "127.0.0.1"}
+	if list, err := g.addrs(); err != nil || len(list) != 1 || list[0] != "127.0.0.1:6123" {
+		t.Errorf("addrs of -m 127.0.0.1 = %q, %v; want 127.0.0.1:6123", list, err)
+	}
+}
+
+const printSpec = `name: printed
+parallelism: 1
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 5}
+  - {name: doubled, type: map, fields: {v: "value * 2"}}
+  - {name: show, type: print}
+`
+
+// With -o json, stdout holds only the JSON: the print sink's lines go to stderr, and "->" in
+// task names is not escaped.
+func TestRunLocalJSONWithPrintSink(t *testing.T) {
+	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", writeSpec(t, "printed.yaml", printSpec))
+	if code != ExitOK {
+		t.Fatalf("run --local -o json = exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	m := decodeObject(t, stdout)
+	if m["status"] != "FINISHED" {
+		t.Errorf("status = %v, want FINISHED", m["status"])
+	}
+	if !strings.Contains(stdout, `"numbers -> doubled -> show"`) || strings.Contains(stdout, `\u003e`) {
+		t.Errorf("stdout does not name the task \"numbers -> doubled -> show\" unescaped:\n%s", stdout)
+	}
+	for i := 1; i <= 5; i++ {
+		if want := fmt.Sprintf(`{"v":%d}`, 2*i); !strings.Contains(stderr, want) {
+			t.Errorf("stderr has no printed record %s:\n%s", want, stderr)
+		}
+	}
+}
+
+// run --local without -v shows no warnings of the embedded cluster (the failure is in run's
+// own output); with -v it logs at INFO.
+func TestRunLocalLogLevel(t *testing.T) {
+	spec := writeSpec(t, "doomed.yaml", failSpec)
+	code, stdout, stderr := execute(t, "run", "--local", spec)
+	if code != ExitFailure || !strings.Contains(stdout, "injected failure") {
+		t.Fatalf("run --local doomed = exit %d, stdout:\n%s\nwant exit 1 and the failure", code, stdout)
+	}
+	if strings.Contains(stderr, "level=WARN") || strings.Contains(stderr, "level=INFO") {
+		t.Errorf("run --local without -v logged below ERROR:\n%s", stderr)
+	}
+	code, _, stderr = execute(t, "run", "--local", "-v", spec)
+	if code != ExitFailure || !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "level=INFO") {
+		t.Errorf("run --local -v = exit %d, stderr:\n%s\nwant the cluster's INFO and WARN logs", code, stderr)
 	}
 }

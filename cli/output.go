@@ -210,6 +210,7 @@ func clusterOut(c *pb.GetClusterResponse) clusterJSON {
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "a -> b", not "a -\u003e b"
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

@@ -1,8 +1,11 @@
 // Package client is a Go client for a goflink cluster: it talks to the JobManagers' public
 // gRPC services. A call goes first to the JobManager that served the last one, follows a
 // follower's hint to the leader (dialing it even when it was not given), tries every given
-// address, and retries with backoff for up to Client.Wait while no JobManager can serve it
-// (during a leader election, or while every JobManager is unreachable).
+// address and then the members a watch learned from the group (GetCluster), and retries
+// with backoff for up to Client.Wait while no JobManager can serve it (during a leader
+// election, or while every JobManager is unreachable). An address that answers as something
+// other than a goflink JobManager (the Raft port, a TaskManager) fails a call at once when no
+// other address is left to try.
 package client
 
 import (
@@ -11,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -35,13 +41,18 @@ type Client struct {
 	// Wait is how long a call keeps retrying while no JobManager can serve it. Set it before
 	// the first call.
 	Wait time.Duration
+	// Retrying, when set, is told when a call has been retrying for about a second because no
+	// JobManager could serve it, and again every 5 s while it keeps retrying. It is called on
+	// the call's goroutine. Set it before the first call.
+	Retrying func(Retry)
 
 	addrs []string // the given addresses, in order
 
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // every address dialed: the given ones and leader hints
-	served string                      // the address that served the last call; tried first
-	closed bool
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // every address dialed: given, learned and leader hints
+	learned []string                    // members' RPC addresses learned from the group, not given
+	served  string                      // the address that served the last call; tried first
+	closed  bool
 }
 
 // errClosed is returned by calls on a closed Client.
@@ -55,26 +66,106 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
-// New connects lazily to the given JobManager addresses ("host:port", comma lists allowed).
+// New connects lazily to the given JobManager addresses ("host:port", comma lists allowed; see
+// ParseAddrs).
 func New(addrs ...string) (*Client, error) {
+	list, err := ParseAddrs(addrs...)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}}
+	for _, a := range list {
+		conn, err := dial(a)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
+		}
+		c.addrs = append(c.addrs, a)
+		c.conns[a] = conn
+	}
+	return c, nil
+}
+
+// DefaultPort is the JobManager's RPC port, which ParseAddrs adds to an address without one.
+const DefaultPort = 6123
+
+// ParseAddrs parses JobManager addresses: each argument is one address or a comma-separated
+// list of them. An address is host:port, or a host alone for port DefaultPort; an empty host
+// (":6123") is localhost, and an IPv6 host is written in brackets ("[::1]:6123") or bare
+// without a port ("::1"). The result is in order, without duplicates. A malformed address
+// is an error that names it.
+func ParseAddrs(addrs ...string) ([]string, error) {
+	var out []string
 	for _, a := range addrs {
 		for _, p := range strings.Split(a, ",") {
-			if p = strings.TrimSpace(p); p != "" && c.conns[p] == nil {
-				conn, err := dial(p)
-				if err != nil {
-					c.Close()
-					return nil, fmt.Errorf("jobmanager address %q: %w", p, err)
-				}
-				c.addrs = append(c.addrs, p)
-				c.conns[p] = conn
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			norm, err := parseAddr(p)
+			if err != nil {
+				return nil, fmt.Errorf("jobmanager address %q: %w", p, err)
+			}
+			if !slices.Contains(out, norm) {
+				out = append(out, norm)
 			}
 		}
 	}
-	if len(c.addrs) == 0 {
+	if len(out) == 0 {
 		return nil, errors.New("no jobmanager address given")
 	}
-	return c, nil
+	return out, nil
+}
+
+// parseAddr checks one address and returns it as host:port.
+func parseAddr(a string) (string, error) {
+	if strings.Contains(a, "://") || strings.Contains(a, "/") {
+		return "", errors.New("want host:port, without a scheme or path")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		switch {
+		case net.ParseIP(strings.Trim(a, "[]")) != nil && strings.Contains(a, ":"): // an IPv6 host without a port
+			host, port = strings.Trim(a, "[]"), strconv.Itoa(DefaultPort)
+		case !strings.Contains(a, ":"): // a host without a port
+			host, port = a, strconv.Itoa(DefaultPort)
+		default:
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			return "", fmt.Errorf("want host:port: %w", err)
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q: want a number from 1 to 65535", port)
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	if net.ParseIP(host) == nil && !validHostname(host) {
+		return "", fmt.Errorf("host %q: want a host name or an IP address", host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// validHostname reports whether h is made of DNS labels: letters, digits, '-' and '_',
+// separated by dots.
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func dial(addr string) (*grpc.ClientConn, error) {
@@ -115,23 +206,137 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 }
 
 // order is the order in which a call tries the JobManagers: first (a hint the caller already
-// has), the one that served the last call, then the given addresses. It may repeat an address.
+// has), the one that served the last call, the given addresses, then the learned ones. It may
+// repeat an address.
 func (c *Client) order(first string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.addrs)+2)
+	out := make([]string, 0, len(c.addrs)+len(c.learned)+2)
 	for _, a := range []string{first, c.served} {
 		if a != "" {
 			out = append(out, a)
 		}
 	}
-	return append(out, c.addrs...)
+	out = append(out, c.addrs...)
+	return append(out, c.learned...)
 }
 
 func (c *Client) setServed(addr string) {
 	c.mu.Lock()
 	c.served = addr
 	c.mu.Unlock()
+}
+
+// isLearned reports whether addr is a learned address that was not given.
+func (c *Client) isLearned(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.learned, addr) && !slices.Contains(c.addrs, addr)
+}
+
+// learnTimeout bounds one try to learn the group's members, name lookups included.
+const learnTimeout = 3 * time.Second
+
+// learnRetry is how often learnGroup asks again while a member's RPC address is not known
+// (a JobManager that just started registers it with the leader within a second or so).
+const learnRetry = 2 * time.Second
+
+// learnGroup learns the group's members (learn), closes first, and learns again every
+// learnRetry while the answer lacks a member's address, until ctx ends.
+func (c *Client) learnGroup(ctx context.Context, first chan<- struct{}) {
+	done := c.learn(ctx)
+	close(first)
+	for !done {
+		t := time.NewTimer(learnRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		done = c.learn(ctx)
+	}
+}
+
+// learn asks the JobManager that served the last call for the group's members (GetCluster)
+// and adds their RPC addresses as candidates. It reports whether it is done: the answer had
+// every member's address, or the JobManager has no ClusterService. Other errors are ignored:
+// learning is a help.
+func (c *Client) learn(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, learnTimeout)
+	defer cancel()
+	c.mu.Lock()
+	addr := c.served
+	c.mu.Unlock()
+	if addr == "" {
+		return false
+	}
+	conn, err := c.conn(addr)
+	if err != nil {
+		return false
+	}
+	resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
+	if err != nil {
+		return status.Code(err) == codes.Unimplemented
+	}
+	c.addMembers(ctx, resp)
+	for _, jm := range resp.GetJobmanagers() {
+		if jm.GetAddress() == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// addMembers adds the RPC addresses of a GetCluster answer's JobManagers to the learned
+// candidates: extra addresses, tried after the given ones, which they never replace. An address
+// whose host this machine cannot resolve is left out: a JobManager may advertise a name only
+// its own network knows (a container's name, as in docker compose).
+func (c *Client) addMembers(ctx context.Context, resp *pb.GetClusterResponse) {
+	for _, jm := range resp.GetJobmanagers() {
+		addr, err := parseAddr(strings.TrimSpace(jm.GetAddress()))
+		if jm.GetAddress() == "" || err != nil {
+			continue
+		}
+		c.mu.Lock()
+		known := slices.Contains(c.addrs, addr) || slices.Contains(c.learned, addr)
+		c.mu.Unlock()
+		if known {
+			continue
+		}
+		host, _, _ := net.SplitHostPort(addr)
+		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if !slices.Contains(c.learned, addr) {
+			c.learned = append(c.learned, addr)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// learnedConnectWait bounds how long a call waits for a learned address to connect before it
+// moves on to the next address (the connection keeps trying for later rounds), so that a member
+// this machine cannot reach does not stall a call.
+const learnedConnectWait = time.Second
+
+// connects waits up to d for conn to connect or fail; false when it is still connecting.
+func connects(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready, connectivity.TransientFailure, connectivity.Shutdown:
+			return true // a call fails at once in TransientFailure, with the reason
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
 }
 
 // ErrorInfo reasons of the JobManagers' statuses.
@@ -189,27 +394,136 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
+// Retry describes a call that is retrying because no JobManager could serve it yet.
+type Retry struct {
+	Tried    []string      // every address tried, in the order first tried
+	LastAddr string        // the address of the last error
+	Last     error         // the last error
+	Waited   time.Duration // since the call started
+	Wait     time.Duration // how long the call retries in all (Client.Wait)
+}
+
+func (r Retry) String() string {
+	return fmt.Sprintf("retrying for up to %v: no jobmanager could serve the request yet (tried %s; last error from %s: %s)",
+		(r.Wait - r.Waited).Round(time.Second), strings.Join(r.Tried, ", "), r.LastAddr, describe(r.Last))
+}
+
+// When Client.Retrying is told.
+const (
+	retryNoticeAfter = time.Second
+	retryNoticeEvery = 5 * time.Second
+)
+
+// UnavailableError is the error of a call that no JobManager could serve within Client.Wait:
+// none was reachable, or none led. It wraps the last error (an UNAVAILABLE status, mostly).
+type UnavailableError struct {
+	Wait     time.Duration
+	Tried    []string // every address tried, in the order first tried
+	LastAddr string
+	Last     error
+	// NotJobManagers are the tried addresses that answered as something other than a goflink
+	// JobManager.
+	NotJobManagers []*NotJobManagerError
+}
+
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("no jobmanager could serve the request within %v (tried %s); last error from %s: %s",
+		e.Wait, strings.Join(e.Tried, ", "), e.LastAddr, describe(e.Last))
+	for _, n := range e.NotJobManagers {
+		msg += "; " + n.Error()
+	}
+	return msg
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Last }
+
+// NotJobManagerError says that an address answers, but not as a goflink JobManager: it is
+// another gRPC server (a TaskManager), or no gRPC server at all (the Raft port).
+type NotJobManagerError struct {
+	Addr string
+	Err  error // what the address answered
+}
+
+func (e *NotJobManagerError) Error() string {
+	if status.Code(e.Err) == codes.Unimplemented {
+		return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it a TaskManager? the JobManager's RPC port is %d by default",
+			e.Addr, describe(e.Err), DefaultPort)
+	}
+	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it the Raft port? the RPC port is %d by default",
+		e.Addr, describe(e.Err), DefaultPort)
+}
+
+func (e *NotJobManagerError) Unwrap() error { return e.Err }
+
+// notGRPCGrace is how long an address must keep answering without speaking gRPC before it
+// counts as not a JobManager: a JobManager that is stopping may close a connection before its
+// first frame once, but not for this long.
+const notGRPCGrace = 500 * time.Millisecond
+
+// notJobManager tells the answers of an address that is not a goflink JobManager: a gRPC
+// server without the JobService (UNIMPLEMENTED "unknown service"), or a TCP server that does
+// not speak gRPC (the connection ends or is garbage before the server's first HTTP/2 frame),
+// for which confirmed waits for notGRPCGrace.
+func notJobManager(err error) (is, confirmed bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false, false
+	}
+	switch {
+	case st.Code() == codes.Unimplemented && strings.HasPrefix(st.Message(), "unknown service "):
+		return true, true
+	case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface"):
+		return true, false
+	}
+	return false, false
+}
+
+// describe is an error's text without gRPC's wrapping of connection errors.
+func describe(err error) string {
+	if err == nil {
+		return "none"
+	}
+	se, ok := err.(interface{ GRPCStatus() *status.Status })
+	if !ok {
+		return err.Error()
+	}
+	msg := se.GRPCStatus().Message()
+	if m, ok := strings.CutPrefix(msg, `connection error: desc = "`); ok {
+		msg = strings.TrimSuffix(m, `"`)
+	}
+	msg = strings.TrimPrefix(msg, "transport: Error while dialing: ")
+	return strings.TrimPrefix(msg, "transport: ")
+}
+
 // do runs fn against the JobManagers until one serves it and returns that one's address. Each
 // round tries every JobManager once (in c.order(first)) and follows a NOT_LEADER answer's
 // hint at once, even to an address not given; an error that is not retryable is the answer.
-// While no JobManager can serve, rounds repeat with backoff for up to c.Wait; the error then
-// names every address tried and wraps the last error.
+// While no JobManager can serve, rounds repeat with backoff for up to c.Wait (telling
+// c.Retrying); the error is then an *UnavailableError naming every address tried and
+// wrapping the last error. When every address of a round answers as something other than a
+// JobManager, the error is that at once.
 func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.ClientConn) error) (string, error) {
-	deadline := time.Now().Add(c.Wait)
+	start := time.Now()
+	deadline := start.Add(c.Wait)
+	nextNotice := start.Add(retryNoticeAfter)
 	wait := minBackoff
 	var tried []string // every address tried, in the order first tried
 	var last error
 	var lastAddr string
+	wrongSince := map[string]time.Time{} // addresses answering without speaking gRPC: since when
+	wrong := map[string]*NotJobManagerError{}
 	fail := func(err error) error {
 		if last == nil {
 			return err
 		}
-		return fmt.Errorf("%w (tried %s; last error from %s: %v)", err, strings.Join(tried, ", "), lastAddr, last)
+		return fmt.Errorf("%w (tried %s; last error from %s: %s)", err, strings.Join(tried, ", "), lastAddr, describe(last))
 	}
 	for {
 		queue := c.order(first)
 		seen := map[string]bool{}
 		hints := 0
+		var roundWrong []*NotJobManagerError // this round's addresses that are not JobManagers
+		others := false                      // this round tried an address that may yet serve
 		for len(queue) > 0 {
 			addr := queue[0]
 			queue = queue[1:]
@@ -228,7 +542,13 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 				return "", err
 			}
 			if err != nil {
-				last, lastAddr = fmt.Errorf("dial: %w", err), addr
+				last, lastAddr, others = fmt.Errorf("dial: %w", err), addr, true
+				continue
+			}
+			if c.isLearned(addr) && !connects(ctx, conn, learnedConnectWait) {
+				if ctx.Err() == nil {
+					last, lastAddr, others = fmt.Errorf("not connected within %v", learnedConnectWait), addr, true
+				}
 				continue
 			}
 			err = fn(conn)
@@ -236,22 +556,54 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 				c.setServed(addr)
 				return addr, nil
 			}
+			if is, confirmed := notJobManager(err); is {
+				if _, ok := wrongSince[addr]; !ok {
+					wrongSince[addr] = time.Now()
+				}
+				last, lastAddr = err, addr
+				if confirmed || time.Since(wrongSince[addr]) >= notGRPCGrace {
+					wrong[addr] = &NotJobManagerError{Addr: addr, Err: err}
+					roundWrong = append(roundWrong, wrong[addr])
+				} else {
+					others = true
+				}
+				continue
+			}
+			delete(wrongSince, addr)
+			delete(wrong, addr)
 			if !retryable(err) {
 				return addr, err
 			}
-			last, lastAddr = err, addr
+			last, lastAddr, others = err, addr, true
 			if h := leaderHint(err); h != "" && h != addr && hints < maxHints {
 				hints++
 				delete(seen, h) // newer news than that address's earlier answer in this round
 				queue = append([]string{h}, queue...)
 			}
 		}
+		if !others && len(roundWrong) == 1 {
+			return "", roundWrong[0]
+		}
+		if !others && len(roundWrong) > 1 {
+			return "", errors.Join(errs(roundWrong)...)
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return "", fmt.Errorf("no jobmanager could serve the request within %v (tried %s); last error from %s: %w",
-				c.Wait, strings.Join(tried, ", "), lastAddr, last)
+			e := &UnavailableError{Wait: c.Wait, Tried: tried, LastAddr: lastAddr, Last: last}
+			for _, a := range tried {
+				if w := wrong[a]; w != nil && a != lastAddr {
+					e.NotJobManagers = append(e.NotJobManagers, w)
+				}
+			}
+			return "", e
 		}
-		t := time.NewTimer(min(jitter(wait), left))
+		sleep := min(jitter(wait), left)
+		// Tell before a pause that takes the call past the notice time, not after it.
+		if now := time.Now(); c.Retrying != nil && !now.Add(sleep).Before(nextNotice) {
+			nextNotice = now.Add(retryNoticeEvery)
+			c.Retrying(Retry{Tried: slices.Clone(tried), LastAddr: lastAddr, Last: last, Waited: now.Sub(start), Wait: c.Wait})
+		}
+		t := time.NewTimer(sleep)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -260,6 +612,14 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 		}
 		wait = min(wait*2, maxBackoff)
 	}
+}
+
+func errs(ws []*NotJobManagerError) []error {
+	out := make([]error, len(ws))
+	for i, w := range ws {
+		out[i] = w
+	}
+	return out
 }
 
 // call runs fn with c.do and returns the result of the JobManager that served it.
@@ -403,11 +763,24 @@ func (c *Client) TriggerCheckpoint(ctx context.Context, id string) (*pb.Checkpoi
 // last details), fn returns an error, or ctx is done. A stream that breaks with a retryable
 // error (the JobManager lost its leadership, stopped or became unreachable) is resumed on the
 // leader, found as every call finds it; fn then sees the job's details again, as the new
-// stream's first message.
+// stream's first message. Once the first stream is open, Watch learns the group's members from
+// the JobManager that serves it, so that it can resume on another member although only one
+// address was given. When no JobManager can serve within Client.Wait, the error is an
+// *UnavailableError: the job may still be running.
 func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) error) (*pb.JobDetails, error) {
 	var last *pb.JobDetails
 	hint := ""
 	wait := time.Duration(0) // pause before resuming, growing while streams break at once
+	// Learning the members runs beside the watch: learned is closed after the first try,
+	// learner when it has stopped.
+	var learned, learner chan struct{}
+	lctx, stopLearning := context.WithCancel(ctx)
+	defer func() {
+		stopLearning()
+		if learner != nil {
+			<-learner
+		}
+	}()
 	for {
 		if wait > 0 {
 			t := time.NewTimer(jitter(wait))
@@ -422,6 +795,13 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		if err != nil {
 			return last, err
 		}
+		if learner == nil {
+			learned, learner = make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(learner)
+				c.learnGroup(lctx, learned)
+			}()
+		}
 		opened := time.Now()
 		n, stopped, err := w.run(fn, &last)
 		w.cancel()
@@ -434,6 +814,12 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 			return last, ctx.Err()
 		case !retryable(err):
 			return last, err
+		}
+		// The members may be needed now: the stream's JobManager may be gone for good.
+		select {
+		case <-learned:
+		case <-ctx.Done():
+			return last, ctx.Err()
 		}
 		hint = leaderHint(err)
 		if n > 1 || time.Since(opened) >= maxBackoff {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,11 +33,12 @@ const testTimeout = 10 * time.Second
 type fakeCluster struct {
 	mu      sync.Mutex
 	jms     []*fakeJM
-	leader  int            // index into jms; -1 during an election
-	noHints bool           // followers do not name the leader
-	stale   map[int]int    // a follower's own idea of the leader (index), overriding leader
-	job     *pb.JobDetails // nil: the job is unknown
-	changed chan struct{}  // closed and replaced on every change
+	leader  int                  // index into jms; -1 during an election
+	noHints bool                 // followers do not name the leader
+	stale   map[int]int          // a follower's own idea of the leader (index), overriding leader
+	job     *pb.JobDetails       // nil: the job is unknown
+	extra   []*pb.JobManagerInfo // members GetCluster lists before the fake JobManagers
+	changed chan struct{}        // closed and replaced on every change
 }
 
 // fakeJM is one JobManager of a fakeCluster: the leader serves, a follower answers NOT_LEADER
@@ -232,7 +234,7 @@ func (jm *fakeJM) GetCluster(context.Context, *pb.GetClusterRequest) (*pb.GetClu
 	c := jm.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resp := &pb.GetClusterResponse{AnsweredBy: c.jms[jm.idx].id}
+	resp := &pb.GetClusterResponse{AnsweredBy: c.jms[jm.idx].id, Jobmanagers: slices.Clone(c.extra)}
 	for i, m := range c.jms {
 		info := &pb.JobManagerInfo{Id: m.id, Address: m.addr, RaftAddress: "raft-" + m.id, Role: "Follower", Term: 2, LastIndex: 7}
 		switch {

@@ -1,7 +1,8 @@
 // Command summarize prints the last value per key found in a file sink's JSON-lines output —
-// for a running aggregate that is the final result — and optionally checks it.
+// for a running aggregate that is the final result — and optionally checks it, and the number
+// of records (with exactly-once output, as many as the source produced).
 //
-//	go run ./examples/summarize -key parity -value value [-expect odd=250000,even=250500] out/odd-even
+//	go run ./examples/summarize -key parity -value value [-expect odd=250000,even=250500] [-records 60] out/odd-even
 package main
 
 import (
@@ -9,39 +10,59 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 )
 
-func main() {
-	key := flag.String("key", "key", "field holding the key")
-	value := flag.String("value", "value", "field holding the running value")
-	expect := flag.String("expect", "", "expected final values, key=value[,key=value...]")
-	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: summarize [-key F] [-value F] [-expect k=v,...] DIR")
-		os.Exit(2)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run runs summarize with args and returns its exit code: 0 when every check holds, 1 when one
+// does not (or the output cannot be read), 2 for bad arguments.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("summarize", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	key := fs.String("key", "key", "field holding the key")
+	value := fs.String("value", "value", "field holding the running value")
+	expect := fs.String("expect", "", "expected final values, key=value[,key=value...]")
+	records := fs.Int("records", -1, "expected number of records (-1: not checked)")
+	if err := fs.Parse(args); err != nil {
+		return 2
 	}
-	final, lines, err := lastByKey(flag.Arg(0), *key, *value)
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: summarize [-key F] [-value F] [-expect k=v,...] [-records N] DIR")
+		return 2
+	}
+	dir := fs.Arg(0)
+	final, lines, err := lastByKey(dir, *key, *value)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "summarize:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "summarize:", err)
+		return 1
 	}
 	keys := make([]string, 0, len(final))
 	for k := range final {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Printf("%d records in %s; final %s per %s:\n", lines, flag.Arg(0), *value, *key)
+	ok := true
+	count := fmt.Sprintf("%d records in %s", lines, dir)
+	if *records >= 0 {
+		if lines == *records {
+			count += " (expected " + fmt.Sprint(*records) + ": ok)"
+		} else {
+			count += " (expected " + fmt.Sprint(*records) + ": WRONG)"
+			ok = false
+		}
+	}
+	fmt.Fprintf(stdout, "%s; final %s per %s:\n", count, *value, *key)
 	want := map[string]string{}
-	for _, kv := range strings.Split(*expect, ",") {
+	for kv := range strings.SplitSeq(*expect, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			want[k] = v
 		}
 	}
-	ok := true
 	for _, k := range keys {
 		mark := ""
 		if w, has := want[k]; has {
@@ -52,17 +73,18 @@ func main() {
 				ok = false
 			}
 		}
-		fmt.Printf("  %-8s %s%s\n", k, final[k], mark)
+		fmt.Fprintf(stdout, "  %-8s %s%s\n", k, final[k], mark)
 	}
 	for k := range want {
 		if _, has := final[k]; !has {
-			fmt.Printf("  %-8s missing (expected %s)\n", k, want[k])
+			fmt.Fprintf(stdout, "  %-8s missing (expected %s)\n", k, want[k])
 			ok = false
 		}
 	}
 	if !ok {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // lastByKey reads every part file; within a part file the last record of a key is its latest.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/internal/dirlock"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
@@ -50,8 +51,9 @@ type Config struct {
 	Peers []Peer
 	// Settings is the cluster configuration; its job-scope keys are the defaults of every job.
 	Settings *config.Config
-	// Operators holds custom operators (optional).
-	Operators *operator.Registry
+	// Operators are custom operator types, besides the built-in ones and the connectors' (the
+	// JobManager plans specs with them; its TaskManagers must run the same types).
+	Operators []operator.Type
 	Logger    *slog.Logger
 	// RaftLog receives hashicorp/raft's own warnings (default os.Stderr).
 	RaftLog io.Writer
@@ -197,7 +199,14 @@ func Start(cfg Config) (*JobManager, error) {
 		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
-	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), cfg.Operators)
+	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
+	if err != nil {
+		node.close()
+		lis.Close()
+		lock.Release()
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
+	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
 
 	jm.srv = grpc.NewServer(
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a

@@ -1,18 +1,16 @@
 package job
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/expression"
 	"github.com/goflink/goflink/internal/suggest"
+	"github.com/goflink/goflink/job/spec"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -34,42 +32,11 @@ type Request struct {
 type Env struct {
 	// Defaults are the job-scope keys of the cluster config (may be nil).
 	Defaults *config.Config
-	// Operators holds custom operators (may be nil).
+	// Operators holds the operator types specs may use (nil: the built-in ones).
 	Operators *operator.Registry
 }
 
-const (
-	roleUnknown = iota // the type is missing or unknown
-	roleSource
-	roleTransform
-	roleSink
-	roleKeyBy
-)
-
-type typeInfo struct {
-	role   int
-	keyed  bool
-	fields []string
-	// withInputs, when set, is the type's role once the operator reads inputs: "kafka" is a
-	// source without inputs and a sink with them.
-	withInputs *typeInfo
-}
-
-var builtinTypes = map[string]typeInfo{
-	"sequence": {role: roleSource, fields: []string{"from", "to", "rate"}},
-	"map":      {role: roleTransform, fields: []string{"fields"}},
-	"filter":   {role: roleTransform, fields: []string{"condition"}},
-	"key-by":   {role: roleKeyBy, fields: []string{"key"}},
-	"sum":      {role: roleTransform, keyed: true, fields: []string{"field"}},
-	"count":    {role: roleTransform, keyed: true},
-	"reduce":   {role: roleTransform, keyed: true, fields: []string{"fields"}},
-	"fail":     {role: roleTransform, fields: []string{"when", "attempt"}},
-	"print":    {role: roleSink},
-	"file":     {role: roleSink, fields: []string{"path", "format"}},
-	"discard":  {role: roleSink},
-	"kafka":    {role: roleSource, fields: kafkaSourceFields, withInputs: &typeInfo{role: roleSink, fields: kafkaSinkFields}},
-}
-
+// commonFields are the fields of every operator; the others belong to its type.
 var commonFields = []string{"name", "type", "inputs", "parallelism"}
 
 // specOp is one parsed operator of the spec.
@@ -78,33 +45,47 @@ type specOp struct {
 	line        int
 	path        string
 	name, typ   string
-	info        typeInfo // role roleUnknown when the type is missing or unknown
-	custom      *operator.Custom
-	inputNames  []string
-	inputLines  []int
+	t           *operator.Type // nil when the type is missing or unknown
+	value       spec.Value     // the operator's map
+	fields      *spec.Map      // its type-specific fields
+	inputNames  []spec.Value
 	explicitIn  bool
 	badInputs   bool // the inputs field could not be read
 	parallelism int
 	parLine     int
-	fields      *mapping // the type-specific fields
 
 	// resolved
 	inputs     []*specOp
 	unresolved bool                // an input could not be resolved (reported)
-	in         *shape              // what it reads; nil for a source
-	out        *shape              // what it emits; nil for a sink
+	out        *operator.Shape     // what it emits; nil for a sink
 	keyType    record.Type         // key-by only; record.Invalid when unknown
 	keyExp     *expression.Program // key-by only; nil when its input is not fully known
 	pbOp       *pb.Operator
 }
 
+// role is the operator's role; known reports whether its type is.
+func (op *specOp) role() (r operator.Role, known bool) {
+	if op.t == nil {
+		return 0, false
+	}
+	return op.t.Role, true
+}
+
+// is reports whether the operator's type is known and has role r.
+func (op *specOp) is(r operator.Role) bool {
+	role, known := op.role()
+	return known && role == r
+}
+
 // Build validates a spec and returns its JobGraph.
 func Build(req Request, env Env) (*pb.JobGraph, error) {
-	ps := &problems{}
-	b := &builder{req: req, env: env, ps: ps}
+	if env.Operators == nil {
+		env.Operators = operator.MustRegistry()
+	}
+	b := &builder{req: req, env: env, ps: &spec.Problems{}}
 	g := b.build()
-	if err := ps.err(req.SpecName); err != nil {
-		return nil, err
+	if b.ps.Len() > 0 {
+		return nil, &SpecError{Spec: req.SpecName, Problems: b.ps.Sorted()}
 	}
 	return g, nil
 }
@@ -112,7 +93,7 @@ func Build(req Request, env Env) (*pb.JobGraph, error) {
 type builder struct {
 	req Request
 	env Env
-	ps  *problems
+	ps  *spec.Problems
 	cfg *config.Config
 	// jobCfg holds the keys the spec and the overrides set (JobGraph.job_config).
 	jobCfg map[string]string
@@ -125,54 +106,53 @@ type builder struct {
 }
 
 func (b *builder) build() *pb.JobGraph {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b.req.Spec, &doc); err != nil {
-		b.ps.add(0, "", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	root, ok := spec.Parse(b.req.Spec, b.ps)
+	if !ok {
 		return nil
 	}
-	if len(doc.Content) == 0 {
-		b.ps.add(0, "", "the spec is empty")
+	top, ok := root.At("spec").Map()
+	if !ok {
 		return nil
 	}
-	top := asMapping(doc.Content[0], "spec", b.ps)
-	if top == nil {
-		return nil
-	}
-	top.checkKeys("spec", []string{"name", "parallelism", "config", "operators"}, "at the top level", b.ps)
+	top = top.At("")
+	top.CheckKeys([]string{"name", "parallelism", "config", "operators"}, "at the top level")
 
 	name, nameOK := "", true
-	if e, ok := top.get("name"); ok {
-		name, nameOK = scalarString(e.val, "name", b.ps)
+	if e, ok := top.Get("name"); ok {
+		name, nameOK = e.String()
 	}
 	if nameOK && strings.TrimSpace(name) == "" {
-		b.ps.add(top.line, "name", "a job needs a name")
+		root.At("name").Problemf("a job needs a name")
 	}
 	b.name = name
 	b.buildConfig(top)
 	b.resolveParallelism(top)
-	e, ok := top.get("operators")
+	e, ok := top.Get("operators")
 	if !ok {
-		b.ps.add(top.line, "operators", "a job needs a list of operators")
+		root.At("operators").Problemf("a job needs a list of operators")
 		return nil
 	}
-	if e.val.Kind != yaml.SequenceNode || len(e.val.Content) == 0 {
-		b.ps.add(e.line, "operators", "want a non-empty list of operators, got %s", kindName(e.val))
+	list, ok := e.List()
+	if !ok || len(list) == 0 {
+		if ok {
+			e.Problemf("want a non-empty list of operators, got %s", e.Kind())
+		}
 		return nil
 	}
-	b.parseOperators(e.val)
+	b.parseOperators(list)
 	b.resolveInputs()
 	for _, op := range b.ops {
 		b.plan(op)
 	}
 	b.checkSinks()
 	vertices, edges := b.chain()
-	if len(b.ps.list) > 0 {
+	if b.ps.Len() > 0 {
 		return nil
 	}
 	for _, op := range b.ops {
 		// Only a problem leaves part of a schema unknown; make sure rather than panic below.
-		if op.info.role != roleSink && (op.out == nil || op.out.schema == nil) {
-			b.ps.add(op.line, op.path, "its output schema could not be derived")
+		if !op.is(operator.RoleSink) && (op.out == nil || op.out.Schema == nil) {
+			op.value.Problemf("its output schema could not be derived")
 			return nil
 		}
 	}
@@ -180,31 +160,31 @@ func (b *builder) build() *pb.JobGraph {
 }
 
 // buildConfig merges cluster defaults < spec config < overrides.
-func (b *builder) buildConfig(top *mapping) {
+func (b *builder) buildConfig(top *spec.Map) {
 	b.cfg, b.jobCfg = config.New(), map[string]string{}
 	if b.env.Defaults != nil {
 		b.cfg.Merge(b.env.Defaults)
 	}
-	if e, ok := top.get("config"); ok {
-		if m := asMapping(e.val, "config", b.ps); m != nil {
-			for _, ce := range m.entries {
-				v, ok := scalarString(ce.val, "config."+ce.key, b.ps)
+	if e, ok := top.Get("config"); ok {
+		if m, ok := e.Map(); ok {
+			for _, ce := range m.Entries() {
+				v, ok := ce.String()
 				if !ok {
 					continue
 				}
-				if err := config.ValidateJob(map[string]string{ce.key: v}); err != nil {
-					b.ps.add(ce.line, "config", "%v", err)
+				if err := config.ValidateJob(map[string]string{ce.Key: v}); err != nil {
+					ce.Value.At("config").Problemf("%v", err)
 					continue
 				}
-				_ = b.cfg.Set(ce.key, v)
-				b.jobCfg[ce.key] = v
+				_ = b.cfg.Set(ce.Key, v)
+				b.jobCfg[ce.Key] = v
 			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.req.Overrides)) {
 		v := b.req.Overrides[k]
 		if err := config.ValidateJob(map[string]string{k: v}); err != nil {
-			b.ps.add(0, "-D "+k, "%v", err)
+			b.ps.Add(0, "-D "+k, "%v", err)
 			continue
 		}
 		_ = b.cfg.Set(k, v)
@@ -212,15 +192,21 @@ func (b *builder) buildConfig(top *mapping) {
 	}
 }
 
-func (b *builder) resolveParallelism(top *mapping) {
+// parallelism reads a parallelism field.
+func parallelism(v spec.Value) (int, bool) {
+	n, ok := v.Int()
+	if ok && (n < 1 || n > state.UpperBoundMaxParallelism) {
+		v.Problemf("must be between 1 and %d, got %d", state.UpperBoundMaxParallelism, n)
+		ok = false
+	}
+	return int(n), ok
+}
+
+func (b *builder) resolveParallelism(top *spec.Map) {
 	b.par = b.cfg.Int(config.ParallelismDefault)
-	if e, ok := top.get("parallelism"); ok {
-		if v, ok := scalarInt(e.val, "parallelism", b.ps); ok {
-			if v < 1 || v > state.UpperBoundMaxParallelism {
-				b.ps.add(e.line, "parallelism", "must be between 1 and %d, got %d", state.UpperBoundMaxParallelism, v)
-			} else {
-				b.par = int(v)
-			}
+	if e, ok := top.Get("parallelism"); ok {
+		if p, ok := parallelism(e.Value); ok {
+			b.par = p
 		}
 	}
 	if b.req.Parallelism > 0 {
@@ -230,92 +216,81 @@ func (b *builder) resolveParallelism(top *mapping) {
 
 // parseOperators reads each operator's common fields. An operator with problems is kept: what
 // does not depend on them is still checked, and its readers are checked against what is known.
-func (b *builder) parseOperators(list *yaml.Node) {
+func (b *builder) parseOperators(list []spec.Value) {
 	names := map[string]*specOp{}
-	for i, n := range list.Content {
-		op := &specOp{index: i, line: n.Line, path: fmt.Sprintf("operators[%d]", i), fields: &mapping{line: n.Line}}
+	for i, v := range list {
+		op := &specOp{index: i, line: v.Line(), path: v.Path(), value: v}
 		b.ops = append(b.ops, op)
-		m := asMapping(n, op.path, b.ps)
-		if m == nil {
+		m, ok := v.Map()
+		if !ok {
+			op.fields = &spec.Map{Value: v}
 			continue
 		}
 		nameOK := true
-		if e, ok := m.get("name"); ok {
-			op.name, nameOK = scalarString(e.val, op.path+".name", b.ps)
+		if e, ok := m.Get("name"); ok {
+			op.name, nameOK = e.String()
 		}
 		if op.name == "" {
 			if nameOK {
-				b.ps.add(op.line, op.path, "an operator needs a name")
+				v.Problemf("an operator needs a name")
 			}
 		} else {
 			op.path = fmt.Sprintf("operators[%d] %q", i, op.name)
+			op.value, m = v.At(op.path), m.At(op.path)
 			if prev, dup := names[op.name]; dup {
-				b.ps.add(op.line, op.path, "duplicate operator name (first used on line %d)", prev.line)
+				op.value.Problemf("duplicate operator name (first used on line %d)", prev.line)
 			} else {
 				names[op.name] = op
 			}
 		}
-		e, ok := m.get("type")
-		typeOK := true
-		if ok {
-			op.typ, typeOK = scalarString(e.val, op.path+".type", b.ps)
-		}
-		switch info, builtin := builtinTypes[op.typ]; {
-		case !typeOK: // reported
-		case !ok || op.typ == "":
-			b.ps.add(op.line, op.path, "an operator needs a type (one of %s)", strings.Join(b.knownTypes(), ", "))
-		case builtin:
-			op.info = info
-		default:
-			if c, found := b.env.Operators.Lookup(op.typ); found {
-				op.custom = &c
-				op.info = typeInfo{role: roleTransform, keyed: c.Keyed}
-				if c.Role == operator.RoleSink {
-					op.info.role = roleSink
-				}
-			} else {
-				msg := fmt.Sprintf("unknown operator type %q", op.typ)
-				if s := suggest.Closest(op.typ, b.knownTypes()); s != "" {
-					msg += fmt.Sprintf("; did you mean %q?", s)
-				}
-				b.ps.add(e.line, op.path+".type", "%s (known: %s)", msg, strings.Join(b.knownTypes(), ", "))
-			}
-		}
-		if e, ok := m.get("inputs"); ok {
+		b.parseType(op, m)
+		if e, ok := m.Get("inputs"); ok {
 			op.explicitIn = true
-			var good bool
-			op.inputNames, op.inputLines, good = stringList(e.val, op.path+".inputs", b.ps)
-			op.badInputs = !good
+			op.inputNames, ok = e.Names()
+			op.badInputs = !ok
 		}
-		if op.info.withInputs != nil {
+		if op.t != nil && op.t.WithInputs != nil {
 			switch {
 			case op.badInputs:
-				op.info = typeInfo{} // a source or a sink: unknown
+				op.t = nil // a source or a sink: unknown
 			case op.readsInputs():
-				op.info = *op.info.withInputs
+				op.t = op.t.WithInputs
 			}
 		}
-		if e, ok := m.get("parallelism"); ok {
-			op.parLine = e.line
-			if v, good := scalarInt(e.val, op.path+".parallelism", b.ps); good {
-				if v < 1 || v > state.UpperBoundMaxParallelism {
-					b.ps.add(e.line, op.path+".parallelism", "must be between 1 and %d, got %d", state.UpperBoundMaxParallelism, v)
-				} else {
-					op.parallelism = int(v)
-				}
-			}
+		if e, ok := m.Get("parallelism"); ok {
+			op.parLine = e.Line()
+			op.parallelism, _ = parallelism(e.Value)
 		}
-		if op.info.role != roleUnknown && op.custom == nil {
-			allowed := append(slices.Clone(commonFields), op.info.fields...)
-			m.checkKeys(op.path, allowed, "for type "+op.typ, b.ps)
+		if op.t != nil && op.t.Fields != nil {
+			m.CheckKeys(append(slices.Clone(commonFields), op.t.Fields...), "for type "+op.typ)
 		}
-		for _, e := range m.entries {
-			if !slices.Contains(commonFields, e.key) {
-				op.fields.entries = append(op.fields.entries, e)
-			}
-		}
-		op.fields.line = m.line
+		op.fields = m.Without(commonFields...)
 	}
+}
+
+// parseType looks the operator's type up.
+func (b *builder) parseType(op *specOp, m *spec.Map) {
+	e, ok := m.Get("type")
+	if !ok {
+		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
+		return
+	}
+	if op.typ, ok = e.String(); !ok {
+		return
+	}
+	if t, found := b.env.Operators.Lookup(op.typ); found {
+		op.t = &t
+		return
+	}
+	if op.typ == "" {
+		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
+		return
+	}
+	msg := fmt.Sprintf("unknown operator type %q", op.typ)
+	if s := suggest.Closest(op.typ, b.env.Operators.Names()); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	e.Problemf("%s (known: %s)", msg, strings.Join(b.env.Operators.Names(), ", "))
 }
 
 // readsInputs reports whether op reads inputs: it names some, or it is not the first operator
@@ -327,42 +302,40 @@ func (op *specOp) readsInputs() bool {
 	return op.index > 0
 }
 
-func (b *builder) knownTypes() []string {
-	types := operator.Builtins()
-	return append(types, b.env.Operators.Types()...)
-}
-
 // resolveInputs links each operator to the operators it reads. An operator of unknown type
 // reads what its inputs field names, or the operator above it: whatever its type was meant to
 // be, it is not reported for missing inputs, and what it may read is not reported as unread.
 func (b *builder) resolveInputs() {
 	byName := map[string]*specOp{}
 	for _, op := range b.ops {
-		role := op.info.role
+		_, known := op.role()
+		inputs := op.value.At(op.path + ".inputs")
 		switch {
-		case role == roleSource:
+		case op.is(operator.RoleSource):
 			if op.explicitIn && len(op.inputNames) > 0 {
-				b.ps.add(op.line, op.path+".inputs", "a %s source reads no inputs", op.typ)
+				inputs.Problemf("a %s source reads no inputs", op.typ)
 				b.unsureReaders = true
 			}
 		case op.badInputs:
 			op.unresolved = true
 			b.unsureReaders = true
 		case !op.explicitIn && op.index == 0:
-			if role != roleUnknown {
-				b.ps.add(op.line, op.path, "missing input: the first operator must be a source, or name its inputs")
+			if known {
+				op.value.Problemf("missing input: the first operator must be a source, or name its inputs")
 				op.unresolved = true
 			}
 		case !op.explicitIn:
 			op.inputs = []*specOp{b.ops[op.index-1]}
 		case len(op.inputNames) == 0:
-			if role != roleUnknown {
-				b.ps.add(op.line, op.path+".inputs", "missing input: the list is empty")
+			if known {
+				inputs.Problemf("missing input: the list is empty")
 				op.unresolved = true
 				b.unsureReaders = true
 			}
 		default:
-			for i, in := range op.inputNames {
+			for _, nv := range op.inputNames {
+				in := nv.Text()
+				at := nv.At(inputs.Path())
 				src, ok := byName[in]
 				if !ok {
 					msg := fmt.Sprintf("missing input: no operator %q", in)
@@ -371,13 +344,13 @@ func (b *builder) resolveInputs() {
 					} else if s := suggest.Closest(in, slices.Collect(maps.Keys(byName))); s != "" {
 						msg += fmt.Sprintf("; did you mean %q?", s)
 					}
-					b.ps.add(op.inputLines[i], op.path+".inputs", "%s", msg)
+					at.Problemf("%s", msg)
 					op.unresolved = true
 					b.unsureReaders = true
 					continue
 				}
 				if slices.Contains(op.inputs, src) {
-					b.ps.add(op.inputLines[i], op.path+".inputs", "input %q is listed twice", in)
+					at.Problemf("input %q is listed twice", in)
 					continue
 				}
 				op.inputs = append(op.inputs, src)
@@ -404,52 +377,78 @@ func (b *builder) find(name string) *specOp {
 // with problems still derives its output as far as it can (a filter emits what it reads, a
 // map the fields it names), so its readers are checked too.
 func (b *builder) plan(op *specOp) {
-	if op.info.role == roleUnknown {
-		op.out = unknownShape()
+	if op.t == nil {
+		op.out = operator.UnknownShape()
 		return
 	}
-	if op.info.role == roleKeyBy && op.parallelism > 0 {
-		b.ps.add(op.parLine, op.path+".parallelism", "key-by only routes records and has no parallelism of its own")
+	if op.t.Role == operator.RoleKeyBy && op.parallelism > 0 {
+		b.ps.Add(op.parLine, op.path+".parallelism", "key-by only routes records and has no parallelism of its own")
 	}
 	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
-	if op.info.role != roleSource {
-		op.in = b.inputShape(op)
+	var in *operator.Shape
+	if op.t.Role != operator.RoleSource {
+		in = b.inputShape(op)
 		b.checkKeyed(op)
-		if op.in.schema != nil {
-			op.pbOp.InputSchema = op.in.schema.Proto()
+		if in.Schema != nil {
+			op.pbOp.InputSchema = in.Schema.Proto()
 		}
 	}
-	op.out = b.planType(op)
-	if op.info.role == roleSink {
+	p := operator.NewPlanner(b.name, op.name, op.typ, b.cfg, in, op.value, op.fields)
+	op.pbOp.Config, op.out = op.t.Plan(p)
+	switch {
+	case op.t.Role == operator.RoleSink:
 		op.out = nil
+	case op.out == nil:
+		op.value.Problemf("operator type %q derived no output", op.typ)
+		op.out = operator.UnknownShape()
 	}
-	if op.out != nil && op.out.schema != nil && op.info.role != roleKeyBy {
-		op.pbOp.OutputSchema = op.out.schema.Proto()
+	if op.t.Role == operator.RoleKeyBy {
+		op.keyType, op.keyExp = keyOf(operator.KeyExpression(op.pbOp.Config), in)
+		return
 	}
+	if op.out != nil && op.out.Schema != nil {
+		op.pbOp.OutputSchema = op.out.Schema.Proto()
+	}
+}
+
+// keyOf compiles a key-by's key (its plan reported any problem with it) against its input:
+// its type, record.Invalid when unknown, and its program when the input is fully known.
+func keyOf(key string, in *operator.Shape) (record.Type, *expression.Program) {
+	if key == "" {
+		return record.Invalid, nil
+	}
+	if in.Schema != nil {
+		if p, err := expression.Compile(key, in.Schema, expression.Options{}); err == nil {
+			return p.Type(), p
+		}
+		return record.Invalid, nil
+	}
+	t, _ := expression.Check(key, in.Fields, in.Open, expression.Options{})
+	return t, nil
 }
 
 // inputShape is what op reads: its input's shape, or what is known of the schema all its
 // inputs share.
-func (b *builder) inputShape(op *specOp) *shape {
+func (b *builder) inputShape(op *specOp) *operator.Shape {
 	known := !op.unresolved
 	var from []*specOp
 	for _, in := range op.inputs {
-		if in.info.role == roleSink {
-			b.ps.add(op.line, op.path+".inputs", "input %q is a sink and emits nothing", in.name)
+		if in.is(operator.RoleSink) {
+			b.ps.Add(op.line, op.path+".inputs", "input %q is a sink and emits nothing", in.name)
 			known = false
 			continue
 		}
 		from = append(from, in)
 	}
 	if !known || len(from) == 0 {
-		return unknownShape()
+		return operator.UnknownShape()
 	}
 	union := from[0].out
 	for _, in := range from[1:] {
 		var same bool
-		if union, same = unite(union, in.out); !same {
-			b.ps.add(op.line, op.path+".inputs", "inputs must have the same fields: %q has %v, %q has %v", from[0].name, from[0].out, in.name, in.out)
-			return unknownShape()
+		if union, same = operator.Unite(union, in.out); !same {
+			b.ps.Add(op.line, op.path+".inputs", "inputs must have the same fields: %q has %v, %q has %v", from[0].name, from[0].out, in.name, in.out)
+			return operator.UnknownShape()
 		}
 	}
 	return union
@@ -460,20 +459,22 @@ func (b *builder) inputShape(op *specOp) *shape {
 func (b *builder) checkKeyed(op *specOp) {
 	var keyed, plain []*specOp
 	for _, in := range op.inputs {
-		switch in.info.role {
-		case roleKeyBy:
+		switch role, known := in.role(); {
+		case !known:
+		case role == operator.RoleKeyBy:
 			keyed = append(keyed, in)
-		case roleSource, roleTransform:
+		case role == operator.RoleSource, role == operator.RoleTransform:
 			plain = append(plain, in)
 		}
 	}
+	path := op.path + ".inputs"
 	switch {
-	case op.info.role == roleKeyBy && len(keyed) > 0:
-		b.ps.add(op.line, op.path+".inputs", "key-by cannot read from another key-by")
-	case op.info.keyed && len(plain) > 0:
-		b.ps.add(op.line, op.path+".inputs", "%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
+	case op.t.Role == operator.RoleKeyBy && len(keyed) > 0:
+		b.ps.Add(op.line, path, "key-by cannot read from another key-by")
+	case op.t.Keyed && len(plain) > 0:
+		b.ps.Add(op.line, path, "%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
 	case len(keyed) > 0 && len(plain) > 0:
-		b.ps.add(op.line, op.path+".inputs", "cannot mix keyed and non-keyed inputs")
+		b.ps.Add(op.line, path, "cannot mix keyed and non-keyed inputs")
 	default:
 		first := record.Invalid
 		for _, in := range keyed {
@@ -482,319 +483,11 @@ func (b *builder) checkKeyed(op *specOp) {
 			case first == record.Invalid:
 				first = in.keyType
 			case in.keyType != first:
-				b.ps.add(op.line, op.path+".inputs", "keyed inputs have different key types (%v and %v)", first, in.keyType)
+				b.ps.Add(op.line, path, "keyed inputs have different key types (%v and %v)", first, in.keyType)
 				return
 			}
 		}
 	}
-}
-
-// field reads a type-specific field; required ones are reported when missing.
-func (b *builder) field(op *specOp, key string, required bool) (entry, bool) {
-	e, ok := op.fields.get(key)
-	if !ok && required {
-		b.ps.add(op.line, op.path, "%s needs the field %q", op.typ, key)
-	}
-	return e, ok
-}
-
-// compile type-checks an expression against op's input: fully when it is known (the program
-// is returned then), else against what is known of it. The type is record.Invalid when it
-// depends on what is unknown; false means a problem was reported.
-func (b *builder) compile(op *specOp, e entry, path string, src string, opts expression.Options) (record.Type, *expression.Program, bool) {
-	in := op.in
-	if in == nil {
-		in = unknownShape()
-	}
-	if in.schema != nil {
-		p, err := expression.Compile(src, in.schema, opts)
-		if err != nil {
-			b.ps.add(e.line, path, "expression %q: %v", src, err)
-			return record.Invalid, nil, false
-		}
-		return p.Type(), p, true
-	}
-	t, err := checkPartial(src, in, opts)
-	if err != nil {
-		b.ps.add(e.line, path, "expression %q: %v", src, err)
-		return record.Invalid, nil, false
-	}
-	return t, nil, true
-}
-
-// planType checks op's type-specific fields, reporting every problem, sets its spec and
-// returns what it emits (nil for a sink), as far as it is known.
-func (b *builder) planType(op *specOp) *shape {
-	switch op.typ {
-	case "sequence":
-		b.planSequence(op)
-		return knownShape(operator.SequenceSchema)
-	case "map":
-		return b.planMap(op)
-	case "reduce":
-		b.planReduce(op)
-		return op.in
-	case "filter", "fail", "key-by":
-		b.planPredicate(op)
-		return op.in
-	case "sum":
-		b.planSum(op)
-		return op.in
-	case "count":
-		return b.planCount(op)
-	case "print":
-		op.pbOp.Spec = &pb.Operator_Print{Print: &pb.PrintSink{}}
-		return nil
-	case "discard":
-		op.pbOp.Spec = &pb.Operator_Discard{Discard: &pb.DiscardSink{}}
-		return nil
-	case "file":
-		b.planFile(op)
-		return nil
-	case "kafka":
-		if op.info.role == roleSource {
-			return b.planKafkaSource(op)
-		}
-		b.planKafkaSink(op)
-		return nil
-	}
-	return b.planCustom(op)
-}
-
-func (b *builder) planSequence(op *specOp) {
-	path := op.path
-	s := &pb.SequenceSource{}
-	fromOK := false
-	if e, ok := b.field(op, "from", true); ok {
-		s.From, fromOK = scalarInt(e.val, path+".from", b.ps)
-	}
-	if e, has := b.field(op, "to", false); has {
-		if to, ok := scalarInt(e.val, path+".to", b.ps); ok {
-			if fromOK && to < s.From {
-				b.ps.add(e.line, path+".to", "to (%d) is below from (%d)", to, s.From)
-			}
-			s.To = &to
-		}
-	}
-	if e, has := b.field(op, "rate", false); has {
-		var ok bool
-		if s.Rate, ok = scalarFloat(e.val, path+".rate", b.ps); ok && s.Rate < 0 {
-			b.ps.add(e.line, path+".rate", "must not be negative, got %v", s.Rate)
-		}
-	}
-	op.pbOp.Spec = &pb.Operator_Sequence{Sequence: s}
-}
-
-// exprFields reads the fields mapping of map and reduce; nil after a problem with it.
-func (b *builder) exprFields(op *specOp) *mapping {
-	e, ok := b.field(op, "fields", true)
-	if !ok {
-		return nil
-	}
-	m := asMapping(e.val, op.path+".fields", b.ps)
-	if m == nil {
-		return nil
-	}
-	if len(m.entries) == 0 {
-		b.ps.add(e.line, op.path+".fields", "needs at least one field")
-		return nil
-	}
-	return m
-}
-
-// planMap returns the fields the map names, each with its expression's type when known.
-func (b *builder) planMap(op *specOp) *shape {
-	m := b.exprFields(op)
-	if m == nil {
-		return unknownShape()
-	}
-	var exprs []*pb.NamedExpression
-	var fields []record.Field
-	open := false
-	for _, fe := range m.entries {
-		fpath := op.path + ".fields." + fe.key
-		if !identifier.MatchString(fe.key) {
-			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
-			open = true // the field it will be renamed to is unknown
-			continue
-		}
-		t := record.Invalid
-		if src, ok := scalarString(fe.val, fpath, b.ps); ok {
-			t, _, _ = b.compile(op, fe, fpath, src, expression.Options{})
-			exprs = append(exprs, &pb.NamedExpression{Name: fe.key, Expression: src})
-		}
-		fields = append(fields, record.Field{Name: fe.key, Type: t})
-	}
-	op.pbOp.Spec = &pb.Operator_Map{Map: &pb.MapOperator{Fields: exprs}}
-	return newShape(fields, open)
-}
-
-func (b *builder) planReduce(op *specOp) {
-	m := b.exprFields(op)
-	if m == nil {
-		return
-	}
-	var exprs []*pb.NamedExpression
-	for _, fe := range m.entries {
-		fpath := op.path + ".fields." + fe.key
-		if !identifier.MatchString(fe.key) {
-			b.ps.add(fe.line, fpath, "field names must be identifiers (letters, digits, _)")
-			continue
-		}
-		src, ok := scalarString(fe.val, fpath, b.ps)
-		if !ok {
-			continue
-		}
-		f, found := op.in.field(fe.key)
-		if !found {
-			if !op.in.open {
-				b.ps.add(fe.line, fpath, "no field %q in the input %v", fe.key, op.in)
-			}
-			continue
-		}
-		b.compile(op, fe, fpath, src, expression.Options{Acc: true, Want: f.Type})
-		exprs = append(exprs, &pb.NamedExpression{Name: fe.key, Expression: src})
-	}
-	op.pbOp.Spec = &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: exprs}}
-}
-
-// planPredicate plans the operators of one expression over the record: filter, fail, key-by.
-func (b *builder) planPredicate(op *specOp) {
-	path := op.path
-	key := map[string]string{"filter": "condition", "fail": "when", "key-by": "key"}[op.typ]
-	src := ""
-	if e, ok := b.field(op, key, true); ok {
-		if src, ok = scalarString(e.val, path+"."+key, b.ps); ok {
-			want := record.Bool
-			if op.typ == "key-by" {
-				want = record.Invalid
-			}
-			t, p, ok := b.compile(op, e, path+"."+key, src, expression.Options{Want: want})
-			if ok && op.typ == "key-by" {
-				if t == record.Map {
-					b.ps.add(e.line, path+".key", "a key cannot be a map; key by one of its entries, such as %s[\"name\"]", src)
-					t, p = record.Invalid, nil
-				}
-				op.keyType, op.keyExp = t, p
-			}
-		}
-	}
-	switch op.typ {
-	case "filter":
-		op.pbOp.Spec = &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: src}}
-	case "fail":
-		f := &pb.FailOperator{When: src}
-		if ae, has := b.field(op, "attempt", false); has {
-			if a, ok := scalarInt(ae.val, path+".attempt", b.ps); ok {
-				if a < 0 {
-					b.ps.add(ae.line, path+".attempt", "must not be negative, got %d", a)
-				}
-				a32 := int32(a)
-				f.Attempt = &a32
-			}
-		}
-		op.pbOp.Spec = &pb.Operator_Fail{Fail: f}
-	}
-}
-
-func (b *builder) planSum(op *specOp) {
-	e, ok := b.field(op, "field", true)
-	if !ok {
-		return
-	}
-	path := op.path + ".field"
-	name, ok := scalarString(e.val, path, b.ps)
-	if !ok {
-		return
-	}
-	f, found := op.in.field(name)
-	switch {
-	case op.in.lacks(name):
-		msg := fmt.Sprintf("no field %q in the input %v", name, op.in)
-		if s := suggest.Closest(name, op.in.names()); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
-		}
-		b.ps.add(e.line, path, "%s", msg)
-	case found && f.Type != record.Invalid && f.Type != record.Int64 && f.Type != record.Float64:
-		b.ps.add(e.line, path, "field %q is %v; sum needs int64 or float64", name, f.Type)
-	}
-	op.pbOp.Spec = &pb.Operator_Sum{Sum: &pb.SumOperator{Field: name}}
-}
-
-// planCount returns the input with the field count added.
-func (b *builder) planCount(op *specOp) *shape {
-	var fields []record.Field
-	for _, f := range op.in.fields {
-		if f.Name == "count" {
-			b.ps.add(op.line, op.path, "the input already has a field \"count\"; rename it with a map first")
-			continue
-		}
-		fields = append(fields, f)
-	}
-	op.pbOp.Spec = &pb.Operator_Count{Count: &pb.CountOperator{}}
-	return newShape(append(fields, record.Field{Name: "count", Type: record.Int64}), op.in.open)
-}
-
-func (b *builder) planFile(op *specOp) {
-	path := op.path
-	fs := &pb.FileSink{}
-	if e, ok := b.field(op, "path", true); ok {
-		if p, ok := scalarString(e.val, path+".path", b.ps); ok {
-			if strings.TrimSpace(p) == "" {
-				b.ps.add(e.line, path+".path", "must not be empty")
-			}
-			fs.Path = p
-		}
-	}
-	if fe, has := b.field(op, "format", false); has {
-		if f, ok := scalarString(fe.val, path+".format", b.ps); ok && f != "json" {
-			b.ps.add(fe.line, path+".format", "unknown format %q (the file sink writes json)", f)
-		}
-	}
-	op.pbOp.Spec = &pb.Operator_File{File: fs}
-}
-
-// planCustom checks a registered operator's fields with its Plan, when its input is known.
-func (b *builder) planCustom(op *specOp) *shape {
-	fields := map[string]any{}
-	good := true
-	for _, e := range op.fields.entries {
-		var v any
-		if err := e.val.Decode(&v); err != nil {
-			b.ps.add(e.line, op.path+"."+e.key, "%v", err)
-			good = false
-			continue
-		}
-		fields[e.key] = v
-	}
-	if !good {
-		return unknownShape()
-	}
-	raw, err := json.Marshal(fields)
-	if err != nil {
-		b.ps.add(op.line, op.path, "fields cannot be encoded as JSON: %v", err)
-		return unknownShape()
-	}
-	if op.in.schema == nil {
-		return unknownShape() // Plan needs the input schema
-	}
-	// Decode the JSON again so Plan sees exactly what the TaskManager's New will see.
-	fields = map[string]any{}
-	_ = json.Unmarshal(raw, &fields)
-	out, err := op.custom.Plan(fields, op.in.schema)
-	if err != nil {
-		b.ps.add(op.line, op.path, "%v", err)
-		return unknownShape()
-	}
-	op.pbOp.Spec = &pb.Operator_Custom{Custom: &pb.CustomOperator{FieldsJson: raw}}
-	if op.info.role == roleSink {
-		return nil
-	}
-	if out == nil {
-		b.ps.add(op.line, op.path, "custom operator %q returned no output schema", op.typ)
-		return unknownShape()
-	}
-	return knownShape(out)
 }
 
 // checkSinks reports operators whose output nobody reads, and a job without a sink.
@@ -807,18 +500,17 @@ func (b *builder) checkSinks() {
 	}
 	sinks, unread := 0, 0
 	for _, op := range b.ops {
-		switch op.info.role {
-		case roleSink, roleUnknown: // an operator of unknown type may be a sink
+		if role, known := op.role(); !known || role == operator.RoleSink { // an operator of unknown type may be a sink
 			sinks++
-		default:
-			if !consumed[op] && !b.unsureReaders {
-				b.ps.add(op.line, op.path, "its output goes nowhere: add a sink (print, file, discard) that reads it")
-				unread++
-			}
+			continue
+		}
+		if !consumed[op] && !b.unsureReaders {
+			op.value.Problemf("its output goes nowhere: add a sink (print, file, discard) that reads it")
+			unread++
 		}
 	}
 	if sinks == 0 && unread == 0 {
-		b.ps.add(0, "operators", "a job needs at least one sink")
+		b.ps.Add(0, "operators", "a job needs at least one sink")
 	}
 }
 
@@ -848,12 +540,12 @@ func (b *builder) chain() ([]*vertex, []edge) {
 	var physical []*specOp
 	var edges []edge
 	for _, op := range b.ops {
-		if op.info.role == roleKeyBy {
+		if op.is(operator.RoleKeyBy) {
 			continue
 		}
 		physical = append(physical, op)
 		for _, in := range op.inputs {
-			if in.info.role == roleKeyBy {
+			if in.is(operator.RoleKeyBy) {
 				for _, src := range in.inputs {
 					edges = append(edges, edge{from: src, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: in.keyExp})
 				}
@@ -892,7 +584,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 			if line == 0 {
 				line = op.line
 			}
-			b.ps.add(line, op.path, "%v (%s)", err, config.MaxParallelism)
+			b.ps.Add(line, op.path, "%v (%s)", err, config.MaxParallelism)
 		}
 		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp}
 		vertices = append(vertices, v)
@@ -922,7 +614,7 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 		if src == dst {
 			continue // chained
 		}
-		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.schema.Proto()}
+		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto()}
 		if e.key != nil {
 			je.Key = e.key.Source()
 			je.KeyType = e.key.Type().Proto()

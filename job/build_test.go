@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/operator"
@@ -246,31 +247,32 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 }
 
 func TestCustomOperator(t *testing.T) {
-	reg := operator.NewRegistry()
-	err := reg.Register(operator.Custom{
-		Type: "slow-sink", Role: operator.RoleSink,
-		Plan: func(fields map[string]any, in *record.Schema) (*record.Schema, error) {
-			if _, ok := fields["delay"].(string); !ok {
-				return nil, errors.New("slow-sink needs a delay")
-			}
-			return nil, nil
-		},
-		New: func(map[string]any, *record.Schema, *record.Schema) (operator.Operator, error) { return nil, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
+	type slowConfig struct {
+		Delay time.Duration `json:"delay"`
 	}
+	reg := operator.MustRegistry(operator.Define(operator.Type{Name: "slow-sink", Role: operator.RoleSink, Fields: []string{"delay"}},
+		func(p *operator.Planner) (slowConfig, *operator.Shape) {
+			var c slowConfig
+			if e, ok := p.Require("delay"); ok {
+				c.Delay, _ = e.Duration()
+			}
+			return c, nil
+		}, nil))
 	spec := "name: c\noperators:\n  - {name: n, type: sequence, from: 1}\n  - {name: s, type: slow-sink, delay: 1ms}\n"
 	g, err := Build(Request{Spec: []byte(spec)}, Env{Operators: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(g.Vertices[0].Operators[1].GetCustom().FieldsJson); got != `{"delay":"1ms"}` {
-		t.Errorf("custom fields = %s", got)
+	if got := string(g.Vertices[0].Operators[1].GetConfig()); got != `{"delay":1000000}` {
+		t.Errorf("custom configuration = %s", got)
 	}
 	_, err = Build(Request{Spec: []byte(strings.Replace(spec, ", delay: 1ms", "", 1))}, Env{Operators: reg})
-	if err == nil || !strings.Contains(err.Error(), "slow-sink needs a delay") {
-		t.Errorf("custom Plan error = %v", err)
+	if err == nil || !strings.Contains(err.Error(), `line 4: operators[1] "s": slow-sink needs the field "delay"`) {
+		t.Errorf("custom plan's problem = %v", err)
+	}
+	_, err = Build(Request{Spec: []byte(strings.Replace(spec, "delay: 1ms", "delay: soon, speed: 2", 1))}, Env{Operators: reg})
+	if err == nil || !strings.Contains(err.Error(), `unknown field "speed" for type slow-sink`) || !strings.Contains(err.Error(), `operators[1] "s".delay: `) {
+		t.Errorf("custom fields' problems = %v", err)
 	}
 	if _, err := Build(Request{Spec: []byte(spec)}, Env{}); err == nil || !strings.Contains(err.Error(), `unknown operator type "slow-sink"`) {
 		t.Errorf("unregistered custom type = %v", err)

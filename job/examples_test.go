@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/failover"
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/operator"
 )
 
 // TestExamples builds every examples/**/*.yaml as a submit would: the spec with job.Build, and
@@ -54,7 +56,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := job.Build(job.Request{Spec: spec, SpecName: rel}, job.Env{})
+			g, err := job.Build(job.Request{Spec: spec, SpecName: rel}, job.Env{Operators: operator.MustRegistry(kafkaspec.Type)})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}

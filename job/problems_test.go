@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/operator"
-	"github.com/goflink/goflink/record"
 )
 
 // specProblems builds an invalid spec and returns its problems as printed.
@@ -29,19 +29,13 @@ func specProblems(t *testing.T, spec string, env Env) []string {
 // operators reading from it, and that what is only its consequence is not reported.
 func TestEveryProblemReported(t *testing.T) {
 	const knownTypes = "sequence, map, filter, key-by, sum, count, reduce, fail, print, file, discard, kafka"
-	needsX := operator.NewRegistry()
-	if err := needsX.Register(operator.Custom{
-		Type: "needs-x",
-		Plan: func(_ map[string]any, in *record.Schema) (*record.Schema, error) {
-			if in.Index("x") < 0 {
-				return nil, errors.New("needs-x reads a field x")
+	needsX := operator.MustRegistry(kafkaspec.Type, operator.Define(operator.Type{Name: "needs-x"},
+		func(p *operator.Planner) (struct{}, *operator.Shape) {
+			if p.In.Lacks("x") {
+				p.Problemf("needs-x reads a field x")
 			}
-			return in, nil
-		},
-		New: func(map[string]any, *record.Schema, *record.Schema) (operator.Operator, error) { return nil, nil },
-	}); err != nil {
-		t.Fatal(err)
-	}
+			return struct{}{}, p.In
+		}, nil))
 	for _, tc := range []struct {
 		name string
 		spec string
@@ -301,6 +295,9 @@ operators:
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.env.Operators == nil {
+				tc.env.Operators = operator.MustRegistry(kafkaspec.Type)
+			}
 			got := specProblems(t, tc.spec, tc.env)
 			want := slices.Sorted(slices.Values(tc.want))
 			if !slices.Equal(slices.Sorted(slices.Values(got)), want) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goflink/goflink/expression"
-	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/job/spec"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
 )
@@ -25,9 +25,33 @@ func keyedBackend(sc StateContext) (state.KeyedBackend, error) {
 	return kb, nil
 }
 
+// Sum replaces a numeric field (spec field field) with its running sum per key, emitting one
+// update per record.
+var Sum = Define(Type{Name: "sum", Keyed: true, Fields: []string{"field"}}, planSum,
+	func(c sumConfig, in, _ *record.Schema) (any, error) { return newSum(c, in) })
+
+type sumConfig struct {
+	Field string `json:"field"`
+}
+
+func planSum(p *Planner) (sumConfig, *Shape) {
+	var c sumConfig
+	e, ok := p.Require("field")
+	if !ok {
+		return c, p.In
+	}
+	if c.Field, ok = e.String(); !ok {
+		return c, p.In
+	}
+	if f, found := p.FieldNamed(e.Value, c.Field); found && f.Type != record.Invalid && f.Type != record.Int64 && f.Type != record.Float64 {
+		e.Problemf("field %q is %v; sum needs int64 or float64", c.Field, f.Type)
+	}
+	return c, p.In
+}
+
 // sumOp replaces one numeric field with its running sum per key.
 type sumOp struct {
-	base
+	Base
 	field  int
 	float  bool
 	ints   *state.ValueState[int64]
@@ -35,10 +59,10 @@ type sumOp struct {
 	row    record.Row
 }
 
-func newSum(s *pb.SumOperator, in *record.Schema) (*sumOp, error) {
-	i := in.Index(s.GetField())
+func newSum(c sumConfig, in *record.Schema) (*sumOp, error) {
+	i := in.Index(c.Field)
 	if i < 0 {
-		return nil, fmt.Errorf("field %q not in input %v", s.GetField(), in)
+		return nil, fmt.Errorf("field %q not in input %v", c.Field, in)
 	}
 	op := &sumOp{field: i, row: make(record.Row, in.Len())}
 	switch in.Field(i).Type {
@@ -46,7 +70,7 @@ func newSum(s *pb.SumOperator, in *record.Schema) (*sumOp, error) {
 	case record.Float64:
 		op.float = true
 	default:
-		return nil, fmt.Errorf("field %q is %v, want int64 or float64", s.GetField(), in.Field(i).Type)
+		return nil, fmt.Errorf("field %q is %v, want int64 or float64", c.Field, in.Field(i).Type)
 	}
 	return op, nil
 }
@@ -90,9 +114,25 @@ func (s *sumOp) Process(row record.Row) error {
 	return s.out.Emit(s.row)
 }
 
+// Count adds the field count with the running count per key, emitting one update per
+// record.
+var Count = Define(Type{Name: "count", Keyed: true},
+	func(p *Planner) (struct{}, *Shape) {
+		var fields []record.Field
+		for _, f := range p.In.Fields {
+			if f.Name == "count" {
+				p.Problemf("the input already has a field \"count\"; rename it with a map first")
+				continue
+			}
+			fields = append(fields, f)
+		}
+		return struct{}{}, NewShape(append(fields, record.Field{Name: "count", Type: record.Int64}), p.In.Open)
+	},
+	func(_ struct{}, in, _ *record.Schema) (any, error) { return &countOp{width: in.Len()}, nil })
+
 // countOp appends the running count per key.
 type countOp struct {
-	base
+	Base
 	width  int
 	counts *state.ValueState[int64]
 	row    record.Row
@@ -109,7 +149,7 @@ func (c *countOp) InitializeState(sc StateContext) error {
 
 func (c *countOp) Open(ctx *Context, out Output) error {
 	c.row = make(record.Row, c.width+1)
-	return c.base.Open(ctx, out)
+	return c.Base.Open(ctx, out)
 }
 
 func (c *countOp) Process(row record.Row) error {
@@ -126,10 +166,35 @@ func (c *countOp) Process(row record.Row) error {
 	return c.out.Emit(c.row)
 }
 
+// Reduce combines the previous result per key (acc) with each new record: spec field fields
+// gives expressions for some of the input's fields, the others take the new record's values.
+var Reduce = Define(Type{Name: "reduce", Keyed: true, Fields: []string{"fields"}}, planReduce,
+	func(c exprsConfig, in, _ *record.Schema) (any, error) { return newReduce(c, in) })
+
+func planReduce(p *Planner) (exprsConfig, *Shape) {
+	var c exprsConfig
+	for _, fe := range exprFields(p) {
+		if !spec.Identifier.MatchString(fe.Key) {
+			fe.Problemf("field names must be identifiers (letters, digits, _)")
+			continue
+		}
+		f, found := p.In.Field(fe.Key)
+		if !found {
+			if !p.In.Open {
+				fe.Problemf("no field %q in the input %v", fe.Key, p.In)
+			}
+			continue
+		}
+		src, _, _, _ := p.Expr(fe.Value, expression.Options{Acc: true, Want: f.Type})
+		c.Fields = append(c.Fields, namedExpr{Name: fe.Key, Expr: src})
+	}
+	return c, p.In
+}
+
 // reduceOp combines the previous result per key (acc) with each new row. Fields without an
 // expression take the new row's value; the first row of a key is its first result.
 type reduceOp struct {
-	base
+	Base
 	schema *record.Schema
 	fields []int
 	evals  []*expression.Evaluator
@@ -137,16 +202,16 @@ type reduceOp struct {
 	row    record.Row
 }
 
-func newReduce(r *pb.ReduceOperator, in *record.Schema) (*reduceOp, error) {
+func newReduce(c exprsConfig, in *record.Schema) (*reduceOp, error) {
 	op := &reduceOp{schema: in, row: make(record.Row, in.Len())}
-	for _, f := range r.GetFields() {
-		i := in.Index(f.GetName())
+	for _, f := range c.Fields {
+		i := in.Index(f.Name)
 		if i < 0 {
-			return nil, fmt.Errorf("field %q not in input %v", f.GetName(), in)
+			return nil, fmt.Errorf("field %q not in input %v", f.Name, in)
 		}
-		p, err := expression.Compile(f.GetExpression(), in, expression.Options{Acc: true, Want: in.Field(i).Type})
+		p, err := expression.Compile(f.Expr, in, expression.Options{Acc: true, Want: in.Field(i).Type})
 		if err != nil {
-			return nil, fmt.Errorf("field %q: %w", f.GetName(), err)
+			return nil, fmt.Errorf("field %q: %w", f.Name, err)
 		}
 		op.fields = append(op.fields, i)
 		op.evals = append(op.evals, p.NewEvaluator())
@@ -173,7 +238,7 @@ func (r *reduceOp) Process(row record.Row) error {
 		for j, e := range r.evals {
 			v, err := e.Eval(row, prev)
 			if err != nil {
-				return r.evalErr(err)
+				return r.EvalError(err)
 			}
 			r.row[r.fields[j]] = v
 		}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
 
@@ -100,73 +99,34 @@ func IsUnrecoverable(err error) bool {
 	return errors.As(err, &ue) && ue.Unrecoverable
 }
 
-// base provides no-op defaults for Operator methods.
-type base struct {
+// Base gives an operator no-op Flush, EndInput and Close, and keeps the Context and Output
+// its Open received: embed it, and call Base.Open from an Open of your own.
+type Base struct {
 	ctx *Context
 	out Output
 }
 
-func (b *base) Open(ctx *Context, out Output) error { b.ctx, b.out = ctx, out; return nil }
-func (b *base) Flush() error                        { return nil }
-func (b *base) EndInput() error                     { return nil }
-func (b *base) Close() error                        { return nil }
+func (b *Base) Open(ctx *Context, out Output) error { b.ctx, b.out = ctx, out; return nil }
+func (b *Base) Flush() error                        { return nil }
+func (b *Base) EndInput() error                     { return nil }
+func (b *Base) Close() error                        { return nil }
 
-// userErr is a recoverable UserError of this operator.
-func (b *base) userErr(err error) error { return &UserError{Operator: b.ctx.OperatorName, Err: err} }
+// UserError is a recoverable UserError of this operator.
+func (b *Base) UserError(err error) error { return &UserError{Operator: b.ctx.OperatorName, Err: err} }
 
-// evalErr is the unrecoverable UserError of this operator's expression failing at run time.
-func (b *base) evalErr(err error) error { return EvalError(b.ctx.OperatorName, err) }
+// EvalError is the unrecoverable UserError of this operator's expression failing at run time.
+func (b *Base) EvalError(err error) error { return EvalError(b.ctx.OperatorName, err) }
 
-// New builds the runtime of one operator of a job graph. It returns a Source or an Operator.
-func New(op *pb.Operator, reg *Registry) (any, error) {
-	in, err := optionalSchema(op.GetInputSchema())
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: input schema: %w", op.GetName(), err)
-	}
-	out, err := optionalSchema(op.GetOutputSchema())
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: output schema: %w", op.GetName(), err)
-	}
-	var o any
-	switch s := op.GetSpec().(type) {
-	case *pb.Operator_Sequence:
-		o = newSequence(s.Sequence)
-	case *pb.Operator_KafkaSource:
-		o, err = newKafkaSource(s.KafkaSource)
-	case *pb.Operator_Map:
-		o, err = newMap(s.Map, in, out)
-	case *pb.Operator_Filter:
-		o, err = newFilter(s.Filter, in)
-	case *pb.Operator_Sum:
-		o, err = newSum(s.Sum, in)
-	case *pb.Operator_Count:
-		o = &countOp{width: in.Len()}
-	case *pb.Operator_Reduce:
-		o, err = newReduce(s.Reduce, in)
-	case *pb.Operator_Fail:
-		o, err = newFail(s.Fail, in)
-	case *pb.Operator_Print:
-		o = &printSink{schema: in}
-	case *pb.Operator_File:
-		o = &fileSink{schema: in, dir: s.File.GetPath()}
-	case *pb.Operator_KafkaSink:
-		o, err = newKafkaSink(s.KafkaSink, in)
-	case *pb.Operator_Discard:
-		o = &discardSink{}
-	case *pb.Operator_Custom:
-		o, err = reg.newCustom(op.GetType(), s.Custom.GetFieldsJson(), in, out)
-	default:
-		return nil, fmt.Errorf("operator %q: unknown spec %T", op.GetName(), s)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
-	}
-	return o, nil
-}
+// Context is the context Open received.
+func (b *Base) Context() *Context { return b.ctx }
 
-func optionalSchema(p *pb.Schema) (*record.Schema, error) {
-	if p == nil {
-		return nil, nil
+// Emit sends a record to the output Open received.
+func (b *Base) Emit(row record.Row) error { return b.out.Emit(row) }
+
+// Log is the operator's logger, or one that discards when the task gave none (tests).
+func (c *Context) Log() *slog.Logger {
+	if c != nil && c.Logger != nil {
+		return c.Logger
 	}
-	return record.SchemaFromProto(p)
+	return slog.New(slog.DiscardHandler)
 }

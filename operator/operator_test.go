@@ -2,6 +2,7 @@ package operator
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -49,10 +50,10 @@ func newFakeClock() *fakeClock {
 	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
 
-func seqSpec(from, to int64) *pb.SequenceSource { return &pb.SequenceSource{From: from, To: &to} }
-func unbounded(from int64) *pb.SequenceSource   { return &pb.SequenceSource{From: from} }
+func seqSpec(from, to int64) sequenceConfig { return sequenceConfig{From: from, To: &to} }
+func unbounded(from int64) sequenceConfig   { return sequenceConfig{From: from} }
 
-func openSeq(t *testing.T, s *pb.SequenceSource, ctx *Context) (*sequence, *capture) {
+func openSeq(t *testing.T, s sequenceConfig, ctx *Context) (*sequence, *capture) {
 	t.Helper()
 	src := newSequence(s)
 	out := &capture{}
@@ -384,7 +385,7 @@ func build(t *testing.T, op *pb.Operator, ctx *Context) (Operator, *capture) {
 	if op.Name == "" {
 		op.Name = "op"
 	}
-	o, err := New(op, nil)
+	o, err := testRegistry.New(op)
 	if err != nil {
 		t.Fatalf("New(%v): %v", op, err)
 	}
@@ -404,7 +405,7 @@ func build(t *testing.T, op *pb.Operator, ctx *Context) (Operator, *capture) {
 
 func TestNewSequenceIsSource(t *testing.T) {
 	to := int64(3)
-	o, err := New(&pb.Operator{Name: "src", Spec: &pb.Operator_Sequence{Sequence: &pb.SequenceSource{From: 1, To: &to}}}, nil)
+	o, err := testRegistry.New(&pb.Operator{Name: "src", Type: "sequence", Config: cfg(sequenceConfig{From: 1, To: &to})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,10 +421,10 @@ func TestMap(t *testing.T) {
 	)
 	op, got := build(t, &pb.Operator{
 		InputSchema: kvSchema.Proto(), OutputSchema: out.Proto(),
-		Spec: &pb.Operator_Map{Map: &pb.MapOperator{Fields: []*pb.NamedExpression{
-			{Name: "doubled", Expression: "value * 2"},
-			{Name: "label", Expression: `key + "!"`},
-		}}},
+		Type: "map", Config: cfg(exprsConfig{Fields: []namedExpr{
+			{Name: "doubled", Expr: "value * 2"},
+			{Name: "label", Expr: `key + "!"`},
+		}}),
 	}, nil)
 	tests := []struct {
 		name string
@@ -451,7 +452,7 @@ func TestMapRuntimeErrorIsUserError(t *testing.T) {
 	out := record.MustSchema(record.Field{Name: "r", Type: record.Int64})
 	op, got := build(t, &pb.Operator{
 		Name: "modulo", InputSchema: kvSchema.Proto(), OutputSchema: out.Proto(),
-		Spec: &pb.Operator_Map{Map: &pb.MapOperator{Fields: []*pb.NamedExpression{{Name: "r", Expression: "10 % value"}}}},
+		Type: "map", Config: cfg(exprsConfig{Fields: []namedExpr{{Name: "r", Expr: "10 % value"}}}),
 	}, nil)
 	err := op.Process(kv("a", 0))
 	var ue *UserError
@@ -470,7 +471,7 @@ func TestRuntimeExpressionErrorsAreUnrecoverable(t *testing.T) {
 	mapOf := func(expr string) *pb.Operator {
 		return &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: intOut.Proto(),
-			Spec: &pb.Operator_Map{Map: &pb.MapOperator{Fields: []*pb.NamedExpression{{Name: "r", Expression: expr}}}},
+			Type: "map", Config: cfg(exprsConfig{Fields: []namedExpr{{Name: "r", Expr: expr}}}),
 		}
 	}
 	tests := []struct {
@@ -483,15 +484,15 @@ func TestRuntimeExpressionErrorsAreUnrecoverable(t *testing.T) {
 		{"map vm invalid conversion", mapOf("int(key)"), false, []record.Row{kv("x", 1)}},
 		{"filter condition", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-			Spec: &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: "10 % value == 0"}},
+			Type: "filter", Config: cfg(filterConfig{Condition: "10 % value == 0"}),
 		}, false, []record.Row{kv("a", 0)}},
 		{"fail condition", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-			Spec: &pb.Operator_Fail{Fail: &pb.FailOperator{When: "10 % value == 1"}},
+			Type: "fail", Config: cfg(failConfig{When: "10 % value == 1"}),
 		}, false, []record.Row{kv("a", 0)}},
 		{"reduce expression", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-			Spec: &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: []*pb.NamedExpression{{Name: "value", Expression: "acc.value % value"}}}},
+			Type: "reduce", Config: cfg(exprsConfig{Fields: []namedExpr{{Name: "value", Expr: "acc.value % value"}}}),
 		}, true, []record.Row{kv("a", 7), kv("a", 0)}},
 	}
 	for _, tc := range tests {
@@ -549,7 +550,7 @@ func TestIsUnrecoverable(t *testing.T) {
 func TestFilter(t *testing.T) {
 	op, got := build(t, &pb.Operator{
 		InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-		Spec: &pb.Operator_Filter{Filter: &pb.FilterOperator{Condition: `value % 2 == 0 && key != "skip"`}},
+		Type: "filter", Config: cfg(filterConfig{Condition: `value % 2 == 0 && key != "skip"`}),
 	}, nil)
 	tests := []struct {
 		name string
@@ -618,7 +619,7 @@ func TestSumInt(t *testing.T) {
 	ctx := &Context{OperatorName: "sum", Parallelism: 1}
 	op, got := build(t, &pb.Operator{
 		InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-		Spec: &pb.Operator_Sum{Sum: &pb.SumOperator{Field: "value"}},
+		Type: "sum", Config: cfg(sumConfig{Field: "value"}),
 	}, ctx)
 	keyed(t, op, ctx, kv("a", 1), kv("b", 10), kv("a", 2), kv("a", -5), kv("b", 1), kv("", 7))
 	want := []record.Row{kv("a", 1), kv("b", 10), kv("a", 3), kv("a", -2), kv("b", 11), kv("", 7)}
@@ -631,7 +632,7 @@ func TestSumFloat(t *testing.T) {
 	ctx := &Context{OperatorName: "sum", Parallelism: 1}
 	op, got := build(t, &pb.Operator{
 		InputSchema: kfSchema.Proto(), OutputSchema: kfSchema.Proto(),
-		Spec: &pb.Operator_Sum{Sum: &pb.SumOperator{Field: "amount"}},
+		Type: "sum", Config: cfg(sumConfig{Field: "amount"}),
 	}, ctx)
 	kf := func(k string, f float64) record.Row { return record.Row{record.StringValue(k), record.FloatValue(f)} }
 	keyed(t, op, ctx, kf("x", 0.5), kf("y", 2), kf("x", 0.25), kf("y", -0.5))
@@ -651,10 +652,10 @@ func TestSumRejectsBadField(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(&pb.Operator{
+			_, err := testRegistry.New(&pb.Operator{
 				Name: "sum", InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-				Spec: &pb.Operator_Sum{Sum: &pb.SumOperator{Field: tc.field}},
-			}, nil)
+				Type: "sum", Config: cfg(sumConfig{Field: tc.field}),
+			})
 			if err == nil {
 				t.Errorf("New(sum %q) = nil error, want an error", tc.field)
 			}
@@ -677,15 +678,15 @@ func TestKeyedStateSurvivesBufferReuse(t *testing.T) {
 	}{
 		{"sum", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-			Spec: &pb.Operator_Sum{Sum: &pb.SumOperator{Field: "value"}},
+			Type: "sum", Config: cfg(sumConfig{Field: "value"}),
 		}, 1},
 		{"count", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: countOut.Proto(),
-			Spec: &pb.Operator_Count{Count: &pb.CountOperator{}},
+			Type: "count", Config: cfg(struct{}{}),
 		}, 2},
 		{"reduce", &pb.Operator{
 			InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-			Spec: &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: []*pb.NamedExpression{{Name: "value", Expression: "acc.value + value"}}}},
+			Type: "reduce", Config: cfg(exprsConfig{Fields: []namedExpr{{Name: "value", Expr: "acc.value + value"}}}),
 		}, 1},
 	}
 	for _, tc := range tests {
@@ -728,7 +729,7 @@ func TestCount(t *testing.T) {
 	ctx := &Context{OperatorName: "count", Parallelism: 1}
 	op, got := build(t, &pb.Operator{
 		InputSchema: kvSchema.Proto(), OutputSchema: out.Proto(),
-		Spec: &pb.Operator_Count{Count: &pb.CountOperator{}},
+		Type: "count", Config: cfg(struct{}{}),
 	}, ctx)
 	keyed(t, op, ctx, kv("a", 5), kv("b", 6), kv("a", 7), kv("a", 8), kv("b", 9))
 	row := func(k string, v, n int64) record.Row {
@@ -763,7 +764,7 @@ func TestReduce(t *testing.T) {
 			ctx := &Context{OperatorName: "reduce", Parallelism: 1}
 			op, got := build(t, &pb.Operator{
 				InputSchema: in.Proto(), OutputSchema: in.Proto(),
-				Spec: &pb.Operator_Reduce{Reduce: &pb.ReduceOperator{Fields: []*pb.NamedExpression{{Name: "value", Expression: tc.expr}}}},
+				Type: "reduce", Config: cfg(exprsConfig{Fields: []namedExpr{{Name: "value", Expr: tc.expr}}}),
 			}, ctx)
 			keyed(t, op, ctx, input...)
 			// Fields without an expression ("last") take the new row's value.
@@ -798,7 +799,7 @@ func TestFail(t *testing.T) {
 			ctx := &Context{OperatorName: "boom", Parallelism: 1, Attempt: tc.ctxTry}
 			op, got := build(t, &pb.Operator{
 				Name: "boom", InputSchema: kvSchema.Proto(), OutputSchema: kvSchema.Proto(),
-				Spec: &pb.Operator_Fail{Fail: &pb.FailOperator{When: tc.when, Attempt: tc.attempt}},
+				Type: "fail", Config: cfg(failConfig{When: tc.when, Attempt: tc.attempt}),
 			}, ctx)
 			var err error
 			for _, v := range tc.in {
@@ -844,7 +845,7 @@ func TestPrintSink(t *testing.T) {
 				var stdout bytes.Buffer
 				ctx := &Context{OperatorName: "print", Subtask: tc.subtask, Parallelism: tc.p, Stdout: &stdout}
 				op, _ := build(t, &pb.Operator{
-					InputSchema: kvSchema.Proto(), Spec: &pb.Operator_Print{Print: &pb.PrintSink{}},
+					InputSchema: kvSchema.Proto(), Type: "print", Config: cfg(struct{}{}),
 				}, ctx)
 				for _, r := range []record.Row{kv("a", 1), kv(`q"uote`, -2)} {
 					if err := op.Process(r); err != nil {
@@ -875,7 +876,7 @@ func TestPrintSink(t *testing.T) {
 func TestPrintSinkFlushesLargeOutput(t *testing.T) {
 	var stdout bytes.Buffer
 	ctx := &Context{OperatorName: "print", Parallelism: 1, Stdout: &stdout}
-	op, _ := build(t, &pb.Operator{InputSchema: kvSchema.Proto(), Spec: &pb.Operator_Print{Print: &pb.PrintSink{}}}, ctx)
+	op, _ := build(t, &pb.Operator{InputSchema: kvSchema.Proto(), Type: "print", Config: cfg(struct{}{})}, ctx)
 	big := strings.Repeat("x", 40<<10)
 	if err := op.Process(kv(big, 1)); err != nil {
 		t.Fatal(err)
@@ -888,103 +889,84 @@ func TestPrintSinkFlushesLargeOutput(t *testing.T) {
 // The file sink is tested in sink_test.go.
 
 func TestRegistryRegister(t *testing.T) {
-	plan := func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil }
-	newOp := func(map[string]any, *record.Schema, *record.Schema) (Operator, error) { return &discardSink{}, nil }
-	reg := NewRegistry()
-	if err := reg.Register(Custom{Type: "mine", Role: RoleSink, Plan: plan, New: newOp}); err != nil {
-		t.Fatalf("Register(mine) = %v, want nil", err)
+	plan := func(*Planner) (struct{}, *Shape) { return struct{}{}, nil }
+	run := func(struct{}, *record.Schema, *record.Schema) (any, error) { return &discardSink{}, nil }
+	mine := Define(Type{Name: "mine", Role: RoleSink}, plan, run)
+	reg, err := NewRegistry(mine)
+	if err != nil {
+		t.Fatalf("NewRegistry(mine) = %v", err)
 	}
 	tests := []struct {
 		name string
-		c    Custom
+		t    Type
 	}{
-		{"duplicate", Custom{Type: "mine", Plan: plan, New: newOp}},
-		{"empty type", Custom{Plan: plan, New: newOp}},
-		{"missing Plan", Custom{Type: "noplan", New: newOp}},
-		{"missing New", Custom{Type: "nonew", Plan: plan}},
+		{"duplicate", mine},
+		{"empty name", Define(Type{}, plan, run)},
+		{"not defined", Type{Name: "bare"}},
 	}
-	for _, b := range Builtins() {
+	for _, b := range builtins {
 		tests = append(tests, struct {
 			name string
-			c    Custom
-		}{"builtin " + b, Custom{Type: b, Plan: plan, New: newOp}})
+			t    Type
+		}{"builtin " + b.Name, Define(Type{Name: b.Name}, plan, run)})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := reg.Register(tc.c); err == nil {
-				t.Errorf("Register(%q) = nil, want an error", tc.c.Type)
+			if err := reg.Register(tc.t); err == nil {
+				t.Errorf("Register(%q) = nil, want an error", tc.t.Name)
 			}
 		})
 	}
-	if got, want := reg.Types(), []string{"mine"}; !slices.Equal(got, want) {
-		t.Errorf("Types() = %v, want %v", got, want)
+	if err := reg.Register(Define(Type{Name: "a"}, plan, run), Define(Type{Name: "a"}, plan, run)); err == nil {
+		t.Errorf("Register of a name twice in one call = nil, want an error")
 	}
-	if _, ok := reg.Lookup("noplan"); ok {
-		t.Errorf("Lookup(noplan) found a rejected operator")
+	if _, ok := reg.Lookup("a"); ok {
+		t.Errorf("a failed Register added a type")
 	}
-	var nilReg *Registry
-	if _, ok := nilReg.Lookup("mine"); ok || nilReg.Types() != nil {
-		t.Errorf("nil registry Lookup/Types found something")
+	want := []string{"sequence", "map", "filter", "key-by", "sum", "count", "reduce", "fail", "print", "file", "discard", "mine"}
+	if got := reg.Names(); !slices.Equal(got, want) {
+		t.Errorf("Names() = %v, want %v", got, want)
 	}
 }
 
-func TestBuiltins(t *testing.T) {
-	want := []string{"sequence", "map", "filter", "key-by", "sum", "count", "reduce", "fail", "print", "file", "discard"}
-	for _, b := range want {
-		if !IsBuiltin(b) {
-			t.Errorf("IsBuiltin(%q) = false, want true", b)
+// A type's runtime gets the configuration its plan made, through the job graph's JSON; a type
+// registered without a runtime, or not registered, is refused.
+func TestRegistryNew(t *testing.T) {
+	type conf struct {
+		N int    `json:"n"`
+		S string `json:"s"`
+	}
+	var got conf
+	reg := MustRegistry(
+		Define(Type{Name: "mine", Role: RoleSink}, func(*Planner) (conf, *Shape) { return conf{}, nil },
+			func(c conf, _, _ *record.Schema) (any, error) { got = c; return &discardSink{}, nil }),
+		Define(Type{Name: "planned-only", Role: RoleSink}, func(*Planner) (conf, *Shape) { return conf{}, nil }, nil))
+	newOp := func(typ, config string) error {
+		_, err := reg.New(&pb.Operator{Name: "c", Type: typ, InputSchema: kvSchema.Proto(), Config: []byte(config)})
+		return err
+	}
+	if err := newOp("mine", `{"n": 3, "s": "x"}`); err != nil || got != (conf{N: 3, S: "x"}) {
+		t.Errorf("New(mine) = %v with configuration %+v, want {3 x}", err, got)
+	}
+	for _, bad := range []struct{ typ, config, want string }{
+		{"mine", `{`, "decode configuration"},
+		{"other", `{}`, `type "other" is not registered`},
+		{"planned-only", `{}`, "cannot run in this process"},
+	} {
+		if err := newOp(bad.typ, bad.config); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("New(%s, %s) = %v, want an error saying %q", bad.typ, bad.config, err, bad.want)
 		}
 	}
-	if IsBuiltin("mine") {
-		t.Errorf("IsBuiltin(%q) = true, want false", "mine")
-	}
-	got := Builtins()
-	got[0] = "changed"
-	if Builtins()[0] != "sequence" {
-		t.Errorf("Builtins() shares its backing array with the package")
-	}
 }
 
-func TestNewCustom(t *testing.T) {
-	var gotFields map[string]any
-	reg := NewRegistry()
-	if err := reg.Register(Custom{
-		Type: "mine", Role: RoleSink,
-		Plan: func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil },
-		New: func(f map[string]any, _, _ *record.Schema) (Operator, error) {
-			gotFields = f
-			return &discardSink{}, nil
-		},
-	}); err != nil {
-		t.Fatal(err)
+// testRegistry holds the built-in types.
+var testRegistry = MustRegistry()
+
+// cfg encodes a configuration as the job graph carries it.
+func cfg(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	tests := []struct {
-		name    string
-		typ     string
-		json    string
-		reg     *Registry
-		wantErr bool
-		want    map[string]any
-	}{
-		{"fields decoded", "mine", `{"n": 3, "s": "x"}`, reg, false, map[string]any{"n": 3.0, "s": "x"}},
-		{"no fields", "mine", "", reg, false, map[string]any{}},
-		{"bad json", "mine", `{`, reg, true, nil},
-		{"unregistered", "other", `{}`, reg, true, nil},
-		{"nil registry", "mine", `{}`, nil, true, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			gotFields = nil
-			_, err := New(&pb.Operator{
-				Name: "c", Type: tc.typ, InputSchema: kvSchema.Proto(),
-				Spec: &pb.Operator_Custom{Custom: &pb.CustomOperator{FieldsJson: []byte(tc.json)}},
-			}, tc.reg)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("New(custom %q, %q) error = %v, want error %v", tc.typ, tc.json, err, tc.wantErr)
-			}
-			if !tc.wantErr && fmt.Sprint(gotFields) != fmt.Sprint(tc.want) {
-				t.Errorf("New(custom %q, %q) passed fields %v, want %v", tc.typ, tc.json, gotFields, tc.want)
-			}
-		})
-	}
+	return b
 }

@@ -3,114 +3,202 @@ package operator
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
 
-// Role says where a custom operator may stand in a job.
+// Role says where an operator type stands in a job.
 type Role int
 
-// The roles of custom operators.
+// The roles of operator types.
 const (
+	// RoleTransform reads records and emits records.
 	RoleTransform Role = iota
+	// RoleSink reads records and emits none.
 	RoleSink
+	// RoleSource reads no input.
+	RoleSource
+	// RoleKeyBy partitions its input by a key for the keyed operators that read it; it runs no
+	// code of its own (the key is computed by the producers' network writers).
+	RoleKeyBy
 )
 
-// Custom describes a custom Go operator. Register it in the Registry of every JobManager (which
-// validates specs) and TaskManager (which runs them) of the cluster.
-type Custom struct {
-	// Type is the name used in job specs.
-	Type string
+// Type describes an operator type once: its name in job specs, its role, its fields, how
+// the job builder checks them and derives what it emits (Plan), and how a TaskManager builds
+// one instance per subtask (New). Build one with Define. The engine's built-in types are in
+// the table builtins; connectors and custom operators are registered in a Registry.
+type Type struct {
+	// Name is the type as written in job specs.
+	Name string
 	Role Role
-	// Keyed operators need a key-by input; ctx.Key() holds the record's key.
+	// Keyed types keep state per key and need a key-by input; Context.Key() holds the key of
+	// the record being processed.
 	Keyed bool
-	// Plan validates the operator's own spec fields (decoded YAML: maps, lists, strings,
-	// numbers, bools) and returns its output schema for the given input schema (nil for sinks).
-	Plan func(fields map[string]any, in *record.Schema) (*record.Schema, error)
-	// New builds one instance per subtask.
-	New func(fields map[string]any, in, out *record.Schema) (Operator, error)
+	// Fields are the spec fields the type takes besides name, type, inputs and parallelism;
+	// any other field is reported as unknown. Nil takes any field (the type checks them).
+	Fields []string
+	// WithInputs, when set, is the type as it is used when the operator reads inputs: the
+	// "kafka" type is a source without inputs and a sink with them.
+	WithInputs *Type
+
+	plan func(p *Planner) ([]byte, *Shape)
+	run  func(cfg []byte, in, out *record.Schema) (any, error)
 }
 
-// Registry holds custom operators. It is safe for concurrent use.
+// Define completes t with its planning and its runtime over a configuration C, a value that
+// encodes to JSON (the job graph stores it). plan checks the operator's fields, reporting
+// every problem through the Planner, and returns the configuration and what the operator
+// emits as far as it is known (nil for a sink). run builds the Source or Operator of one
+// subtask from the configuration; nil for a type that only plans (a connector's description
+// in a process that does not run it, see Runs).
+func Define[C any](t Type, plan func(p *Planner) (C, *Shape), run func(c C, in, out *record.Schema) (any, error)) Type {
+	t.plan = func(p *Planner) ([]byte, *Shape) {
+		c, out := plan(p)
+		b, err := json.Marshal(c)
+		if err != nil {
+			p.Problemf("configuration cannot be encoded: %v", err)
+		}
+		return b, out
+	}
+	if run != nil {
+		t = Runs(t, run)
+	}
+	return t
+}
+
+// Runs returns t with run as its runtime (see Define). A connector describes its types in a
+// package without its client library, which JobManagers link to check specs, and adds the
+// runtime in the package TaskManagers link.
+func Runs[C any](t Type, run func(c C, in, out *record.Schema) (any, error)) Type {
+	t.run = func(cfg []byte, in, out *record.Schema) (any, error) {
+		var c C
+		if err := json.Unmarshal(cfg, &c); err != nil {
+			return nil, fmt.Errorf("decode configuration: %w", err)
+		}
+		return run(c, in, out)
+	}
+	return t
+}
+
+// Plan runs the type's planning (the job builder calls it): the configuration to store in
+// the job graph, and what the operator emits.
+func (t Type) Plan(p *Planner) ([]byte, *Shape) {
+	if t.plan == nil {
+		p.Problemf("operator type %q cannot be planned (it was registered without Define)", t.Name)
+		return nil, UnknownShape()
+	}
+	return t.plan(p)
+}
+
+// builtins are the engine's own operator types, in the order they are listed to users. Each
+// is defined in the file of its runtime.
+var builtins = []Type{Sequence, Map, Filter, KeyBy, Sum, Count, Reduce, Fail, Print, File, Discard}
+
+// Registry maps type names to operator types: the built-in ones and those registered
+// (connectors, custom operators). It is safe for concurrent use. A JobManager plans specs with
+// its Registry, a TaskManager runs tasks with its own: register the same types in both (a
+// connector's description in the one, its runtime in the other).
 type Registry struct {
-	mu     sync.RWMutex
-	custom map[string]Custom
+	mu    sync.RWMutex
+	types map[string]Type
+	names []string // in registration order, built-in types first
 }
 
-// NewRegistry returns an empty registry (the built-in operators are always available).
-func NewRegistry() *Registry { return &Registry{custom: map[string]Custom{}} }
+// NewRegistry returns a registry of the built-in types and these types.
+func NewRegistry(types ...Type) (*Registry, error) {
+	r := &Registry{types: map[string]Type{}}
+	for _, t := range builtins {
+		r.add(t)
+	}
+	if err := r.Register(types...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
-// Register adds a custom operator; it fails for an empty, built-in or duplicate type.
-func (r *Registry) Register(c Custom) error {
-	if c.Type == "" || c.Plan == nil || c.New == nil {
-		return fmt.Errorf("custom operator %q: Type, Plan and New are required", c.Type)
+// MustRegistry is NewRegistry for types known to be valid; it panics on an error.
+func MustRegistry(types ...Type) *Registry {
+	r, err := NewRegistry(types...)
+	if err != nil {
+		panic(err)
 	}
-	if IsBuiltin(c.Type) {
-		return fmt.Errorf("custom operator %q: a built-in operator has that type", c.Type)
-	}
+	return r
+}
+
+// Register adds operator types; it fails, adding none, for a type without a name or plan,
+// or whose name is taken.
+func (r *Registry) Register(types ...Type) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.custom[c.Type]; dup {
-		return fmt.Errorf("custom operator %q: already registered", c.Type)
+	seen := map[string]bool{}
+	for _, t := range types {
+		switch _, taken := r.types[t.Name]; {
+		case t.Name == "" || t.plan == nil:
+			return fmt.Errorf("operator type %q: a name is required and it must be built with operator.Define", t.Name)
+		case taken || seen[t.Name]:
+			return fmt.Errorf("operator type %q: already registered", t.Name)
+		}
+		seen[t.Name] = true
 	}
-	r.custom[c.Type] = c
+	for _, t := range types {
+		r.add(t)
+	}
 	return nil
 }
 
-// Lookup returns the custom operator of a type.
-func (r *Registry) Lookup(typ string) (Custom, bool) {
-	if r == nil {
-		return Custom{}, false
-	}
+func (r *Registry) add(t Type) {
+	r.types[t.Name] = t
+	r.names = append(r.names, t.Name)
+}
+
+// Lookup returns the type of a name.
+func (r *Registry) Lookup(name string) (Type, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	c, ok := r.custom[typ]
-	return c, ok
+	t, ok := r.types[name]
+	return t, ok
 }
 
-// Types returns the registered custom types, sorted.
-func (r *Registry) Types() []string {
-	if r == nil {
-		return nil
-	}
+// Names returns the names of every type, built-in ones first.
+func (r *Registry) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.custom))
-	for t := range r.custom {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Clone(r.names)
 }
 
-func (r *Registry) newCustom(typ string, fieldsJSON []byte, in, out *record.Schema) (Operator, error) {
-	c, ok := r.Lookup(typ)
-	if !ok {
-		return nil, fmt.Errorf("custom operator type %q is not registered in this TaskManager", typ)
+// New builds the runtime of one operator of a job graph: a Source or an Operator.
+func (r *Registry) New(op *pb.Operator) (any, error) {
+	in, err := optionalSchema(op.GetInputSchema())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: input schema: %w", op.GetName(), err)
 	}
-	fields := map[string]any{}
-	if len(fieldsJSON) > 0 {
-		if err := json.Unmarshal(fieldsJSON, &fields); err != nil {
-			return nil, fmt.Errorf("decode fields: %w", err)
-		}
+	out, err := optionalSchema(op.GetOutputSchema())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: output schema: %w", op.GetName(), err)
 	}
-	return c.New(fields, in, out)
+	t, ok := r.Lookup(op.GetType())
+	if ok && in != nil && t.WithInputs != nil {
+		t = *t.WithInputs
+	}
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("operator %q: type %q is not registered in this TaskManager", op.GetName(), op.GetType())
+	case t.run == nil:
+		return nil, fmt.Errorf("operator %q: type %q cannot run in this process (only its description is registered)", op.GetName(), op.GetType())
+	}
+	o, err := t.run(op.GetConfig(), in, out)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
+	}
+	return o, nil
 }
 
-// Builtin operator types, as written in job specs.
-var builtins = []string{"sequence", "map", "filter", "key-by", "sum", "count", "reduce", "fail", "print", "file", "discard", "kafka"}
-
-// Builtins returns the built-in operator types.
-func Builtins() []string { return append([]string(nil), builtins...) }
-
-// IsBuiltin reports whether typ is a built-in operator type.
-func IsBuiltin(typ string) bool {
-	for _, b := range builtins {
-		if b == typ {
-			return true
-		}
+func optionalSchema(p *pb.Schema) (*record.Schema, error) {
+	if p == nil {
+		return nil, nil
 	}
-	return false
+	return record.SchemaFromProto(p)
 }

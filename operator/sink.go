@@ -14,12 +14,17 @@ import (
 	"github.com/goflink/goflink/record"
 )
 
+// Print writes each record as a JSON line to the TaskManager's standard output.
+var Print = Define(Type{Name: "print", Role: RoleSink},
+	func(*Planner) (struct{}, *Shape) { return struct{}{}, nil },
+	func(_ struct{}, in, _ *record.Schema) (any, error) { return &printSink{schema: in}, nil })
+
 // printSink writes one JSON object per record to the TaskManager's stdout, prefixed with
 // "<subtask>> " when the sink runs in parallel (as Flink's print sink does). Lines are written
 // in whole chunks so parallel sinks never interleave within a line. It is at-least-once at
 // best: a restarted job prints again.
 type printSink struct {
-	base
+	Base
 	schema *record.Schema
 	prefix []byte
 	buf    []byte
@@ -30,7 +35,7 @@ func (p *printSink) Open(ctx *Context, out Output) error {
 		p.prefix = strconv.AppendInt(nil, int64(ctx.Subtask+1), 10)
 		p.prefix = append(p.prefix, "> "...)
 	}
-	return p.base.Open(ctx, out)
+	return p.Base.Open(ctx, out)
 }
 
 func (p *printSink) Process(row record.Row) error {
@@ -55,6 +60,28 @@ func (p *printSink) Flush() error {
 func (p *printSink) EndInput() error { return p.Flush() }
 func (p *printSink) Close() error    { return p.Flush() }
 
+// File writes records as JSON lines into part files under a directory (spec field path;
+// format json, the only one), exactly-once: see fileSink.
+var File = Define(Type{Name: "file", Role: RoleSink, Fields: []string{"path", "format"}}, planFile,
+	func(c fileConfig, in, _ *record.Schema) (any, error) { return &fileSink{schema: in, dir: c.Path}, nil })
+
+type fileConfig struct {
+	Path string `json:"path"`
+}
+
+func planFile(p *Planner) (fileConfig, *Shape) {
+	var c fileConfig
+	if e, ok := p.Require("path"); ok {
+		c.Path, _ = e.NonEmpty()
+	}
+	if e, ok := p.Field("format"); ok {
+		if f, ok := e.String(); ok && f != "json" {
+			e.Problemf("unknown format %q (the file sink writes json)", f)
+		}
+	}
+	return c, nil
+}
+
 // fileSink is an exactly-once file sink (spec {type: file, path: DIR}) on the two-phase-commit
 // framework (twoPhaseSink): it writes JSON lines, one file per transaction, and a file becomes
 // visible only when its checkpoint completes (or, for a bounded job, at the end of input).
@@ -76,7 +103,7 @@ func (p *printSink) Close() error    { return p.Flush() }
 // state does not reference. Without checkpointing, output appears only when a bounded job
 // finishes.
 type fileSink struct {
-	twoPhaseSink[*fileTxn]
+	TwoPhaseSink[*fileTxn]
 	schema *record.Schema
 	dir    string
 	seq    int // next transaction number to try
@@ -108,13 +135,12 @@ func (s *fileSink) pending(t *fileTxn) string { return filepath.Join(s.dir, "."+
 func (s *fileSink) final(t *fileTxn) string   { return filepath.Join(s.dir, t.Name+committedSuffix) }
 
 func (s *fileSink) wire() {
-	s.twoPhaseSink.name = "file sink"
-	s.twoPhaseSink.committer = s
+	s.Bind("file sink", s)
 }
 
 func (s *fileSink) InitializeState(sc StateContext) error {
 	s.wire()
-	return s.twoPhaseSink.InitializeState(sc)
+	return s.TwoPhaseSink.InitializeState(sc)
 }
 
 func (s *fileSink) Open(ctx *Context, out Output) error {
@@ -122,7 +148,7 @@ func (s *fileSink) Open(ctx *Context, out Output) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	return s.twoPhaseSink.Open(ctx, out)
+	return s.TwoPhaseSink.Open(ctx, out)
 }
 
 // BeginTransaction starts a transaction; its file is created with the first record.
@@ -201,7 +227,7 @@ func (s *fileSink) PreCommit(t *fileTxn) error {
 // exists and pending file does not is already committed.
 func (s *fileSink) Commit(t *fileTxn) error {
 	if !t.Prepared {
-		return fmt.Errorf("commit %s: %w", t.Name, errNotCommittable)
+		return fmt.Errorf("commit %s: %w", t.Name, ErrNotCommittable)
 	}
 	if t.Name == "" {
 		return nil // no records
@@ -316,7 +342,7 @@ func (s *fileSink) AbortLingering(referenced []*fileTxn) error {
 		removed = append(removed, e.Name())
 	}
 	if len(removed) > 0 {
-		ctxLogger(s.ctx).Info("file sink removed lingering transactions", "dir", s.dir, "files", removed)
+		s.ctx.Log().Info("file sink removed lingering transactions", "dir", s.dir, "files", removed)
 	}
 	return nil
 }
@@ -342,6 +368,11 @@ var (
 )
 
 // discardSink drops every record.
-type discardSink struct{ base }
+// Discard drops every record (for benchmarks).
+var Discard = Define(Type{Name: "discard", Role: RoleSink},
+	func(*Planner) (struct{}, *Shape) { return struct{}{}, nil },
+	func(struct{}, *record.Schema, *record.Schema) (any, error) { return &discardSink{}, nil })
+
+type discardSink struct{ Base }
 
 func (*discardSink) Process(record.Row) error { return nil }

@@ -13,7 +13,7 @@ import (
 )
 
 func fileSinkOp(dir string) *pb.Operator {
-	return &pb.Operator{Name: "file", InputSchema: kvSchema.Proto(), Spec: &pb.Operator_File{File: &pb.FileSink{Path: dir}}}
+	return &pb.Operator{Name: "file", InputSchema: kvSchema.Proto(), Type: "file", Config: cfg(fileConfig{Path: dir})}
 }
 
 // dirNames lists a directory: visible (committed) and hidden file names, sorted.
@@ -162,12 +162,12 @@ type fileRun struct {
 
 func openFileRun(t *testing.T, dir string, sub, p, attempt int, restoredID int64, restored [][]byte) (*fileRun, error) {
 	t.Helper()
-	o, err := New(fileSinkOp(dir), nil)
+	o, err := testRegistry.New(fileSinkOp(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := o.(*fileSink)
-	sc := newStateContext(restoredID, map[string][][]byte{twoPhaseStateName: restored})
+	sc := newStateContext(restoredID, map[string][][]byte{TwoPhaseStateName: restored})
 	if err := s.InitializeState(sc); err != nil {
 		t.Fatalf("InitializeState: %v", err)
 	}
@@ -201,7 +201,7 @@ func (r *fileRun) checkpoint(t *testing.T, id int64) [][]byte {
 	if err := r.SnapshotState(id); err != nil {
 		t.Fatalf("SnapshotState(%d): %v", id, err)
 	}
-	return checkpointOf(t, twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
+	return checkpointOf(t, TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
 }
 
 func (r *fileRun) complete(t *testing.T, id int64) {

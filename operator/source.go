@@ -13,6 +13,41 @@ import (
 // SequenceSchema is the output schema of the sequence source.
 var SequenceSchema = record.MustSchema(record.Field{Name: "value", Type: record.Int64})
 
+// Sequence emits the numbers from..to, or from on for ever without to; rate limits the
+// records per second of the whole source.
+var Sequence = Define(Type{Name: "sequence", Role: RoleSource, Fields: []string{"from", "to", "rate"}}, planSequence,
+	func(c sequenceConfig, _, _ *record.Schema) (any, error) { return newSequence(c), nil })
+
+type sequenceConfig struct {
+	From int64   `json:"from"`
+	To   *int64  `json:"to,omitempty"`
+	Rate float64 `json:"rate,omitempty"`
+}
+
+func planSequence(p *Planner) (sequenceConfig, *Shape) {
+	var c sequenceConfig
+	fromOK := false
+	if e, ok := p.Require("from"); ok {
+		c.From, fromOK = e.Int()
+	}
+	if e, ok := p.Field("to"); ok {
+		if to, ok := e.Int(); ok {
+			if fromOK && to < c.From {
+				e.Problemf("to (%d) is below from (%d)", to, c.From)
+			}
+			c.To = &to
+		}
+	}
+	if e, ok := p.Field("rate"); ok {
+		if rate, ok := e.Float(); ok && rate < 0 {
+			e.Problemf("must not be negative, got %v", rate)
+		} else {
+			c.Rate = rate
+		}
+	}
+	return c, KnownShape(SequenceSchema)
+}
+
 // sequence emits from..to (or forever); subtask i of p emits from+i, from+i+p, ...
 //
 // It is checkpointable: its position is the operator list state "position" (union
@@ -52,8 +87,12 @@ type sequencePosition struct {
 	Done        bool  `json:"done,omitempty"`
 }
 
-func newSequence(s *pb.SequenceSource) *sequence {
-	return &sequence{from: s.GetFrom(), to: s.GetTo(), bounded: s.To != nil, rate: s.GetRate()}
+func newSequence(c sequenceConfig) *sequence {
+	s := &sequence{from: c.From, bounded: c.To != nil, rate: c.Rate}
+	if c.To != nil {
+		s.to = *c.To
+	}
+	return s
 }
 
 func (s *sequence) Open(ctx *Context, out Output) error {
@@ -89,7 +128,7 @@ func (s *sequence) InitializeState(sc StateContext) error {
 
 // restore rewinds to this subtask's position in the restored checkpoint.
 func (s *sequence) restore() error {
-	log := ctxLogger(s.ctx)
+	log := s.ctx.Log()
 	if len(s.restored) == 0 {
 		log.Warn("sequence source has no position in the restored checkpoint; starting from the beginning",
 			"checkpoint", s.restoredID)

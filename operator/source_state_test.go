@@ -21,7 +21,7 @@ type seqRun struct {
 	sc  *fakeStateContext
 }
 
-func openSeqRun(t *testing.T, spec *pb.SequenceSource, ctx *Context, restoredID int64, restored [][]byte) (*seqRun, error) {
+func openSeqRun(t *testing.T, spec sequenceConfig, ctx *Context, restoredID int64, restored [][]byte) (*seqRun, error) {
 	t.Helper()
 	src := newSequence(spec)
 	sc := newStateContext(restoredID, map[string][][]byte{sequencePositionState: restored})
@@ -33,7 +33,7 @@ func openSeqRun(t *testing.T, spec *pb.SequenceSource, ctx *Context, restoredID 
 	return &seqRun{src, out, sc}, err
 }
 
-func mustOpenSeqRun(t *testing.T, spec *pb.SequenceSource, ctx *Context, restoredID int64, restored [][]byte) *seqRun {
+func mustOpenSeqRun(t *testing.T, spec sequenceConfig, ctx *Context, restoredID int64, restored [][]byte) *seqRun {
 	t.Helper()
 	r, err := openSeqRun(t, spec, ctx, restoredID, restored)
 	if err != nil {
@@ -197,7 +197,7 @@ func TestSequenceSnapshotWithoutInitializeState(t *testing.T) {
 // A subtask with an empty range finishes before any checkpoint and has no position in later
 // checkpoints; restoring it must not fail (it stays finished).
 func TestSequenceRestoreEmptySubtaskWithoutPosition(t *testing.T) {
-	spec := &pb.SequenceSource{From: 1, To: proto.Int64(1)}
+	spec := sequenceConfig{From: 1, To: proto.Int64(1)}
 	first := mustOpenSeqRun(t, spec, &Context{Parallelism: 2, Subtask: 0}, 0, nil)
 	if n, done := first.emit(t, 10); n != 1 || !done {
 		t.Fatalf("subtask 0 emitted %d (done %v), want 1 and done", n, done)
@@ -214,7 +214,7 @@ func TestSequenceRestoreEmptySubtaskWithoutPosition(t *testing.T) {
 		t.Errorf("restored empty subtask emitted %d (done %v), want 0 and done", n, done)
 	}
 	// A subtask with a range but no position is still an error (its position was lost).
-	if _, err := openSeqRun(t, &pb.SequenceSource{From: 1, To: proto.Int64(10)}, &Context{Parallelism: 2, Subtask: 1}, 3, cp); err == nil {
+	if _, err := openSeqRun(t, sequenceConfig{From: 1, To: proto.Int64(10)}, &Context{Parallelism: 2, Subtask: 1}, 3, cp); err == nil {
 		t.Errorf("restoring subtask 1 of 1..10 without its position succeeded")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 
@@ -52,8 +51,8 @@ type LingeringAborter[Txn any] interface {
 	AbortLingering(referenced []Txn) error
 }
 
-// twoPhaseStateName is the operator list state of a two-phase-commit sink.
-const twoPhaseStateName = "pending-transactions"
+// TwoPhaseStateName is the operator list state of a two-phase-commit sink.
+const TwoPhaseStateName = "pending-transactions"
 
 // twoPhaseState is one element of the pending-transactions list state: what one subtask had
 // open and pre-committed at a checkpoint. The state is union-distributed: on restore every
@@ -83,7 +82,7 @@ type pendingTxn[Txn any] struct {
 	txn        Txn
 }
 
-// twoPhaseSink runs a TwoPhaseCommitter as an exactly-once sink on the checkpoint hooks:
+// TwoPhaseSink runs a TwoPhaseCommitter as an exactly-once sink on the checkpoint hooks:
 //
 //   - records go to the current transaction;
 //   - PrepareSnapshotPreBarrier(N) pre-commits it as pending[N] and begins the next one, so
@@ -108,8 +107,8 @@ type pendingTxn[Txn any] struct {
 // before its EndInput leaves nothing visible. There is no exactly-once guarantee then: a
 // restart runs from the beginning, so the output of subtasks that had already reached
 // EndInput is written again.
-type twoPhaseSink[Txn any] struct {
-	base
+type TwoPhaseSink[Txn any] struct {
+	Base
 	name      string // for errors, e.g. "file sink"
 	committer TwoPhaseCommitter[Txn]
 
@@ -122,14 +121,35 @@ type twoPhaseSink[Txn any] struct {
 	pending []pendingTxn[Txn] // ascending checkpoint IDs
 }
 
-func (s *twoPhaseSink[Txn]) errorf(format string, args ...any) error {
+// Bind names the sink in its errors (e.g. "file sink") and gives it the system it writes to;
+// call it in InitializeState, before the sink's own.
+func (s *TwoPhaseSink[Txn]) Bind(name string, c TwoPhaseCommitter[Txn]) {
+	s.name, s.committer = name, c
+}
+
+// Current returns the open transaction (false when none is open).
+func (s *TwoPhaseSink[Txn]) Current() (Txn, bool) { return s.cur, s.hasCur }
+
+// Pending returns the pre-committed transactions not committed yet, oldest first.
+func (s *TwoPhaseSink[Txn]) Pending() []Txn {
+	out := make([]Txn, len(s.pending))
+	for i, p := range s.pending {
+		out[i] = p.txn
+	}
+	return out
+}
+
+// RestoredID is the checkpoint the sink was restored from (0: a fresh start).
+func (s *TwoPhaseSink[Txn]) RestoredID() int64 { return s.restoredID }
+
+func (s *TwoPhaseSink[Txn]) errorf(format string, args ...any) error {
 	return fmt.Errorf(s.name+": "+format, args...)
 }
 
 // InitializeState registers the pending-transactions state and keeps what was restored;
 // recovery happens in Open.
-func (s *twoPhaseSink[Txn]) InitializeState(sc StateContext) error {
-	l, err := sc.ListState(twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
+func (s *TwoPhaseSink[Txn]) InitializeState(sc StateContext) error {
+	l, err := sc.ListState(TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
 	if err != nil {
 		return s.errorf("%w", err)
 	}
@@ -142,8 +162,8 @@ func (s *twoPhaseSink[Txn]) InitializeState(sc StateContext) error {
 }
 
 // Open recovers the restored transactions and begins the first one.
-func (s *twoPhaseSink[Txn]) Open(ctx *Context, out Output) error {
-	if err := s.base.Open(ctx, out); err != nil {
+func (s *TwoPhaseSink[Txn]) Open(ctx *Context, out Output) error {
+	if err := s.Base.Open(ctx, out); err != nil {
 		return err
 	}
 	if err := s.recover(); err != nil {
@@ -152,7 +172,7 @@ func (s *twoPhaseSink[Txn]) Open(ctx *Context, out Output) error {
 	return s.begin()
 }
 
-func (s *twoPhaseSink[Txn]) begin() error {
+func (s *TwoPhaseSink[Txn]) begin() error {
 	txn, err := s.committer.BeginTransaction()
 	if err != nil {
 		return s.errorf("begin transaction: %w", err)
@@ -164,7 +184,7 @@ func (s *twoPhaseSink[Txn]) begin() error {
 // recover commits every pending transaction of the restored elements this subtask is
 // responsible for, aborts their open transactions, then lets the committer abort lingering
 // ones.
-func (s *twoPhaseSink[Txn]) recover() error {
+func (s *TwoPhaseSink[Txn]) recover() error {
 	sub, par := s.ctx.Subtask, max(s.ctx.Parallelism, 1)
 	var referenced []Txn
 	committed, aborted := 0, 0
@@ -216,13 +236,13 @@ func (s *twoPhaseSink[Txn]) recover() error {
 		}
 	}
 	if s.restoredID > 0 {
-		ctxLogger(s.ctx).Info("restored two-phase-commit sink", "checkpoint", s.restoredID,
+		s.ctx.Log().Info("restored two-phase-commit sink", "checkpoint", s.restoredID,
 			"recommitted", committed, "aborted", aborted)
 	}
 	return nil
 }
 
-func (s *twoPhaseSink[Txn]) Process(row record.Row) error {
+func (s *TwoPhaseSink[Txn]) Process(row record.Row) error {
 	if !s.hasCur {
 		return s.errorf("record after end of input")
 	}
@@ -234,7 +254,7 @@ func (s *twoPhaseSink[Txn]) Process(row record.Row) error {
 
 // PrepareSnapshotPreBarrier pre-commits the current transaction as the one of checkpoint id
 // and begins the next.
-func (s *twoPhaseSink[Txn]) PrepareSnapshotPreBarrier(id int64) error {
+func (s *TwoPhaseSink[Txn]) PrepareSnapshotPreBarrier(id int64) error {
 	if !s.hasCur {
 		return nil // after EndInput
 	}
@@ -250,7 +270,7 @@ func (s *twoPhaseSink[Txn]) PrepareSnapshotPreBarrier(id int64) error {
 }
 
 // SnapshotState stores the open transaction and every pre-committed one.
-func (s *twoPhaseSink[Txn]) SnapshotState(id int64) error {
+func (s *TwoPhaseSink[Txn]) SnapshotState(id int64) error {
 	if s.list == nil {
 		return s.errorf("snapshot of checkpoint %d without InitializeState", id)
 	}
@@ -270,16 +290,16 @@ func (s *twoPhaseSink[Txn]) SnapshotState(id int64) error {
 }
 
 // NotifyCheckpointComplete commits every pending transaction of a checkpoint ≤ id.
-func (s *twoPhaseSink[Txn]) NotifyCheckpointComplete(id int64) error {
+func (s *TwoPhaseSink[Txn]) NotifyCheckpointComplete(id int64) error {
 	return s.commitUpTo(id)
 }
 
 // NotifyCheckpointAborted does nothing: the aborted checkpoint's transaction stays pending.
-func (s *twoPhaseSink[Txn]) NotifyCheckpointAborted(int64) error { return nil }
+func (s *TwoPhaseSink[Txn]) NotifyCheckpointAborted(int64) error { return nil }
 
 // commitUpTo commits the pending transactions ≤ id in ascending order. One that fails stays
 // pending (and in the next snapshot); the first error is returned after trying them all.
-func (s *twoPhaseSink[Txn]) commitUpTo(id int64) error {
+func (s *TwoPhaseSink[Txn]) commitUpTo(id int64) error {
 	var first error
 	kept := s.pending[:0]
 	for _, p := range s.pending {
@@ -305,7 +325,7 @@ func (s *twoPhaseSink[Txn]) commitUpTo(id int64) error {
 
 // EndInput without checkpointing pre-commits the current transaction and commits everything.
 // With checkpointing it does nothing: the final checkpoint commits the rest.
-func (s *twoPhaseSink[Txn]) EndInput() error {
+func (s *TwoPhaseSink[Txn]) EndInput() error {
 	if s.ctx.Checkpointing {
 		return nil
 	}
@@ -321,7 +341,7 @@ func (s *twoPhaseSink[Txn]) EndInput() error {
 }
 
 // Close aborts the current transaction; pending ones are left for a restore to commit.
-func (s *twoPhaseSink[Txn]) Close() error {
+func (s *TwoPhaseSink[Txn]) Close() error {
 	if !s.hasCur {
 		return nil
 	}
@@ -335,21 +355,13 @@ func (s *twoPhaseSink[Txn]) Close() error {
 }
 
 var (
-	_ Operator           = (*twoPhaseSink[int])(nil)
-	_ Stateful           = (*twoPhaseSink[int])(nil)
-	_ PreBarrier         = (*twoPhaseSink[int])(nil)
-	_ Snapshotter        = (*twoPhaseSink[int])(nil)
-	_ CheckpointListener = (*twoPhaseSink[int])(nil)
+	_ Operator           = (*TwoPhaseSink[int])(nil)
+	_ Stateful           = (*TwoPhaseSink[int])(nil)
+	_ PreBarrier         = (*TwoPhaseSink[int])(nil)
+	_ Snapshotter        = (*TwoPhaseSink[int])(nil)
+	_ CheckpointListener = (*TwoPhaseSink[int])(nil)
 )
 
-// ctxLogger is ctx's logger, or one that discards when the task set none (tests).
-func ctxLogger(ctx *Context) *slog.Logger {
-	if ctx != nil && ctx.Logger != nil {
-		return ctx.Logger
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// errNotCommittable is returned by committers asked to commit a transaction that was never
+// ErrNotCommittable is returned by committers asked to commit a transaction that was never
 // pre-committed.
-var errNotCommittable = errors.New("transaction was not pre-committed")
+var ErrNotCommittable = errors.New("transaction was not pre-committed")

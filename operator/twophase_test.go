@@ -169,7 +169,7 @@ func (c *fakeCommitter) takeLog() []string {
 }
 
 type fakeSink struct {
-	*twoPhaseSink[*fakeTxn]
+	*TwoPhaseSink[*fakeTxn]
 	c  *fakeCommitter
 	sc *fakeStateContext
 }
@@ -178,7 +178,7 @@ type fakeSink struct {
 // sub of p.
 func openFakeSink(t *testing.T, c *fakeCommitter, sc *fakeStateContext, sub, p int) (*fakeSink, error) {
 	t.Helper()
-	s := &twoPhaseSink[*fakeTxn]{name: "fake sink", committer: c}
+	s := &TwoPhaseSink[*fakeTxn]{name: "fake sink", committer: c}
 	if err := s.InitializeState(sc); err != nil {
 		t.Fatalf("InitializeState: %v", err)
 	}
@@ -273,7 +273,7 @@ func TestTwoPhaseCommitOrdering(t *testing.T) {
 
 	// Checkpoint 3's state lists what was pending then (2 and 3) and the open transaction.
 	var st twoPhaseState
-	if err := json.Unmarshal(s.sc.lists[twoPhaseStateName].elems[0], &st); err != nil {
+	if err := json.Unmarshal(s.sc.lists[TwoPhaseStateName].elems[0], &st); err != nil {
 		t.Fatal(err)
 	}
 	var pend []int64
@@ -325,11 +325,11 @@ func TestTwoPhaseCloseAbortsOnlyCurrent(t *testing.T) {
 func TestTwoPhaseWithoutCheckpointing(t *testing.T) {
 	// No InitializeState, no checkpoint hooks: one transaction, committed at EndInput.
 	c := newFakeCommitter(1)
-	s := &twoPhaseSink[*fakeTxn]{name: "fake sink", committer: c}
+	s := &TwoPhaseSink[*fakeTxn]{name: "fake sink", committer: c}
 	if err := s.Open(&Context{Parallelism: 1}, &capture{}); err != nil {
 		t.Fatal(err)
 	}
-	(&fakeSink{twoPhaseSink: s}).write(t, 1, 2, 3)
+	(&fakeSink{TwoPhaseSink: s}).write(t, 1, 2, 3)
 	wantVisible(t, "before EndInput", c)
 	if err := s.EndInput(); err != nil {
 		t.Fatal(err)
@@ -350,19 +350,19 @@ func TestTwoPhaseRestore(t *testing.T) {
 	s.write(t, 2)
 	s.checkpoint(t, 2)
 	s.write(t, 3)
-	chk2 := checkpointOf(t, twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
+	chk2 := checkpointOf(t, TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
 	s.checkpoint(t, 3) // pre-committed, never completed
 	s.write(t, 4)
 	c.takeLog()
 
 	// Attempt 2 restores checkpoint 2 (no Close of attempt 1: it crashed).
 	c.nextID = 100
-	s2 := mustOpenFakeSink(t, c, newStateContext(2, map[string][][]byte{twoPhaseStateName: chk2}), 0, 1)
+	s2 := mustOpenFakeSink(t, c, newStateContext(2, map[string][][]byte{TwoPhaseStateName: chk2}), 0, 1)
 	wantLog(t, "restore", c, "commit 1", "commit 2", "abort 3", "lingering [1 2 3]", "begin 100")
 	wantVisible(t, "after restore", c, 1, 2)
 
 	// A second failure before any checkpoint: the restore re-commits idempotently.
-	s3 := mustOpenFakeSink(t, c, newStateContext(2, map[string][][]byte{twoPhaseStateName: chk2}), 0, 1)
+	s3 := mustOpenFakeSink(t, c, newStateContext(2, map[string][][]byte{TwoPhaseStateName: chk2}), 0, 1)
 	wantLog(t, "second restore", c, "commit 1 (already)", "commit 2 (already)", "abort 3", "lingering [1 2 3]", "begin 101")
 	_ = s2
 
@@ -373,7 +373,7 @@ func TestTwoPhaseRestore(t *testing.T) {
 	wantVisible(t, "after replay", c, 1, 2, 3, 4)
 	// The restored transactions are not part of the new state.
 	var st twoPhaseState
-	if err := json.Unmarshal(s3.sc.lists[twoPhaseStateName].elems[0], &st); err != nil {
+	if err := json.Unmarshal(s3.sc.lists[TwoPhaseStateName].elems[0], &st); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Pending) != 1 || st.Pending[0].Checkpoint != 3 {
@@ -389,7 +389,7 @@ func TestTwoPhaseRestoreRescaled(t *testing.T) {
 		s := mustOpenFakeSink(t, c, newStateContext(0, nil), sub, 4)
 		s.write(t, int64(sub))
 		s.checkpoint(t, 1)
-		chk = append(chk, checkpointOf(t, twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)...)
+		chk = append(chk, checkpointOf(t, TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)...)
 	}
 	tests := []struct {
 		name      string
@@ -406,7 +406,7 @@ func TestTwoPhaseRestoreRescaled(t *testing.T) {
 			all := map[int]int{}
 			for sub := range tc.p {
 				c := newFakeCommitter(1000)
-				mustOpenFakeSink(t, c, newStateContext(1, map[string][][]byte{twoPhaseStateName: chk}), sub, tc.p)
+				mustOpenFakeSink(t, c, newStateContext(1, map[string][][]byte{TwoPhaseStateName: chk}), sub, tc.p)
 				var committed, aborted []int
 				for _, l := range c.log {
 					var id int
@@ -456,16 +456,16 @@ func TestTwoPhaseCommitErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st twoPhaseState
-	if err := json.Unmarshal(s.sc.lists[twoPhaseStateName].elems[0], &st); err != nil {
+	if err := json.Unmarshal(s.sc.lists[TwoPhaseStateName].elems[0], &st); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Pending) != 1 || st.Pending[0].Checkpoint != 1 {
 		t.Errorf("state after a failed commit = %+v, want checkpoint 1 still pending", st)
 	}
-	chk := checkpointOf(t, twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
+	chk := checkpointOf(t, TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
 
 	// A restore that cannot re-commit fails: data loss is never silent.
-	_, err = openFakeSink(t, c, newStateContext(3, map[string][][]byte{twoPhaseStateName: chk}), 0, 1)
+	_, err = openFakeSink(t, c, newStateContext(3, map[string][][]byte{TwoPhaseStateName: chk}), 0, 1)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "lost") {
 		t.Errorf("Open restoring an uncommittable transaction = %v, want a data loss error wrapping %v", err, boom)
 	}
@@ -488,7 +488,7 @@ func TestTwoPhaseRestoreRejectsBadState(t *testing.T) {
 	for _, elem := range []string{`{`, `{"v":2,"subtask":0,"parallelism":1}`, `{"v":1,"subtask":0,"parallelism":0}`,
 		`{"v":1,"subtask":0,"parallelism":1,"current":"bm90IGpzb24="}`} {
 		c := newFakeCommitter(1)
-		if _, err := openFakeSink(t, c, newStateContext(1, map[string][][]byte{twoPhaseStateName: {[]byte(elem)}}), 0, 1); err == nil {
+		if _, err := openFakeSink(t, c, newStateContext(1, map[string][][]byte{TwoPhaseStateName: {[]byte(elem)}}), 0, 1); err == nil {
 			t.Errorf("restoring %s = nil error", elem)
 		}
 	}

@@ -45,6 +45,24 @@ func ParseType(s string) (Type, error) {
 	return Invalid, fmt.Errorf("unknown type %q (want one of int64, float64, string, bool, bytes, timestamp, map)", s)
 }
 
+// MarshalText writes the type's name, so configurations encode types as in job specs.
+func (t Type) MarshalText() ([]byte, error) {
+	if t == Invalid || int(t) >= len(typeNames) {
+		return nil, fmt.Errorf("cannot encode field type %d", t)
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText reads a type's name (ParseType).
+func (t *Type) UnmarshalText(b []byte) error {
+	v, err := ParseType(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
 // Proto returns the wire form of t.
 func (t Type) Proto() pb.FieldType { return pb.FieldType(t) }
 

@@ -40,16 +40,11 @@ func (s *slowSink) Process(record.Row) error {
 // never exceed what the configured buffers can hold, and the heap does not grow.
 func TestBackpressureBoundsMemory(t *testing.T) {
 	var consumed atomic.Int64
-	reg := operator.NewRegistry()
-	if err := reg.Register(operator.Custom{
-		Type: "slow-sink", Role: operator.RoleSink,
-		Plan: func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil },
-		New: func(map[string]any, *record.Schema, *record.Schema) (operator.Operator, error) {
+	slow := operator.Define(operator.Type{Name: "slow-sink", Role: operator.RoleSink},
+		func(*operator.Planner) (struct{}, *operator.Shape) { return struct{}{}, nil },
+		func(struct{}, *record.Schema, *record.Schema) (any, error) {
 			return &slowSink{perMilli: 50, consumed: &consumed}, nil
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
+		})
 	const credits, queue = 2, 2
 	settings := config.New()
 	if err := settings.SetAll(map[string]string{
@@ -60,7 +55,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: reg})
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: []operator.Type{slow}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,21 +41,27 @@ func (t *trap) Close() error    { t.closed.Add(1); return nil }
 // cause, and an operator whose Open failed is still closed; the TaskManager keeps serving.
 func TestOperatorPanicFailsOnlyItsTask(t *testing.T) {
 	var closed atomic.Int32
-	reg := operator.NewRegistry()
-	if err := reg.Register(operator.Custom{
-		Type: "trap", Role: operator.RoleSink,
-		Plan: func(map[string]any, *record.Schema) (*record.Schema, error) { return nil, nil },
-		New: func(f map[string]any, _, _ *record.Schema) (operator.Operator, error) {
-			at, _ := f["panic-at"].(float64)
-			open, _ := f["fail-open"].(bool)
-			return &trap{panicAt: int64(at), failOpen: open, closed: &closed}, nil
-		},
-	}); err != nil {
-		t.Fatal(err)
+	type trapConfig struct {
+		PanicAt  int64 `json:"panic_at"`
+		FailOpen bool  `json:"fail_open"`
 	}
+	trapType := operator.Define(operator.Type{Name: "trap", Role: operator.RoleSink, Fields: []string{"panic-at", "fail-open"}},
+		func(p *operator.Planner) (trapConfig, *operator.Shape) {
+			var c trapConfig
+			if e, ok := p.Field("panic-at"); ok {
+				c.PanicAt, _ = e.Int()
+			}
+			if e, ok := p.Field("fail-open"); ok {
+				c.FailOpen, _ = e.Bool()
+			}
+			return c, nil
+		},
+		func(c trapConfig, _, _ *record.Schema) (any, error) {
+			return &trap{panicAt: c.PanicAt, failOpen: c.FailOpen, closed: &closed}, nil
+		})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 1, Slots: 1, Operators: reg})
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 1, Slots: 1, Operators: []operator.Type{trapType}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -52,7 +53,7 @@ operators:
 			var mu sync.Mutex
 			var reports []*pb.UpdateTaskExecutionStateRequest
 			env := &taskEnv{
-				partitions: newPartitionRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
+				partitions: newPartitionRegistry(), operators: operator.MustRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
 				log: slog.New(slog.NewTextHandler(io.Discard, nil)), credits: 2, queueCapacity: 2, partTimeout: time.Second,
 				report: func(r *pb.UpdateTaskExecutionStateRequest) {
 					mu.Lock()

@@ -286,7 +286,7 @@ func (t *task) setup() error {
 	opSpecs := t.vertex.GetOperators()
 	built := make([]any, len(opSpecs))
 	for i, spec := range opSpecs {
-		o, err := operator.New(spec, t.env.operators)
+		o, err := t.env.operators.New(spec)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/connector/kafka"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
@@ -45,8 +46,9 @@ type Config struct {
 	DataDir string
 	// Settings is the process configuration (slots, network buffers); nil means defaults.
 	Settings *config.Config
-	// Operators holds custom operators (optional).
-	Operators *operator.Registry
+	// Operators are custom operator types, besides the built-in ones and the connectors' (the
+	// JobManagers must plan the same types).
+	Operators []operator.Type
 	// Stdout receives the print sink's output (default os.Stdout).
 	Stdout io.Writer
 	Logger *slog.Logger
@@ -139,6 +141,10 @@ func Start(cfg Config) (*TaskManager, error) {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
+	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type}, cfg.Operators...)...)
+	if err != nil {
+		return nil, fmt.Errorf("taskmanager: %w", err)
+	}
 	lis, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager listen: %w", err)
@@ -165,7 +171,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.env = &taskEnv{
 		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
 		ack: tm.sendAck, decline: tm.sendDecline,
-		operators: cfg.Operators, stdout: &lockedWriter{w: stdout}, log: tm.log,
+		operators: ops, stdout: &lockedWriter{w: stdout}, log: tm.log,
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
 	}

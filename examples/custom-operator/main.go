@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,50 +27,61 @@ import (
 	"github.com/goflink/goflink/worker"
 )
 
-// movingAverage is a keyed operator: it appends `avg`, the mean of the last `window` values
-// of `field` for the record's key.
+// MovingAverage is the operator type: a keyed operator that appends avg, the mean of the last
+// window values of field for the record's key. Its plan runs on the JobManager at submit time
+// (mistakes are submit errors, with their lines); its runtime on the TaskManagers.
+var MovingAverage = operator.Define(operator.Type{Name: "moving-average", Keyed: true, Fields: []string{"field", "window"}},
+	planMovingAverage, newMovingAverage)
+
+// movingAverageConfig is what the plan makes of the spec fields; the job graph carries it to
+// the TaskManagers as JSON.
+type movingAverageConfig struct {
+	Field  string `json:"field"`
+	Window int    `json:"window"`
+}
+
+// planMovingAverage checks the fields against what is known of the input (reporting every
+// problem) and derives the output: the input and avg.
+func planMovingAverage(p *operator.Planner) (movingAverageConfig, *operator.Shape) {
+	var c movingAverageConfig
+	if e, ok := p.Require("field"); ok {
+		if c.Field, ok = e.String(); ok {
+			f, found := p.FieldNamed(e.Value, c.Field) // reports a field the input lacks
+			if found && f.Type != record.Invalid && f.Type != record.Int64 && f.Type != record.Float64 {
+				e.Problemf("field %q is %v, want int64 or float64", c.Field, f.Type)
+			}
+		}
+	}
+	if e, ok := p.Require("window"); ok {
+		if w, ok := e.Int(); ok && w < 1 {
+			e.Problemf("must be at least 1, got %d", w)
+		} else {
+			c.Window = int(w)
+		}
+	}
+	if _, found := p.In.Field("avg"); found {
+		p.Problemf("the input already has a field avg")
+	}
+	return c, operator.NewShape(append(slices.Clone(p.In.Fields), record.Field{Name: "avg", Type: record.Float64}), p.In.Open)
+}
+
+// movingAverage is one subtask of the operator.
 type movingAverage struct {
+	operator.Base // Open keeps the context and output; no-op Flush, EndInput, Close
 	field, window int
-	ctx           *operator.Context
-	out           operator.Output
 	recent        map[record.Value][]float64
 	row           record.Row
 	float         bool
 }
 
-// plan validates the spec fields and derives the output schema (it runs on the JobManager at
-// submit time, so mistakes are submit errors).
-func plan(fields map[string]any, in *record.Schema) (*record.Schema, error) {
-	name, _ := fields["field"].(string)
-	i := in.Index(name)
-	if i < 0 {
-		return nil, fmt.Errorf("moving-average: field %q not in the input %v", name, in)
-	}
-	if t := in.Field(i).Type; t != record.Int64 && t != record.Float64 {
-		return nil, fmt.Errorf("moving-average: field %q is %v, want int64 or float64", name, t)
-	}
-	if w, ok := fields["window"].(float64); !ok || w < 1 || w != float64(int(w)) {
-		return nil, fmt.Errorf("moving-average: window must be a positive integer, got %v", fields["window"])
-	}
-	if in.Index("avg") >= 0 {
-		return nil, fmt.Errorf("moving-average: the input already has a field avg")
-	}
-	return record.NewSchema(append(in.Fields(), record.Field{Name: "avg", Type: record.Float64})...)
-}
-
-func newMovingAverage(fields map[string]any, in, _ *record.Schema) (operator.Operator, error) {
-	i := in.Index(fields["field"].(string))
-	return &movingAverage{field: i, window: int(fields["window"].(float64)), float: in.Field(i).Type == record.Float64,
+func newMovingAverage(c movingAverageConfig, in, _ *record.Schema) (any, error) {
+	i := in.Index(c.Field)
+	return &movingAverage{field: i, window: c.Window, float: in.Field(i).Type == record.Float64,
 		recent: map[record.Value][]float64{}, row: make(record.Row, in.Len()+1)}, nil
 }
 
-func (m *movingAverage) Open(ctx *operator.Context, out operator.Output) error {
-	m.ctx, m.out = ctx, out
-	return nil
-}
-
 func (m *movingAverage) Process(row record.Row) error {
-	k := m.ctx.Key() // set by the task: the record's key from the key-by before us
+	k := m.Context().Key() // set by the task: the record's key from the key-by before us
 	v := float64(row[m.field].Int())
 	if m.float {
 		v = row[m.field].Float()
@@ -89,19 +101,7 @@ func (m *movingAverage) Process(row record.Row) error {
 	}
 	copy(m.row, row)
 	m.row[len(row)] = record.FloatValue(sum / float64(len(w)))
-	return m.out.Emit(m.row)
-}
-
-func (m *movingAverage) Flush() error    { return nil }
-func (m *movingAverage) EndInput() error { return nil }
-func (m *movingAverage) Close() error    { return nil }
-
-func registry() *operator.Registry {
-	reg := operator.NewRegistry()
-	if err := reg.Register(operator.Custom{Type: "moving-average", Role: operator.RoleTransform, Keyed: true, Plan: plan, New: newMovingAverage}); err != nil {
-		panic(err)
-	}
-	return reg
+	return m.Emit(m.row)
 }
 
 func main() {
@@ -117,26 +117,26 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: custom-operator local SPEC | jobmanager RPC RAFT DATADIR | taskmanager JOBMANAGER ADDR SLOTS")
 	}
-	reg := registry()
+	types := []operator.Type{MovingAverage}
 	switch args[0] {
 	case "local":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: custom-operator local SPEC")
 		}
-		return runLocal(ctx, reg, args[1])
+		return runLocal(ctx, types, args[1])
 	case "jobmanager":
 		if len(args) != 4 {
 			return fmt.Errorf("usage: custom-operator jobmanager RPC-ADDR RAFT-ADDR DATA-DIR")
 		}
 		cfg := coordinator.DefaultConfig()
-		cfg.RPCAddr, cfg.RaftAddr, cfg.DataDir, cfg.Operators = args[1], args[2], args[3], reg
+		cfg.RPCAddr, cfg.RaftAddr, cfg.DataDir, cfg.Operators = args[1], args[2], args[3], types
 		return coordinator.Run(ctx, cfg)
 	case "taskmanager":
 		if len(args) != 4 {
 			return fmt.Errorf("usage: custom-operator taskmanager JOBMANAGER ADDR SLOTS")
 		}
 		cfg := worker.DefaultConfig()
-		cfg.JobManagers, cfg.Addr, cfg.Operators = strings.Split(args[1], ","), args[2], reg
+		cfg.JobManagers, cfg.Addr, cfg.Operators = strings.Split(args[1], ","), args[2], types
 		if err := cfg.Settings.Set(config.TaskSlots, args[3]); err != nil {
 			return err
 		}
@@ -147,12 +147,12 @@ func run(ctx context.Context, args []string) error {
 
 // runLocal runs a spec on an embedded cluster whose JobManager and TaskManagers know the
 // custom operator.
-func runLocal(ctx context.Context, reg *operator.Registry, path string) error {
+func runLocal(ctx context.Context, types []operator.Type, path string) error {
 	spec, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	c, err := minicluster.Start(minicluster.Options{TaskManagers: 2, Slots: 2, Operators: reg})
+	c, err := minicluster.Start(minicluster.Options{TaskManagers: 2, Slots: 2, Operators: types})
 	if err != nil {
 		return err
 	}

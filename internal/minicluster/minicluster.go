@@ -35,7 +35,7 @@ type Options struct {
 	Stdout    io.Writer // print sinks (default os.Stdout)
 	Logger    *slog.Logger
 	RaftLog   io.Writer
-	Operators *operator.Registry
+	Operators []operator.Type // custom operator types
 }
 
 // Cluster is a running mini cluster.

@@ -1,4 +1,4 @@
-package operator
+package kafka
 
 import (
 	"cmp"
@@ -19,34 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
 )
-
-// KafkaMetadataFields are the fields the Kafka source adds to every record besides its data.
-var KafkaMetadataFields = []string{"topic", "partition", "offset", "timestamp", "headers"}
-
-var kafkaMetadata = []record.Field{
-	{Name: "topic", Type: record.String},
-	{Name: "partition", Type: record.Int64},
-	{Name: "offset", Type: record.Int64},
-	{Name: "timestamp", Type: record.Timestamp},
-	{Name: "headers", Type: record.Map}, // of a repeated header key, the last value
-}
-
-// KafkaRawSchema is the output schema of the Kafka source with format raw: the key and the
-// value as strings (empty when absent), then the metadata fields.
-var KafkaRawSchema = record.MustSchema(append([]record.Field{
-	{Name: "key", Type: record.String},
-	{Name: "value", Type: record.String},
-}, kafkaMetadata...)...)
-
-// KafkaJSONSchema is the output schema of the Kafka source with format json: the declared
-// fields, then the metadata fields.
-func KafkaJSONSchema(declared []record.Field) (*record.Schema, error) {
-	return record.NewSchema(append(slices.Clone(declared), kafkaMetadata...)...)
-}
 
 // kafkaOffsetsState is the operator list state of the Kafka source.
 const kafkaOffsetsState = "kafka-offsets"
@@ -85,11 +63,11 @@ type topicPartition struct {
 // progress signal only (best effort, in the background; failures are logged). The source is
 // unbounded: Emit never reports done.
 type kafkaSource struct {
-	spec   *pb.KafkaSource
+	spec   *kafkaspec.SourceConfig
 	fields []record.Field // declared json fields
 
-	ctx  *Context
-	out  Output
+	ctx  *operator.Context
+	out  operator.Output
 	cl   *kgo.Client
 	adm  *kadm.Client
 	mine []topicPartition
@@ -100,7 +78,7 @@ type kafkaSource struct {
 	pending []*kgo.Record
 	rate    rateLimiter
 
-	list       ListState
+	list       operator.ListState
 	restoredID int64
 	restored   map[topicPartition]int64
 	snapshots  map[int64][]kafkaOffset // taken, not yet completed or aborted
@@ -113,19 +91,16 @@ type kafkaSource struct {
 	discoveries sync.WaitGroup
 }
 
-func newKafkaSource(s *pb.KafkaSource) (*kafkaSource, error) {
-	if len(s.GetBrokers()) == 0 {
+func newKafkaSource(s *kafkaspec.SourceConfig) (*kafkaSource, error) {
+	if len(s.Brokers) == 0 {
 		return nil, errors.New("kafka source: no brokers")
 	}
-	if len(s.GetTopics()) == 0 && s.GetTopicPattern() == "" {
+	if len(s.Topics) == 0 && s.TopicPattern == "" {
 		return nil, errors.New("kafka source: no topics and no topic pattern")
 	}
-	k := &kafkaSource{spec: s, snapshots: map[int64][]kafkaOffset{}}
-	for _, f := range s.GetSchema() {
-		k.fields = append(k.fields, record.Field{Name: f.GetName(), Type: record.TypeFromProto(f.GetType())})
-	}
-	if s.GetFormat() == "json" {
-		if _, err := KafkaJSONSchema(k.fields); err != nil {
+	k := &kafkaSource{spec: s, fields: s.Schema, snapshots: map[int64][]kafkaOffset{}}
+	if s.Format == "json" {
+		if _, err := kafkaspec.JSONSchema(k.fields); err != nil {
 			return nil, fmt.Errorf("kafka source: %w", err)
 		}
 	}
@@ -133,7 +108,7 @@ func newKafkaSource(s *pb.KafkaSource) (*kafkaSource, error) {
 }
 
 // InitializeState registers the offsets state; the restored offsets are applied in Open.
-func (k *kafkaSource) InitializeState(sc StateContext) error {
+func (k *kafkaSource) InitializeState(sc operator.StateContext) error {
 	l, err := sc.ListState(kafkaOffsetsState, pb.ListDistribution_LIST_DISTRIBUTION_UNION)
 	if err != nil {
 		return fmt.Errorf("kafka source: %w", err)
@@ -153,19 +128,19 @@ func (k *kafkaSource) InitializeState(sc StateContext) error {
 	return nil
 }
 
-func (k *kafkaSource) Open(ctx *Context, out Output) error {
+func (k *kafkaSource) Open(ctx *operator.Context, out operator.Output) error {
 	k.ctx, k.out = ctx, out
-	k.row = make(record.Row, len(k.fields)+len(kafkaMetadata))
-	if k.spec.GetFormat() != "json" {
-		k.row = make(record.Row, KafkaRawSchema.Len())
+	k.row = make(record.Row, len(k.fields)+len(kafkaspec.Metadata))
+	if k.spec.Format != "json" {
+		k.row = make(record.Row, kafkaspec.RawSchema.Len())
 	}
-	k.rate = rateLimiter{rate: k.spec.GetRate() / float64(max(ctx.Parallelism, 1)), now: ctx.Now}
-	opts, err := kafkaConnOpts("source", k.spec.GetBrokers(), k.spec.GetProperties(), false)
+	k.rate = rateLimiter{rate: k.spec.Rate / float64(max(ctx.Parallelism, 1)), now: ctx.Now}
+	opts, client, err := clientOpts("source", k.spec.Brokers, k.spec.Properties, false)
 	if err != nil {
 		return err
 	}
 	opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if k.spec.GetIsolation() != "read_uncommitted" {
+	if k.spec.Isolation != "read_uncommitted" {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -199,10 +174,10 @@ func (k *kafkaSource) Open(ctx *Context, out Output) error {
 	if len(start) > 0 {
 		k.cl.AddConsumePartitions(start)
 	}
-	ctxLogger(ctx).Info("kafka source assigned partitions", "subtask", ctx.Subtask,
+	ctx.Log().Info("kafka source assigned partitions", "subtask", ctx.Subtask,
 		"partitions", len(k.mine), "of", len(all), "restored_checkpoint", k.restoredID)
 	k.restored = nil
-	if interval := k.discoveryInterval(); interval > 0 {
+	if interval := client.Discovery; interval > 0 {
 		known := make(map[topicPartition]bool, len(all))
 		for _, tp := range all {
 			known[tp] = true
@@ -223,26 +198,13 @@ func kafkaPartitionOwner(tp topicPartition, parallelism int) int {
 	return int((start + tp.partition) % p)
 }
 
-// kafkaDefaultDiscovery is the default partition discovery interval (Flink's, FLIP-288).
-const kafkaDefaultDiscovery = 5 * time.Minute
-
-// discoveryInterval is partition.discovery.interval.ms, 0 when it is disabled.
-func (k *kafkaSource) discoveryInterval() time.Duration {
-	v, ok := k.spec.GetProperties()["partition.discovery.interval.ms"]
-	if !ok {
-		return kafkaDefaultDiscovery
-	}
-	ms, _ := strconv.ParseInt(v, 10, 64) // validated: an integer
-	return time.Duration(max(ms, 0)) * time.Millisecond
-}
-
 // discover lists the partitions every interval and hands the new ones this subtask owns, with
 // their earliest offsets, to Emit. New partitions are read from their start whatever the start
 // option (as in Flink), so nothing written to them is skipped. Listing errors are logged and
 // retried at the next interval.
 func (k *kafkaSource) discover(ctx context.Context, interval time.Duration, known map[topicPartition]bool) {
 	defer k.discoveries.Done()
-	log := ctxLogger(k.ctx)
+	log := k.ctx.Log()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var found []kafkaOffset // owned, not yet taken by Emit
@@ -337,7 +299,7 @@ func (k *kafkaSource) adoptDiscovered() {
 			add[tp.topic] = map[int32]kgo.Offset{}
 		}
 		add[tp.topic][tp.partition] = kgo.NewOffset().At(o.Offset)
-		ctxLogger(k.ctx).Info("kafka source: reading a new partition", "topic", tp.topic, "partition", tp.partition, "offset", o.Offset)
+		k.ctx.Log().Info("kafka source: reading a new partition", "topic", tp.topic, "partition", tp.partition, "offset", o.Offset)
 	}
 	slices.SortFunc(k.mine, compareTopicPartitions)
 	if len(add) > 0 {
@@ -354,7 +316,7 @@ func compareTopicPartitions(a, b topicPartition) int {
 func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) {
 	var topics kadm.TopicDetails
 	var err error
-	if p := k.spec.GetTopicPattern(); p != "" {
+	if p := k.spec.TopicPattern; p != "" {
 		re, rerr := regexp.Compile(p)
 		if rerr != nil {
 			return nil, fmt.Errorf("kafka source: topic pattern: %w", rerr)
@@ -370,13 +332,13 @@ func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) 
 			}
 		}
 	} else {
-		topics, err = k.adm.ListTopics(ctx, k.spec.GetTopics()...)
+		topics, err = k.adm.ListTopics(ctx, k.spec.Topics...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka source: list topics: %w", err)
 		}
 	}
 	var out []topicPartition
-	for _, name := range k.spec.GetTopics() {
+	for _, name := range k.spec.Topics {
 		d, ok := topics[name]
 		if !ok {
 			return nil, fmt.Errorf("kafka source: topic %q does not exist", name)
@@ -432,21 +394,21 @@ func (k *kafkaSource) startOffsets(ctx context.Context) error {
 	}
 	var from kadm.ListedOffsets // nil: earliest
 	var committed kadm.OffsetResponses
-	start := k.spec.GetStart()
+	start := k.spec.Start
 	if k.restoredID > 0 {
 		start = "earliest" // a partition new since the checkpoint is read from its start
 	}
 	switch start {
 	case "latest":
-		if k.spec.GetIsolation() == "read_uncommitted" {
+		if k.spec.Isolation == "read_uncommitted" {
 			from, err = k.adm.ListEndOffsets(ctx, topics...)
 		} else {
 			from, err = k.adm.ListCommittedOffsets(ctx, topics...) // the last stable offset
 		}
 	case "timestamp":
-		from, err = k.adm.ListOffsetsAfterMilli(ctx, k.spec.GetStartTimestampMs(), topics...)
+		from, err = k.adm.ListOffsetsAfterMilli(ctx, k.spec.StartTimestampMs, topics...)
 	case "committed":
-		committed, err = k.adm.FetchOffsets(ctx, k.spec.GetGroupId())
+		committed, err = k.adm.FetchOffsets(ctx, k.spec.GroupID)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			committed, err = nil, nil // nothing committed yet: from the start
 		}
@@ -501,7 +463,7 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 		fetches.EachError(func(topic string, p int32, err error) {
 			var loss *kgo.ErrDataLoss
 			if errors.As(err, &loss) {
-				ctxLogger(k.ctx).Error("kafka source: data loss (offset out of range, reset to the start)",
+				k.ctx.Log().Error("kafka source: data loss (offset out of range, reset to the start)",
 					"topic", topic, "partition", p, "error", err)
 				return
 			}
@@ -540,9 +502,9 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 // fill lays out r in k.row.
 func (k *kafkaSource) fill(r *kgo.Record) error {
 	i := 0
-	if k.spec.GetFormat() == "json" {
+	if k.spec.Format == "json" {
 		if err := decodeJSONRecord(r.Value, k.fields, k.row); err != nil {
-			return EvalError(k.ctx.OperatorName, fmt.Errorf("kafka record %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err))
+			return operator.EvalError(k.ctx.OperatorName, fmt.Errorf("kafka record %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err))
 		}
 		i = len(k.fields)
 	} else {
@@ -716,7 +678,7 @@ func (k *kafkaSource) NotifyCheckpointComplete(id int64) error {
 	for _, o := range offs {
 		os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
 	}
-	group, log := k.spec.GetGroupId(), ctxLogger(k.ctx)
+	group, log := k.spec.GroupID, k.ctx.Log()
 	k.commits.Add(1)
 	go func() {
 		defer k.commits.Done()
@@ -783,8 +745,8 @@ func (r *rateLimiter) allowance() (int, time.Duration) {
 }
 
 var (
-	_ Source             = (*kafkaSource)(nil)
-	_ Stateful           = (*kafkaSource)(nil)
-	_ Snapshotter        = (*kafkaSource)(nil)
-	_ CheckpointListener = (*kafkaSource)(nil)
+	_ operator.Source             = (*kafkaSource)(nil)
+	_ operator.Stateful           = (*kafkaSource)(nil)
+	_ operator.Snapshotter        = (*kafkaSource)(nil)
+	_ operator.CheckpointListener = (*kafkaSource)(nil)
 )

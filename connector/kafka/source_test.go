@@ -1,4 +1,4 @@
-package operator
+package kafka
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/operator/operatortest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
@@ -53,22 +56,22 @@ func produceForSource(t *testing.T, addrs []string, topic string, partitions int
 
 type kafkaRun struct {
 	*kafkaSource
-	out *capture
-	sc  *fakeStateContext
+	out *operatortest.Capture
+	sc  *operatortest.StateContext
 }
 
-func openKafkaRun(t *testing.T, spec *pb.KafkaSource, sub, par int, restoredID int64, restored [][]byte) *kafkaRun {
+func openKafkaRun(t *testing.T, spec *kafkaspec.SourceConfig, sub, par int, restoredID int64, restored [][]byte) *kafkaRun {
 	t.Helper()
 	k, err := newKafkaSource(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := newStateContext(restoredID, map[string][][]byte{kafkaOffsetsState: restored})
+	sc := operatortest.NewStateContext(restoredID, map[string][][]byte{kafkaOffsetsState: restored})
 	if err := k.InitializeState(sc); err != nil {
 		t.Fatalf("InitializeState: %v", err)
 	}
-	out := &capture{}
-	if err := k.Open(&Context{OperatorName: "in", Subtask: sub, Parallelism: par, Now: time.Now}, out); err != nil {
+	out := &operatortest.Capture{}
+	if err := k.Open(&operator.Context{OperatorName: "in", Subtask: sub, Parallelism: par, Now: time.Now}, out); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = k.Close() })
@@ -79,11 +82,11 @@ func openKafkaRun(t *testing.T, spec *pb.KafkaSource, sub, par int, restoredID i
 func (r *kafkaRun) read(t *testing.T, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(r.out.rows) < want {
+	for len(r.out.Rows) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("read %d rows, want %d", len(r.out.rows), want)
+			t.Fatalf("read %d rows, want %d", len(r.out.Rows), want)
 		}
-		_, wait, done, err := r.Emit(min(want-len(r.out.rows), 7))
+		_, wait, done, err := r.Emit(min(want-len(r.out.Rows), 7))
 		if err != nil {
 			t.Fatalf("Emit: %v", err)
 		}
@@ -97,7 +100,7 @@ func (r *kafkaRun) read(t *testing.T, want int) {
 // quiet checks that nothing more arrives for a while.
 func (r *kafkaRun) quiet(t *testing.T) {
 	t.Helper()
-	n := len(r.out.rows)
+	n := len(r.out.Rows)
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
 		_, wait, _, err := r.Emit(100)
 		if err != nil {
@@ -105,8 +108,8 @@ func (r *kafkaRun) quiet(t *testing.T) {
 		}
 		time.Sleep(max(wait, time.Millisecond))
 	}
-	if len(r.out.rows) != n {
-		t.Errorf("read %d more rows, want none: %v", len(r.out.rows)-n, r.out.rows[n:])
+	if len(r.out.Rows) != n {
+		t.Errorf("read %d more rows, want none: %v", len(r.out.Rows)-n, r.out.Rows[n:])
 	}
 }
 
@@ -115,7 +118,7 @@ func (r *kafkaRun) snapshot(t *testing.T, id int64) [][]byte {
 	if err := r.SnapshotState(id); err != nil {
 		t.Fatalf("SnapshotState(%d): %v", id, err)
 	}
-	return checkpointOf(t, kafkaOffsetsState, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
+	return operatortest.Checkpoint(t, kafkaOffsetsState, pb.ListDistribution_LIST_DISTRIBUTION_UNION, r.sc)
 }
 
 // rawValues returns the raw rows' values.
@@ -130,11 +133,11 @@ func rawValues(rows []record.Row) []string {
 func TestKafkaSourceReadsFromEarliest(t *testing.T) {
 	addrs := newSourceCluster(t, 3, "events")
 	produceForSource(t, addrs, "events", 3, 0, 10)
-	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "earliest"}, 0, 1, 0, nil)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, Start: "earliest"}, 0, 1, 0, nil)
 	r.read(t, 30)
 	r.quiet(t)
 	next := map[int64]int64{}
-	for _, row := range r.out.rows {
+	for _, row := range r.out.Rows {
 		p, off := row[3].Int(), row[4].Int()
 		if off != next[p] {
 			t.Fatalf("partition %d: offset %d, want %d", p, off, next[p])
@@ -152,32 +155,32 @@ func TestKafkaSourceReadsFromEarliest(t *testing.T) {
 func TestKafkaSourceStartLatestAndTimestamp(t *testing.T) {
 	addrs := newSourceCluster(t, 1, "events")
 	produceForSource(t, addrs, "events", 1, 0, 5)
-	latest := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 0, nil)
+	latest := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 0, nil)
 	// A checkpoint before any record still pins the resolved position.
 	chk := latest.snapshot(t, 1)
 	time.Sleep(5 * time.Millisecond)
 	cut := time.Now()
 	produceForSource(t, addrs, "events", 1, 5, 3)
 	latest.read(t, 3)
-	if got := rawValues(latest.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+	if got := rawValues(latest.out.Rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
 		t.Errorf("latest read %v", got)
 	}
-	restored := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 1, chk)
+	restored := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, Start: "latest"}, 0, 1, 1, chk)
 	restored.read(t, 3)
-	if got := rawValues(restored.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+	if got := rawValues(restored.out.Rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
 		t.Errorf("restored from a checkpoint taken at latest read %v", got)
 	}
-	ts := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, Start: "timestamp", StartTimestampMs: cut.UnixMilli()}, 0, 1, 0, nil)
+	ts := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, Start: "timestamp", StartTimestampMs: cut.UnixMilli()}, 0, 1, 0, nil)
 	ts.read(t, 3)
 	ts.quiet(t)
-	if got := rawValues(ts.out.rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
+	if got := rawValues(ts.out.Rows); !slices.Equal(got, []string{"p0-5", "p0-6", "p0-7"}) {
 		t.Errorf("timestamp start read %v", got)
 	}
 }
 
 func TestKafkaSourceAssignmentIsDeterministic(t *testing.T) {
 	addrs := newSourceCluster(t, 3, "b", "a")
-	spec := &pb.KafkaSource{Brokers: addrs, Topics: []string{"b", "a"}}
+	spec := &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"b", "a"}}
 	const par = 4
 	var all []topicPartition
 	for sub := range par {
@@ -214,7 +217,7 @@ func TestKafkaSourceDiscoversNewPartitionsAndTopics(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	addrs := c.ListenAddrs()
-	spec := &pb.KafkaSource{Brokers: addrs, TopicPattern: "^ev-", Start: "latest",
+	spec := &kafkaspec.SourceConfig{Brokers: addrs, TopicPattern: "^ev-", Start: "latest",
 		Properties: map[string]string{"partition.discovery.interval.ms": "20"}}
 	const par = 2
 	runs := []*kafkaRun{openKafkaRun(t, spec, 0, par, 0, nil), openKafkaRun(t, spec, 1, par, 0, nil)}
@@ -250,7 +253,7 @@ func TestKafkaSourceDiscoversNewPartitionsAndTopics(t *testing.T) {
 		}
 	}
 	for sub, r := range runs {
-		for _, row := range r.out.rows {
+		for _, row := range r.out.Rows {
 			seen[fmt.Sprintf("%s/%s", row[2].Str(), row[1].Str())]++
 			if owner := kafkaPartitionOwner(topicPartition{row[2].Str(), int32(row[3].Int())}, par); owner != sub {
 				t.Errorf("subtask %d read %s[%d], owned by %d", sub, row[2].Str(), row[3].Int(), owner)
@@ -283,13 +286,13 @@ func TestKafkaSourceRestoreRescaledWithoutDuplicatesOrGaps(t *testing.T) {
 	const parts, n = 5, 8
 	addrs := newSourceCluster(t, parts, "events")
 	produceForSource(t, addrs, "events", parts, 0, n)
-	spec := &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}}
+	spec := &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}}
 	seen := map[string]int{}
 	var chk [][]byte
 	for sub := range 2 {
 		r := openKafkaRun(t, spec, sub, 2, 0, nil)
 		r.read(t, 3+sub*4)
-		for _, v := range rawValues(r.out.rows) {
+		for _, v := range rawValues(r.out.Rows) {
 			seen[v]++
 		}
 		chk = append(chk, r.snapshot(t, 4)...)
@@ -317,10 +320,10 @@ func TestKafkaSourceRestoreRescaledWithoutDuplicatesOrGaps(t *testing.T) {
 		}
 		r.read(t, mine)
 		r.quiet(t)
-		for _, v := range rawValues(r.out.rows) {
+		for _, v := range rawValues(r.out.Rows) {
 			seen[v]++
 		}
-		got += len(r.out.rows)
+		got += len(r.out.Rows)
 	}
 	if got != want {
 		t.Errorf("read %d after the restore, want %d", got, want)
@@ -356,15 +359,15 @@ func TestKafkaSourceReadCommittedSkipsAborted(t *testing.T) {
 	txn(kgo.TryAbort, "b1", "b2")
 	txn(kgo.TryCommit, "c1")
 
-	committed := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"tx"}}, 0, 1, 0, nil)
+	committed := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"tx"}}, 0, 1, 0, nil)
 	committed.read(t, 3)
 	committed.quiet(t)
-	if got := rawValues(committed.out.rows); !slices.Equal(got, []string{"a1", "a2", "c1"}) {
+	if got := rawValues(committed.out.Rows); !slices.Equal(got, []string{"a1", "a2", "c1"}) {
 		t.Errorf("read_committed read %v", got)
 	}
-	all := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"tx"}, Isolation: "read_uncommitted"}, 0, 1, 0, nil)
+	all := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"tx"}, Isolation: "read_uncommitted"}, 0, 1, 0, nil)
 	all.read(t, 5)
-	if got := rawValues(all.out.rows); !slices.Equal(got, []string{"a1", "a2", "b1", "b2", "c1"}) {
+	if got := rawValues(all.out.Rows); !slices.Equal(got, []string{"a1", "a2", "b1", "b2", "c1"}) {
 		t.Errorf("read_uncommitted read %v", got)
 	}
 }
@@ -381,14 +384,14 @@ func TestKafkaSourceJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	schema := []*pb.Field{
-		{Name: "id", Type: pb.FieldType_FIELD_TYPE_INT64}, {Name: "name", Type: pb.FieldType_FIELD_TYPE_STRING},
-		{Name: "amount", Type: pb.FieldType_FIELD_TYPE_FLOAT64}, {Name: "ok", Type: pb.FieldType_FIELD_TYPE_BOOL},
-		{Name: "at", Type: pb.FieldType_FIELD_TYPE_TIMESTAMP}, {Name: "tags", Type: pb.FieldType_FIELD_TYPE_MAP},
+	schema := []record.Field{
+		{Name: "id", Type: record.Int64}, {Name: "name", Type: record.String},
+		{Name: "amount", Type: record.Float64}, {Name: "ok", Type: record.Bool},
+		{Name: "at", Type: record.Timestamp}, {Name: "tags", Type: record.Map},
 	}
-	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"j"}, Format: "json", Schema: schema}, 0, 1, 0, nil)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"j"}, Format: "json", Schema: schema}, 0, 1, 0, nil)
 	r.read(t, 2)
-	a, b := r.out.rows[0], r.out.rows[1]
+	a, b := r.out.Rows[0], r.out.Rows[1]
 	if a[0].Int() != 7 || a[1].Str() != "x" || a[2].Float() != 1.5 || !a[3].Bool() || a[4].Time().Format(time.RFC3339) != "2026-01-02T03:04:05Z" ||
 		a[5].Format(record.Map) != `{"env":"prod","l":"[true]","n":"1"}` || a[6].Str() != "j" || a[7].Int() != 0 || a[8].Int() != 0 {
 		t.Errorf("row 0 = %v", a)
@@ -402,7 +405,7 @@ func TestKafkaSourceJSON(t *testing.T) {
 		_, wait, _, err = r.Emit(10)
 		time.Sleep(wait)
 	}
-	if err == nil || !IsUnrecoverable(err) {
+	if err == nil || !operator.IsUnrecoverable(err) {
 		t.Errorf("a value that is not JSON: err = %v, want an unrecoverable error", err)
 	}
 }
@@ -411,7 +414,7 @@ func TestKafkaSourceCommitsOffsetsAfterCheckpoint(t *testing.T) {
 	addrs := newSourceCluster(t, 2, "events")
 	produceForSource(t, addrs, "events", 2, 0, 4)
 	// start: committed without a group reads from the start.
-	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, GroupId: "g", Start: "committed"}, 0, 1, 0, nil)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, GroupID: "g", Start: "committed"}, 0, 1, 0, nil)
 	r.read(t, 5)
 	r.snapshot(t, 1)
 	r.read(t, 6)
@@ -436,7 +439,7 @@ func TestKafkaSourceCommitsOffsetsAfterCheckpoint(t *testing.T) {
 		t.Fatalf("committed offsets sum to %d, want the 5 records of checkpoint 1", sum)
 	}
 	// start: committed continues from the group's offsets.
-	c := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"events"}, GroupId: "g", Start: "committed"}, 0, 1, 0, nil)
+	c := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, GroupID: "g", Start: "committed"}, 0, 1, 0, nil)
 	c.read(t, 3)
 	c.quiet(t)
 }
@@ -453,26 +456,23 @@ func TestKafkaHeadersThroughSourceAndSink(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), in...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	r := openKafkaRun(t, &pb.KafkaSource{Brokers: addrs, Topics: []string{"in"}, Start: "earliest"}, 0, 1, 0, nil)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"in"}, Start: "earliest"}, 0, 1, 0, nil)
 	r.read(t, 2)
-	h := KafkaRawSchema.Index("headers")
-	if got := r.out.rows[0][h].Format(record.Map); got != `{"dup":"last","trace":"t-1"}` {
+	h := kafkaspec.RawSchema.Index("headers")
+	if got := r.out.Rows[0][h].Format(record.Map); got != `{"dup":"last","trace":"t-1"}` {
 		t.Errorf("headers of record a = %s", got)
 	}
-	if got := r.out.rows[1][h].MapLen(); got != 0 {
+	if got := r.out.Rows[1][h].MapLen(); got != 0 {
 		t.Errorf("record b without headers has %d", got)
 	}
 
-	spec := &pb.KafkaSink{Brokers: addrs, Topic: "out", Format: "raw", Value: "value", Headers: "headers", DeliveryGuarantee: kafkaNone}
-	o, err := New(&pb.Operator{Name: "sink", InputSchema: KafkaRawSchema.Proto(), Spec: &pb.Operator_KafkaSink{KafkaSink: spec}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := &kafkaspec.SinkConfig{Brokers: addrs, Topic: "out", Format: "raw", Value: "value", Headers: "headers", DeliveryGuarantee: kafkaNone}
+	o := newOperator(t, spec, kafkaspec.RawSchema)
 	s := o.(*kafkaSink)
-	if err := s.Open(&Context{OperatorName: "sink", Parallelism: 1}, &capture{}); err != nil {
+	if err := s.Open(&operator.Context{OperatorName: "sink", Parallelism: 1}, &operatortest.Capture{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, row := range r.out.rows {
+	for _, row := range r.out.Rows {
 		if err := s.Process(row); err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +498,7 @@ func TestKafkaHeadersThroughSourceAndSink(t *testing.T) {
 		t.Errorf("written records %q, want %q", got, want)
 	}
 
-	if _, err := newKafkaSink(&pb.KafkaSink{Brokers: addrs, Topic: "out", Headers: "value"}, KafkaRawSchema); err == nil ||
+	if _, err := newKafkaSink(&kafkaspec.SinkConfig{Brokers: addrs, Topic: "out", Headers: "value"}, kafkaspec.RawSchema); err == nil ||
 		!strings.Contains(err.Error(), "headers") || !strings.Contains(err.Error(), "want map") {
 		t.Errorf("a headers expression that is not a map: %v", err)
 	}

@@ -1,13 +1,52 @@
-package job
+package kafkaspec_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
+
+// build builds a spec that must be valid.
+func build(t *testing.T, spec string) *pb.JobGraph {
+	t.Helper()
+	g, err := job.Build(job.Request{Spec: []byte(spec)}, job.Env{Operators: operator.MustRegistry(kafkaspec.Type)})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	return g
+}
+
+// sourceOf and sinkOf decode an operator's configuration.
+func sourceOf(t *testing.T, op *pb.Operator) kafkaspec.SourceConfig {
+	t.Helper()
+	var c kafkaspec.SourceConfig
+	if op.GetInputSchema() != nil {
+		t.Fatalf("operator %q has an input: not a source", op.GetName())
+	}
+	if err := json.Unmarshal(op.GetConfig(), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func sinkOf(t *testing.T, op *pb.Operator) kafkaspec.SinkConfig {
+	t.Helper()
+	var c kafkaspec.SinkConfig
+	if op.GetInputSchema() == nil {
+		t.Fatalf("operator %q has no input: not a sink", op.GetName())
+	}
+	if err := json.Unmarshal(op.GetConfig(), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 const kafkaPipeline = `name: kp
 config:
@@ -24,27 +63,21 @@ func TestKafkaSourceAndSink(t *testing.T) {
 	if len(ops) != 3 {
 		t.Fatalf("operators = %d, want 3 chained", len(ops))
 	}
-	src := ops[0].GetKafkaSource()
-	if src == nil {
-		t.Fatalf("operator 0 spec = %T, want kafka source", ops[0].Spec)
-	}
+	src := sourceOf(t, ops[0])
 	if got := strings.Join(src.Brokers, ","); got != "localhost:9092,b2:9093" {
 		t.Errorf("brokers = %s", got)
 	}
 	if src.Start != "latest" || src.Format != "raw" || src.Isolation != "read_committed" || src.Rate != 50 ||
-		src.GroupId != "goflink-kp-in" || len(src.Topics) != 1 || src.Topics[0] != "events" {
+		src.GroupID != "goflink-kp-in" || len(src.Topics) != 1 || src.Topics[0] != "events" {
 		t.Errorf("source = %v", src)
 	}
 	out, _ := record.SchemaFromProto(ops[0].OutputSchema)
 	if got := out.String(); got != "{key: string, value: string, topic: string, partition: int64, offset: int64, timestamp: timestamp, headers: map}" {
 		t.Errorf("raw schema = %s", got)
 	}
-	sink := ops[2].GetKafkaSink()
-	if sink == nil {
-		t.Fatalf("operator 2 spec = %T, want kafka sink", ops[2].Spec)
-	}
+	sink := sinkOf(t, ops[2])
 	if sink.Topic != "results" || sink.Format != "json" || sink.Key != "k" || sink.DeliveryGuarantee != "exactly-once" ||
-		sink.TransactionTimeoutMs != 60000 || sink.TransactionalIdPrefix != "goflink-kp-out" {
+		sink.TransactionTimeoutMs != 60000 || sink.TransactionalIDPrefix != "goflink-kp-out" {
 		t.Errorf("sink = %v", sink)
 	}
 	if ops[2].OutputSchema != nil {
@@ -69,16 +102,16 @@ operators:
   - {name: out, type: kafka, brokers: k:9092, topic: o, format: raw, value: "who"}
 `)
 	ops := g.Vertices[0].Operators
-	src := ops[0].GetKafkaSource()
+	src := sourceOf(t, ops[0])
 	if src.TopicPattern != "orders-.*" || src.StartTimestampMs != 1767312000000 || src.Format != "json" ||
-		src.Isolation != "read_uncommitted" || src.GroupId != "g1" || src.Properties["client.id"] != "me" {
+		src.Isolation != "read_uncommitted" || src.GroupID != "g1" || src.Properties["client.id"] != "me" {
 		t.Errorf("source = %v", src)
 	}
 	out, _ := record.SchemaFromProto(ops[0].OutputSchema)
 	if got := out.String(); got != "{id: int64, amount: float64, who: string, at: timestamp, topic: string, partition: int64, offset: int64, timestamp: timestamp, headers: map}" {
 		t.Errorf("json schema = %s", got)
 	}
-	sink := ops[1].GetKafkaSink()
+	sink := sinkOf(t, ops[1])
 	if sink.Format != "raw" || sink.Value != "who" || sink.DeliveryGuarantee != "at-least-once" || sink.TransactionTimeoutMs != 0 {
 		t.Errorf("sink = %v", sink)
 	}
@@ -92,11 +125,12 @@ operators:
   - {name: m, type: map, inputs: b, fields: {value: "offset"}}
   - {name: o, type: print, inputs: [a, m]}
 `)
-	var src *pb.KafkaSource
+	var src *kafkaspec.SourceConfig
 	for _, v := range g.Vertices {
 		for _, op := range v.Operators {
-			if s := op.GetKafkaSource(); s != nil {
-				src = s
+			if op.GetName() == "b" {
+				c := sourceOf(t, op)
+				src = &c
 			}
 		}
 	}
@@ -225,11 +259,11 @@ func TestKafkaInvalidSpecs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := "name: x\n" + tc.config + "operators:" + tc.ops + "\n"
-			g, err := Build(Request{Spec: []byte(spec), SpecName: "bad.yaml"}, Env{})
+			g, err := job.Build(job.Request{Spec: []byte(spec), SpecName: "bad.yaml"}, job.Env{Operators: operator.MustRegistry(kafkaspec.Type)})
 			if err == nil {
 				t.Fatalf("Build succeeded: %v", g)
 			}
-			if !errors.Is(err, ErrInvalidSpec) {
+			if !errors.Is(err, job.ErrInvalidSpec) {
 				t.Errorf("error %v is not ErrInvalidSpec", err)
 			}
 			for _, w := range tc.want {

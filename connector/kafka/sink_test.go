@@ -1,4 +1,4 @@
-package operator
+package kafka
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/operator/operatortest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
@@ -32,15 +35,15 @@ func newSinkCluster(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
-func sinkSpec(seeds []string, guarantee string, timeout time.Duration) *pb.KafkaSink {
-	return &pb.KafkaSink{Brokers: seeds, Topic: "out", DeliveryGuarantee: guarantee,
+func sinkSpec(seeds []string, guarantee string, timeout time.Duration) *kafkaspec.SinkConfig {
+	return &kafkaspec.SinkConfig{Brokers: seeds, Topic: "out", DeliveryGuarantee: guarantee,
 		TransactionTimeoutMs: timeout.Milliseconds()}
 }
 
 // kafkaTestSink is one subtask's exactly-once kafka sink driven through the operator hooks.
 type kafkaTestSink struct {
 	*kafkaTxnSink
-	sc  *fakeStateContext
+	sc  *operatortest.StateContext
 	log *bytes.Buffer
 }
 
@@ -59,14 +62,14 @@ func openKafkaTxnSubtask(t *testing.T, seeds []string, timeout time.Duration, su
 		t.Fatal(err)
 	}
 	s := o.(*kafkaTxnSink)
-	sc := newStateContext(restoredID, map[string][][]byte{twoPhaseStateName: state})
+	sc := operatortest.NewStateContext(restoredID, map[string][][]byte{operator.TwoPhaseStateName: state})
 	if err := s.InitializeState(sc); err != nil {
 		t.Fatalf("InitializeState: %v", err)
 	}
 	log := &bytes.Buffer{}
-	ctx := &Context{JobID: "job1", OperatorName: "sink", Subtask: sub, Parallelism: par, Checkpointing: true,
+	ctx := &operator.Context{JobID: "job1", OperatorName: "sink", Subtask: sub, Parallelism: par, Checkpointing: true,
 		Logger: slog.New(slog.NewTextHandler(log, nil))}
-	return &kafkaTestSink{s, sc, log}, s.Open(ctx, &capture{})
+	return &kafkaTestSink{s, sc, log}, s.Open(ctx, &operatortest.Capture{})
 }
 
 func mustOpenKafkaTxnSink(t *testing.T, seeds []string, restoredID int64, state [][]byte) *kafkaTestSink {
@@ -119,7 +122,7 @@ func (s *kafkaTestSink) checkpoint(t *testing.T, id int64) [][]byte {
 	if err := s.SnapshotState(id); err != nil {
 		t.Fatalf("SnapshotState(%d): %v", id, err)
 	}
-	return checkpointOf(t, twoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
+	return operatortest.Checkpoint(t, operator.TwoPhaseStateName, pb.ListDistribution_LIST_DISTRIBUTION_UNION, s.sc)
 }
 
 func (s *kafkaTestSink) complete(t *testing.T, id int64) {
@@ -201,8 +204,8 @@ func wantSinkStable(t *testing.T, step string, seeds []string) {
 func TestKafkaSinkExactlyOnceCommitsOnCheckpointComplete(t *testing.T) {
 	seeds := newSinkCluster(t)
 	s := mustOpenKafkaTxnSink(t, seeds, 0, nil)
-	if s.cur.TxnID != "goflink-job1-sink-0-0" {
-		t.Errorf("first transactional ID %q, want goflink-job1-sink-0-0", s.cur.TxnID)
+	if cur, _ := s.Current(); cur.TxnID != "goflink-job1-sink-0-0" {
+		t.Errorf("first transactional ID %q, want goflink-job1-sink-0-0", cur.TxnID)
 	}
 	s.write(t, 1, 2)
 	s.checkpoint(t, 1)
@@ -234,8 +237,8 @@ func TestKafkaSinkExactlyOnceCommitsOnCheckpointComplete(t *testing.T) {
 		t.Errorf("slots in use after complete(3): %v, want [1 2 3]", got)
 	}
 	s.checkpoint(t, 4)
-	if s.cur.Slot != 0 {
-		t.Errorf("transaction after checkpoint 4 in slot %d, want the freed slot 0", s.cur.Slot)
+	if cur, _ := s.Current(); cur.Slot != 0 {
+		t.Errorf("transaction after checkpoint 4 in slot %d, want the freed slot 0", cur.Slot)
 	}
 	s.write(t, 6)
 	if err := s.Close(); err != nil {
@@ -313,7 +316,7 @@ func TestKafkaSinkTimedOutTransactionIsDataLoss(t *testing.T) {
 	if err == nil {
 		t.Fatal("restore committed a timed-out transaction")
 	}
-	if !errors.Is(err, ErrKafkaDataLoss) || !IsUnrecoverable(err) {
+	if !errors.Is(err, ErrKafkaDataLoss) || !operator.IsUnrecoverable(err) {
 		t.Errorf("restore error %v: want an unrecoverable ErrKafkaDataLoss", err)
 	}
 	for _, want := range []string{"goflink-job1-sink-0-0", "checkpoint 1", "timed out", "lost"} {
@@ -335,7 +338,7 @@ func TestKafkaSinkAtLeastOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := o.(*kafkaSink)
-		if err := s.Open(&Context{OperatorName: "sink", Parallelism: 1}, &capture{}); err != nil {
+		if err := s.Open(&operator.Context{OperatorName: "sink", Parallelism: 1}, &operatortest.Capture{}); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -377,19 +380,34 @@ func TestKafkaSinkAtLeastOnce(t *testing.T) {
 	t.Logf("%d records read, %d duplicates", len(got), len(got)-len(seen))
 }
 
-// Format raw writes the value expression's string, with the key expression as key; New
-// dispatches the spec; bad specs are rejected.
+// newOperator builds a kafka operator of the job graph from its configuration, as a
+// TaskManager does: a sink when it has an input.
+func newOperator(t *testing.T, config any, in *record.Schema) any {
+	t.Helper()
+	b, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &pb.Operator{Name: "sink", Type: "kafka", Config: b}
+	if in != nil {
+		op.InputSchema = in.Proto()
+	}
+	o, err := operator.MustRegistry(Type).New(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Format raw writes the value expression's string, with the key expression as key; the type
+// builds a sink for an operator with inputs; bad specs are rejected.
 func TestKafkaSinkRawFormatAndSpecs(t *testing.T) {
 	seeds := newSinkCluster(t)
 	spec := sinkSpec(seeds, kafkaNone, 0)
 	spec.Format, spec.Key, spec.Value = "raw", `"k" + string(n % 2)`, `n * 10`
-	o, err := New(&pb.Operator{Name: "sink", InputSchema: sinkTestSchema.Proto(),
-		Spec: &pb.Operator_KafkaSink{KafkaSink: spec}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newOperator(t, spec, sinkTestSchema)
 	s := o.(*kafkaSink)
-	if err := s.Open(&Context{OperatorName: "sink", Parallelism: 1}, &capture{}); err != nil {
+	if err := s.Open(&operator.Context{OperatorName: "sink", Parallelism: 1}, &operatortest.Capture{}); err != nil {
 		t.Fatal(err)
 	}
 	for v := int64(1); v <= 2; v++ {
@@ -417,7 +435,7 @@ func TestKafkaSinkRawFormatAndSpecs(t *testing.T) {
 		t.Errorf("records %q, want %q", got, want)
 	}
 
-	for _, bad := range []*pb.KafkaSink{
+	for _, bad := range []*kafkaspec.SinkConfig{
 		{Brokers: seeds, Topic: "out", Format: "raw"},
 		{Brokers: seeds, Topic: "out", Value: "n"},
 		{Brokers: seeds, Topic: "out", Format: "avro"},
@@ -446,7 +464,7 @@ func TestKafkaSinkTimedOutLiveCommitIsDataLoss(t *testing.T) {
 	s.checkpoint(t, 1)
 	time.Sleep(4 * timeout)
 	err = s.NotifyCheckpointComplete(1)
-	if !errors.Is(err, ErrKafkaDataLoss) || !IsUnrecoverable(err) || !strings.Contains(err.Error(), "checkpoint 1") {
+	if !errors.Is(err, ErrKafkaDataLoss) || !operator.IsUnrecoverable(err) || !strings.Contains(err.Error(), "checkpoint 1") {
 		t.Errorf("commit of a timed-out transaction: %v, want an unrecoverable ErrKafkaDataLoss of checkpoint 1", err)
 	}
 	wantSinkCommitted(t, "after the failed commit", seeds)
@@ -456,7 +474,7 @@ func TestKafkaSinkTimedOutLiveCommitIsDataLoss(t *testing.T) {
 func TestKafkaSinkWithoutCheckpointingCommitsAtEndOfInput(t *testing.T) {
 	seeds := newSinkCluster(t)
 	s := mustOpenKafkaTxnSink(t, seeds, 0, nil)
-	s.ctx.Checkpointing = false
+	s.Context().Checkpointing = false
 	s.write(t, 1, 2)
 	wantSinkCommitted(t, "before EndInput", seeds)
 	if err := s.EndInput(); err != nil {

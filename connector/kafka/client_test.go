@@ -1,4 +1,4 @@
-package operator
+package kafka
 
 import (
 	"crypto/ecdsa"
@@ -18,7 +18,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/operator/operatortest"
 	"github.com/goflink/goflink/record"
 )
 
@@ -95,10 +97,10 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := o.(*kafkaTxnSink)
-	if err := s.InitializeState(newStateContext(0, nil)); err != nil {
+	if err := s.InitializeState(operatortest.NewStateContext(0, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Open(&Context{JobID: "job1", OperatorName: "sink", Parallelism: 1}, &capture{}); err != nil {
+	if err := s.Open(&operator.Context{JobID: "job1", OperatorName: "sink", Parallelism: 1}, &operatortest.Capture{}); err != nil {
 		t.Fatalf("Open over SASL_SSL: %v", err)
 	}
 	for v := int64(1); v <= 3; v++ {
@@ -113,9 +115,9 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := openKafkaRun(t, &pb.KafkaSource{Brokers: seeds, Topics: []string{"out"}, Properties: secure("PLAIN", "bob", "pw")}, 0, 1, 0, nil)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: seeds, Topics: []string{"out"}, Properties: secure("PLAIN", "bob", "pw")}, 0, 1, 0, nil)
 	r.read(t, 3)
-	if got := strings.Join(rawValues(r.out.rows), " "); got != `{"n":1} {"n":2} {"n":3}` {
+	if got := strings.Join(rawValues(r.out.Rows), " "); got != `{"n":1} {"n":2} {"n":3}` {
 		t.Errorf("read back over SASL_SSL: %s", got)
 	}
 
@@ -132,14 +134,14 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 		}(), "property ssl.ca.location"},
 		"bad protocol": {map[string]string{"security.protocol": "TLS"}, `property security.protocol: unknown "TLS"`},
 	} {
-		k, err := newKafkaSource(&pb.KafkaSource{Brokers: seeds, Topics: []string{"out"}, Properties: tc.props})
+		k, err := newKafkaSource(&kafkaspec.SourceConfig{Brokers: seeds, Topics: []string{"out"}, Properties: tc.props})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.InitializeState(newStateContext(0, nil)); err != nil {
+		if err := k.InitializeState(operatortest.NewStateContext(0, nil)); err != nil {
 			t.Fatal(err)
 		}
-		err = k.Open(&Context{OperatorName: "in", Parallelism: 1, Now: time.Now}, &capture{})
+		err = k.Open(&operator.Context{OperatorName: "in", Parallelism: 1, Now: time.Now}, &operatortest.Capture{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Open = %v, want an error with %q", name, err, tc.want)
 		}

@@ -1,4 +1,4 @@
-package operator
+package kafka
 
 import (
 	"context"
@@ -18,8 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/expression"
-	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/record"
 )
 
@@ -58,40 +59,40 @@ type kafkaEncoder struct {
 	headers *expression.Evaluator
 }
 
-func newKafkaEncoder(spec *pb.KafkaSink, in *record.Schema) (*kafkaEncoder, error) {
-	e := &kafkaEncoder{topic: spec.GetTopic(), schema: in}
+func newKafkaEncoder(spec *kafkaspec.SinkConfig, in *record.Schema) (*kafkaEncoder, error) {
+	e := &kafkaEncoder{topic: spec.Topic, schema: in}
 	if e.topic == "" {
 		return nil, errors.New("kafka sink: no topic")
 	}
-	if len(spec.GetBrokers()) == 0 {
+	if len(spec.Brokers) == 0 {
 		return nil, errors.New("kafka sink: no brokers")
 	}
-	switch spec.GetFormat() {
+	switch spec.Format {
 	case "", "json":
-		if spec.GetValue() != "" {
+		if spec.Value != "" {
 			return nil, errors.New("kafka sink: value is only for format raw (format json writes the row)")
 		}
 	case "raw":
-		if spec.GetValue() == "" {
+		if spec.Value == "" {
 			return nil, errors.New("kafka sink: format raw needs a value expression")
 		}
-		p, err := expression.Compile(spec.GetValue(), in, expression.Options{})
+		p, err := expression.Compile(spec.Value, in, expression.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink: value: %w", err)
 		}
 		e.raw, e.value, e.valueT = true, p.NewEvaluator(), p.Type()
 	default:
-		return nil, fmt.Errorf("kafka sink: unknown format %q (want json or raw)", spec.GetFormat())
+		return nil, fmt.Errorf("kafka sink: unknown format %q (want json or raw)", spec.Format)
 	}
-	if spec.GetKey() != "" {
-		p, err := expression.Compile(spec.GetKey(), in, expression.Options{})
+	if spec.Key != "" {
+		p, err := expression.Compile(spec.Key, in, expression.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink: key: %w", err)
 		}
 		e.key, e.keyT = p.NewEvaluator(), p.Type()
 	}
-	if spec.GetHeaders() != "" {
-		p, err := expression.Compile(spec.GetHeaders(), in, expression.Options{Want: record.Map})
+	if spec.Headers != "" {
+		p, err := expression.Compile(spec.Headers, in, expression.Options{Want: record.Map})
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink: headers: %w", err)
 		}
@@ -147,18 +148,18 @@ func (e *kafkaEncoder) record(row record.Row) (*kgo.Record, error) {
 }
 
 // kafkaClientOpts are the connection and producer options of a spec.
-func kafkaClientOpts(spec *pb.KafkaSink) ([]kgo.Opt, error) {
-	opts, err := kafkaConnOpts("sink", spec.GetBrokers(), spec.GetProperties(), true)
+func kafkaClientOpts(spec *kafkaspec.SinkConfig) ([]kgo.Opt, error) {
+	opts, _, err := clientOpts("sink", spec.Brokers, spec.Properties, true)
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, kgo.DefaultProduceTopic(spec.GetTopic())), nil
+	return append(opts, kgo.DefaultProduceTopic(spec.Topic)), nil
 }
 
 // newKafkaSink builds the sink of spec {type: kafka}: the exactly-once one (kafkaTxnSink) or
 // the plain producer of at-least-once and none (kafkaSink). Without a delivery guarantee it
 // is at-least-once.
-func newKafkaSink(spec *pb.KafkaSink, in *record.Schema) (Operator, error) {
+func newKafkaSink(spec *kafkaspec.SinkConfig, in *record.Schema) (operator.Operator, error) {
 	enc, err := newKafkaEncoder(spec, in)
 	if err != nil {
 		return nil, err
@@ -167,13 +168,13 @@ func newKafkaSink(spec *pb.KafkaSink, in *record.Schema) (Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch g := spec.GetDeliveryGuarantee(); g {
+	switch g := spec.DeliveryGuarantee; g {
 	case kafkaExactlyOnce:
 		timeout := kafkaDefaultTxnTimeout
-		if ms := spec.GetTransactionTimeoutMs(); ms > 0 {
+		if ms := spec.TransactionTimeoutMs; ms > 0 {
 			timeout = time.Duration(ms) * time.Millisecond
 		}
-		return &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.GetTransactionalIdPrefix(), txnTimeout: timeout}, nil
+		return &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.TransactionalIDPrefix, txnTimeout: timeout}, nil
 	case "", kafkaAtLeastOnce, kafkaNone:
 		return &kafkaSink{enc: enc, opts: opts, atLeastOnce: g != kafkaNone}, nil
 	default:
@@ -192,7 +193,7 @@ func newKafkaSink(spec *pb.KafkaSink, in *record.Schema) (Operator, error) {
 //
 // EndInput flushes in both modes, so a bounded job's output is complete when it finishes.
 type kafkaSink struct {
-	base
+	operator.Base
 	enc         *kafkaEncoder
 	opts        []kgo.Opt
 	atLeastOnce bool
@@ -204,8 +205,8 @@ type kafkaSink struct {
 	done    func(*kgo.Record, error)
 }
 
-func (s *kafkaSink) Open(ctx *Context, out Output) error {
-	if err := s.base.Open(ctx, out); err != nil {
+func (s *kafkaSink) Open(ctx *operator.Context, out operator.Output) error {
+	if err := s.Base.Open(ctx, out); err != nil {
 		return err
 	}
 	cl, err := kgo.NewClient(s.opts...)
@@ -213,7 +214,7 @@ func (s *kafkaSink) Open(ctx *Context, out Output) error {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
 	s.cl = cl
-	log := ctxLogger(ctx)
+	log := ctx.Log()
 	s.done = func(r *kgo.Record, err error) {
 		if err == nil {
 			return
@@ -249,7 +250,7 @@ func (s *kafkaSink) Process(row record.Row) error {
 	}
 	r, err := s.enc.record(row)
 	if err != nil {
-		return s.evalErr(err)
+		return s.EvalError(err)
 	}
 	s.cl.Produce(context.Background(), r, s.done)
 	return nil
@@ -286,7 +287,7 @@ func (s *kafkaSink) Close() error {
 	s.cl.Close() // unacknowledged records fail: a restore writes them again
 	s.cl = nil
 	if n := s.dropped.Load(); n > 0 {
-		ctxLogger(s.ctx).Warn("kafka sink closed", "topic", s.enc.topic, "dropped", n)
+		s.Context().Log().Warn("kafka sink closed", "topic", s.enc.topic, "dropped", n)
 	}
 	return nil
 }
@@ -295,8 +296,8 @@ func (s *kafkaSink) Close() error {
 func (s *kafkaSink) Dropped() int64 { return s.dropped.Load() }
 
 var (
-	_ Operator   = (*kafkaSink)(nil)
-	_ PreBarrier = (*kafkaSink)(nil)
+	_ operator.Operator   = (*kafkaSink)(nil)
+	_ operator.PreBarrier = (*kafkaSink)(nil)
 )
 
 // kafkaTxnSink is the exactly-once kafka sink on the two-phase-commit framework
@@ -336,7 +337,7 @@ var (
 // The transaction timeout must exceed the checkpoint interval plus the longest outage
 // (validated at submit); a transaction that outlives it is aborted by the broker.
 type kafkaTxnSink struct {
-	twoPhaseSink[*kafkaTxn]
+	operator.TwoPhaseSink[*kafkaTxn]
 	enc        *kafkaEncoder
 	opts       []kgo.Opt
 	prefix     string
@@ -376,16 +377,15 @@ type kafkaTxn struct {
 }
 
 func (s *kafkaTxnSink) wire() {
-	s.twoPhaseSink.name = "kafka sink"
-	s.twoPhaseSink.committer = s
+	s.Bind("kafka sink", s)
 }
 
-func (s *kafkaTxnSink) InitializeState(sc StateContext) error {
+func (s *kafkaTxnSink) InitializeState(sc operator.StateContext) error {
 	s.wire()
-	return s.twoPhaseSink.InitializeState(sc)
+	return s.TwoPhaseSink.InitializeState(sc)
 }
 
-func (s *kafkaTxnSink) Open(ctx *Context, out Output) error {
+func (s *kafkaTxnSink) Open(ctx *operator.Context, out operator.Output) error {
 	s.wire()
 	if s.prefix == "" {
 		s.prefix = fmt.Sprintf("goflink-%s-%s", ctx.JobID, ctx.OperatorName)
@@ -395,7 +395,7 @@ func (s *kafkaTxnSink) Open(ctx *Context, out Output) error {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
 	s.admin = cl
-	return s.twoPhaseSink.Open(ctx, out)
+	return s.TwoPhaseSink.Open(ctx, out)
 }
 
 func (s *kafkaTxnSink) txnID(subtask, slot int) string {
@@ -428,7 +428,7 @@ func kafkaOpContext() (context.Context, context.CancelFunc) {
 func (s *kafkaTxnSink) slot(n int) *kafkaSlot {
 	for len(s.slots) <= n {
 		i := len(s.slots)
-		s.slots = append(s.slots, &kafkaSlot{n: i, id: s.txnID(s.ctx.Subtask, i)})
+		s.slots = append(s.slots, &kafkaSlot{n: i, id: s.txnID(s.Context().Subtask, i)})
 	}
 	return s.slots[n]
 }
@@ -487,7 +487,7 @@ func (s *kafkaTxnSink) Write(t *kafkaTxn, row record.Row) error {
 	}
 	r, err := s.enc.record(row)
 	if err != nil {
-		return s.evalErr(err)
+		return s.EvalError(err)
 	}
 	t.Records++
 	t.slot.cl.Produce(context.Background(), r, t.slot.promise)
@@ -498,7 +498,7 @@ func (s *kafkaTxnSink) Write(t *kafkaTxn, row record.Row) error {
 func (s *kafkaTxnSink) PrepareSnapshotPreBarrier(id int64) error {
 	s.preparing = id
 	defer func() { s.preparing = 0 }()
-	return s.twoPhaseSink.PrepareSnapshotPreBarrier(id)
+	return s.TwoPhaseSink.PrepareSnapshotPreBarrier(id)
 }
 
 // PreCommit flushes the transaction and records its producer ID and epoch.
@@ -538,7 +538,7 @@ func (s *kafkaTxnSink) dataLoss(t *kafkaTxn, err error) error {
 	if t.Checkpoint > 0 {
 		cp = fmt.Sprintf("of checkpoint %d", t.Checkpoint)
 	}
-	return &UserError{Operator: s.ctx.OperatorName, Unrecoverable: true, Err: fmt.Errorf(
+	return &operator.UserError{Operator: s.Context().OperatorName, Unrecoverable: true, Err: fmt.Errorf(
 		"%w: the transaction %s %s (producer ID %d, epoch %d, %d records) was aborted by the broker before its commit: it timed out (transaction timeout %v) or its producer was fenced; the records %s are lost: %w",
 		ErrKafkaDataLoss, t.TxnID, cp, t.ProducerID, t.Epoch, t.Records, s.txnTimeout, cp, err)}
 }
@@ -546,7 +546,7 @@ func (s *kafkaTxnSink) dataLoss(t *kafkaTxn, err error) error {
 // Commit commits a pre-committed transaction; one already committed is a success.
 func (s *kafkaTxnSink) Commit(t *kafkaTxn) error {
 	if !t.Prepared {
-		return fmt.Errorf("commit %s: %w", t.TxnID, errNotCommittable)
+		return fmt.Errorf("commit %s: %w", t.TxnID, operator.ErrNotCommittable)
 	}
 	if t.ended {
 		return nil
@@ -680,9 +680,9 @@ func (s *kafkaTxnSink) AbortLingering(referenced []*kafkaTxn) error {
 	keep := make(map[string]bool, len(referenced))
 	for _, t := range referenced {
 		keep[t.TxnID] = true
-		if i, n, ok := s.parseTxnID(t.TxnID); ok && i == s.ctx.Subtask {
+		if i, n, ok := s.parseTxnID(t.TxnID); ok && i == s.Context().Subtask {
 			sl := s.slot(n)
-			sl.inUse, sl.lastRef = true, max(sl.lastRef, s.restoredID)
+			sl.inUse, sl.lastRef = true, max(sl.lastRef, s.RestoredID())
 		}
 	}
 	ctx, cancel := kafkaOpContext()
@@ -693,11 +693,11 @@ func (s *kafkaTxnSink) AbortLingering(referenced []*kafkaTxn) error {
 	if err != nil {
 		return fmt.Errorf("listing transactions: %w", err)
 	}
-	par := max(s.ctx.Parallelism, 1)
+	par := max(s.Context().Parallelism, 1)
 	var aborted []string
 	for _, l := range listed.Sorted() {
 		i, _, ok := s.parseTxnID(l.TxnID)
-		if !ok || i%par != s.ctx.Subtask || keep[l.TxnID] || l.State != "Ongoing" {
+		if !ok || i%par != s.Context().Subtask || keep[l.TxnID] || l.State != "Ongoing" {
 			continue
 		}
 		if err := s.fence(ctx, l.TxnID); err != nil {
@@ -706,14 +706,14 @@ func (s *kafkaTxnSink) AbortLingering(referenced []*kafkaTxn) error {
 		aborted = append(aborted, l.TxnID)
 	}
 	if len(aborted) > 0 {
-		ctxLogger(s.ctx).Info("kafka sink aborted lingering transactions", "transactional_ids", aborted)
+		s.Context().Log().Info("kafka sink aborted lingering transactions", "transactional_ids", aborted)
 	}
 	return nil
 }
 
 // SnapshotState stores the transactions and marks their slots as referenced by checkpoint id.
 func (s *kafkaTxnSink) SnapshotState(id int64) error {
-	if err := s.twoPhaseSink.SnapshotState(id); err != nil {
+	if err := s.TwoPhaseSink.SnapshotState(id); err != nil {
 		return err
 	}
 	for _, sl := range s.slots {
@@ -727,7 +727,7 @@ func (s *kafkaTxnSink) SnapshotState(id int64) error {
 // NotifyCheckpointComplete commits the transactions ≤ id and releases the slots that no
 // snapshot from id on references.
 func (s *kafkaTxnSink) NotifyCheckpointComplete(id int64) error {
-	err := s.twoPhaseSink.NotifyCheckpointComplete(id)
+	err := s.TwoPhaseSink.NotifyCheckpointComplete(id)
 	for _, sl := range s.slots {
 		if sl.inUse && sl.txn == nil && sl.lastRef < id && !s.isPending(sl) {
 			sl.inUse = false
@@ -738,13 +738,13 @@ func (s *kafkaTxnSink) NotifyCheckpointComplete(id int64) error {
 
 // isPending reports whether a pending (not yet committed) transaction holds slot sl.
 func (s *kafkaTxnSink) isPending(sl *kafkaSlot) bool {
-	return slices.ContainsFunc(s.pending, func(p pendingTxn[*kafkaTxn]) bool { return p.txn.slot == sl })
+	return slices.ContainsFunc(s.Pending(), func(t *kafkaTxn) bool { return t.slot == sl })
 }
 
 // Close aborts the open transaction and closes the clients; pre-committed transactions stay
 // open in the brokers for a restore to commit.
 func (s *kafkaTxnSink) Close() error {
-	err := s.twoPhaseSink.Close()
+	err := s.TwoPhaseSink.Close()
 	for _, sl := range s.slots {
 		if sl.cl != nil {
 			sl.cl.Close()
@@ -770,10 +770,10 @@ func (s *kafkaTxnSink) inUseSlots() []int {
 }
 
 var (
-	_ TwoPhaseCommitter[*kafkaTxn] = (*kafkaTxnSink)(nil)
-	_ LingeringAborter[*kafkaTxn]  = (*kafkaTxnSink)(nil)
-	_ Stateful                     = (*kafkaTxnSink)(nil)
-	_ PreBarrier                   = (*kafkaTxnSink)(nil)
-	_ Snapshotter                  = (*kafkaTxnSink)(nil)
-	_ CheckpointListener           = (*kafkaTxnSink)(nil)
+	_ operator.TwoPhaseCommitter[*kafkaTxn] = (*kafkaTxnSink)(nil)
+	_ operator.LingeringAborter[*kafkaTxn]  = (*kafkaTxnSink)(nil)
+	_ operator.Stateful                     = (*kafkaTxnSink)(nil)
+	_ operator.PreBarrier                   = (*kafkaTxnSink)(nil)
+	_ operator.Snapshotter                  = (*kafkaTxnSink)(nil)
+	_ operator.CheckpointListener           = (*kafkaTxnSink)(nil)
 )

@@ -1,18 +1,17 @@
-package job
+package expression
 
 import (
 	"testing"
 
-	"github.com/goflink/goflink/expression"
 	"github.com/goflink/goflink/record"
 )
 
-// TestCheckPartialIsSound checks expressions against a field x of unknown type, or a name x
-// that may not exist, the way readers of a broken operator are checked: checkPartial must
+// TestCheckIsSound checks expressions against a field x of unknown type, or a name x
+// that may not exist, the way readers of a broken operator are checked: Check must
 // accept every expression that compiles for some type of x, and give its result type only
 // when that is the same for every such type. Against a known schema it must agree with
-// expression.Compile, whose behaviour it mirrors.
-func TestCheckPartialIsSound(t *testing.T) {
+// Compile, whose behaviour it mirrors.
+func TestCheckIsSound(t *testing.T) {
 	exprs := []string{
 		"x", "y", "x + 1", "x + 1.5", "x + 'a'", "'a' + x", "x + y", "x - y", "x * 2", "x / 2", "x % 2",
 		"x ** 2", "-x", "!x", "not x", "x > 1", "x < y", "x >= 'a'", "x == 'a'", "x != nil", "x == y",
@@ -29,35 +28,35 @@ func TestCheckPartialIsSound(t *testing.T) {
 		"max(acc.x, x)", "acc.x + x", "acc.y + 1", "acc.z", "acc", "acc.x ?? x",
 	}
 	types := []record.Type{record.Int64, record.Float64, record.String, record.Bool, record.Bytes, record.Timestamp, record.Map}
-	optionSets := []expression.Options{
+	optionSets := []Options{
 		{}, {Want: record.Bool}, {Want: record.String}, {Acc: true}, {Acc: true, Want: record.Int64},
 	}
 	y := record.Field{Name: "y", Type: record.Int64}
-	unknownX := newShape([]record.Field{{Name: "x"}, y}, false)
-	maybeX := newShape([]record.Field{y}, true)
+	unknownX := []record.Field{{Name: "x"}, y} // x of unknown type
+	maybeX := []record.Field{y}                // and maybe more fields (open)
 	for _, src := range exprs {
 		for _, opts := range optionSets {
-			closedType, closedErr := checkPartial(src, unknownX, opts)
-			openType, openErr := checkPartial(src, maybeX, opts)
+			closedType, closedErr := Check(src, unknownX, false, opts)
+			openType, openErr := Check(src, maybeX, true, opts)
 			schemas := []*record.Schema{record.MustSchema(y)} // x absent: only the open shape allows it
 			for _, typ := range types {
 				schemas = append(schemas, record.MustSchema(record.Field{Name: "x", Type: typ}, y))
 			}
 			for i, s := range schemas {
-				p, err := expression.Compile(src, s, opts)
-				// Against a known schema, checkPartial answers as Compile does.
-				gotType, gotErr := checkPartial(src, knownShape(s), opts)
+				p, err := Compile(src, s, opts)
+				// Against a known schema, Check answers as Compile does.
+				gotType, gotErr := Check(src, s.Fields(), false, opts)
 				if errString(gotErr) != errString(err) || (err == nil && gotType != p.Type()) {
-					t.Errorf("%q %+v against %v: checkPartial = %v, %v; Compile = %v", src, opts, s, gotType, gotErr, describeProgram(p, err))
+					t.Errorf("%q %+v against %v: Check = %v, %v; Compile = %v", src, opts, s, gotType, gotErr, describeProgram(p, err))
 				}
 				if err != nil {
 					continue
 				}
 				if i > 0 && (closedErr != nil || (closedType != record.Invalid && closedType != p.Type())) {
-					t.Errorf("%q %+v: compiles against %v (type %v), but against %v checkPartial = %v, %v", src, opts, s, p.Type(), unknownX, closedType, closedErr)
+					t.Errorf("%q %+v: compiles against %v (type %v), but against %v Check = %v, %v", src, opts, s, p.Type(), unknownX, closedType, closedErr)
 				}
 				if openErr != nil || (openType != record.Invalid && openType != p.Type()) {
-					t.Errorf("%q %+v: compiles against %v (type %v), but against %v checkPartial = %v, %v", src, opts, s, p.Type(), maybeX, openType, openErr)
+					t.Errorf("%q %+v: compiles against %v (type %v), but against %v Check = %v, %v", src, opts, s, p.Type(), maybeX, openType, openErr)
 				}
 			}
 		}
@@ -71,7 +70,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func describeProgram(p *expression.Program, err error) string {
+func describeProgram(p *Program, err error) string {
 	if err != nil {
 		return err.Error()
 	}

@@ -1,0 +1,114 @@
+package operator
+
+import (
+	"strings"
+
+	"github.com/goflink/goflink/record"
+)
+
+// Shape is what the job builder knows of the records an operator emits. Behind a broken operator
+// it is only partly known: the type of a field (record.Invalid), or whether there are fields
+// besides those listed (open). Readers are still checked against what is known, and such a
+// check reports a problem only when it holds whatever the unknown parts turn out to be, so a
+// broken operator does not cascade into noise downstream.
+type Shape struct {
+	Fields []record.Field // a field of type record.Invalid has an unknown type
+	Open   bool           // there may be more fields, with unknown names
+	Schema *record.Schema // the whole schema, when nothing is unknown
+}
+
+// KnownShape is the shape of records of a known schema.
+func KnownShape(s *record.Schema) *Shape { return &Shape{Fields: s.Fields(), Schema: s} }
+
+// UnknownShape is the shape of records nothing is known of.
+func UnknownShape() *Shape { return &Shape{Open: true} }
+
+// NewShape returns the shape of records with these fields, and maybe more when open.
+func NewShape(fields []record.Field, open bool) *Shape {
+	sh := &Shape{Fields: fields, Open: open}
+	if !open {
+		if s, err := record.NewSchema(fields...); err == nil {
+			sh.Schema = s
+		}
+	}
+	return sh
+}
+
+// Field looks a field up by name.
+func (sh *Shape) Field(name string) (record.Field, bool) {
+	for _, f := range sh.Fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return record.Field{}, false
+}
+
+// Lacks reports whether the records certainly have no field called name.
+func (sh *Shape) Lacks(name string) bool {
+	_, found := sh.Field(name)
+	return !found && !sh.Open
+}
+
+// Names returns the names of the known fields.
+func (sh *Shape) Names() []string {
+	out := make([]string, len(sh.Fields))
+	for i, f := range sh.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// Unite returns what is known of records of both shapes a and b, as the reader of two inputs
+// sees them; false when a and b certainly differ.
+func Unite(a, b *Shape) (*Shape, bool) {
+	if a.Open || b.Open {
+		return UnknownShape(), true
+	}
+	if len(a.Fields) != len(b.Fields) {
+		return nil, false
+	}
+	fields := make([]record.Field, len(a.Fields))
+	for i, f := range a.Fields {
+		g := b.Fields[i]
+		switch {
+		case f.Name != g.Name:
+			return nil, false
+		case f.Type == record.Invalid:
+			f.Type = g.Type
+		case g.Type != record.Invalid && g.Type != f.Type:
+			return nil, false
+		}
+		fields[i] = f
+	}
+	return NewShape(fields, false), true
+}
+
+// String renders the shape like record.Schema, an unknown type as "unknown".
+func (sh *Shape) String() string {
+	if sh.Schema != nil {
+		return sh.Schema.String()
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range sh.Fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.Name)
+		b.WriteString(": ")
+		if f.Type == record.Invalid {
+			b.WriteString("unknown")
+		} else {
+			b.WriteString(f.Type.String())
+		}
+	}
+	if sh.Open {
+		if len(sh.Fields) > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("…")
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -309,7 +309,7 @@ func (jm *JobManager) monitorLeadership() {
 			l.wg.Add(1)
 			go func() { defer l.wg.Done(); jm.rm.monitor(ctx) }()
 			jm.rm.start()
-			jm.disp.start(ctx)
+			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)
 			jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_SERVING)
 			jm.log.Info("leadership established")

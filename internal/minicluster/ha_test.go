@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,7 +96,9 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 
 // The leader is stopped while an exactly-once job runs: a new leader is elected, recovers the
 // job from its latest checkpoint (the TaskManagers register with it), checkpoint IDs keep
-// growing, and the committed output holds every value exactly once.
+// growing, and the committed output holds every value exactly once. The exception history
+// names the leader change as the cause of the restart, and a watch that follows the job
+// across the failover (as flinkctl run does) sees it.
 func TestLeaderFailoverKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -132,6 +136,12 @@ operators:
 		return nil
 	}
 	waitFor(t, ctx, 20*time.Second, "checkpoints before the failover", observe)
+	watched := make(chan []*pb.ExceptionEntry, 1)
+	go func() { // follows the job to its end, as flinkctl run does, keeping what it saw last
+		var seen []*pb.ExceptionEntry
+		_, _ = cl.Watch(ctx, id, func(d *pb.JobDetails) error { seen = d.GetExceptions(); return nil })
+		watched <- seen
+	}()
 	old := waitLeader(t, ctx, c, 10*time.Second)
 	stopped := time.Now()
 	if err := c.StopJobManager(old); err != nil {
@@ -160,6 +170,15 @@ operators:
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
 	}
 	checkEachValueOnce(t, out, n)
+	checkLeaderChangeEntry(t, last, fmt.Sprintf("jm-%d", old+1), fmt.Sprintf("jm-%d", leader+1), seen[before-1])
+	select {
+	case got := <-watched:
+		if !slices.ContainsFunc(got, func(e *pb.ExceptionEntry) bool { return e.GetTask() == "jobmanager leader change" }) {
+			t.Errorf("the watch that followed the job across the failover saw exceptions %v, want the leader change among them", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch did not end with the job")
+	}
 	if err := c.StartJobManager(old); err != nil {
 		t.Fatalf("restart the old leader: %v", err)
 	}
@@ -205,4 +224,39 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	watchEnd(t, ctx, cl, live)
+}
+
+// checkLeaderChangeEntry checks that a job's exception history holds exactly one entry for the
+// leader change from prev to next, with the restart it led to: every task, globally, from a
+// checkpoint no older than minCheckpoint.
+func checkLeaderChangeEntry(t *testing.T, d *pb.JobDetails, prev, next string, minCheckpoint int64) {
+	t.Helper()
+	var entries []*pb.ExceptionEntry
+	for _, e := range d.GetExceptions() {
+		if e.GetTask() == "jobmanager leader change" {
+			entries = append(entries, e)
+		}
+	}
+	if len(entries) != 1 {
+		t.Fatalf("exception history %v has %d leader change entries, want 1", d.GetExceptions(), len(entries))
+	}
+	e := entries[0]
+	want := fmt.Sprintf("the JobManager leader changed (%s → %s, term ", prev, next)
+	var cp int64
+	if !strings.HasPrefix(e.GetCause(), want) {
+		t.Errorf("leader change cause %q, want it to start with %q", e.GetCause(), want)
+	} else if _, err := fmt.Sscanf(e.GetCause()[strings.Index(e.GetCause(), "): ")+3:], "the job restarts from checkpoint %d", &cp); err != nil || cp < minCheckpoint {
+		t.Errorf("leader change cause %q: want it to name the checkpoint restored (at least %d)", e.GetCause(), minCheckpoint)
+	}
+	var tasks []string
+	for _, task := range d.GetTasks() {
+		tasks = append(tasks, fmt.Sprintf("%s (%d/%d)", task.GetOperator(), task.GetSubtask()+1, d.GetParallelism()))
+	}
+	if e.GetHandling() != pb.FailureHandling_FAILURE_HANDLING_RESTART || e.GetFailover() != "global" || e.GetRestartAttempt() != 1 ||
+		!slices.Equal(e.GetRestartedTasks(), tasks) || e.GetTaskmanager() != "" {
+		t.Errorf("leader change entry %v, want handling RESTART, failover global, restart attempt 1, restarted tasks %v, no TaskManager", e, tasks)
+	}
+	if d.GetRestarts() < 1 {
+		t.Errorf("job has %d restarts after a leader change, want the restart counted", d.GetRestarts())
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -53,8 +52,9 @@ type Config struct {
 	// Operators holds custom operators (optional).
 	Operators *operator.Registry
 	Logger    *slog.Logger
-	// RaftLog receives hashicorp/raft's own warnings (default os.Stderr).
-	RaftLog io.Writer
+	// RaftLogger receives hashicorp/raft's own records (default Logger), from WARN unless it
+	// enables DEBUG.
+	RaftLogger *slog.Logger
 }
 
 // Peer is one member of the JobManagers' Raft group.
@@ -164,11 +164,11 @@ func Start(cfg Config) (*JobManager, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("jm_id", cfg.NodeID)
-	raftLog := cfg.RaftLog
+	raftLog := cfg.RaftLogger
 	if raftLog == nil {
-		raftLog = os.Stderr
+		raftLog = log
 	}
+	log, raftLog = log.With("jm_id", cfg.NodeID), raftLog.With("jm_id", cfg.NodeID)
 	// The data dir first: a second JobManager on it fails at once, naming the first.
 	lock, err := dirlock.Acquire(cfg.DataDir, "jobmanager")
 	if err != nil {
@@ -186,7 +186,7 @@ func Start(cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	f := newFSM()
-	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, raftLog, defaultRaftTimings)
+	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
 	if err != nil {
 		lis.Close()
 		lock.Release()

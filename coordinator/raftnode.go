@@ -3,7 +3,6 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,12 +37,11 @@ type raftTimings struct {
 
 var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, lease: 250 * time.Millisecond, commit: 10 * time.Millisecond}
 
-func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writer, t raftTimings) (*raftNode, error) {
+func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, JSONFormat: true, Output: logOut})
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(nodeID)
 	cfg.Logger = logger

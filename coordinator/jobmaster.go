@@ -514,14 +514,16 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 	e.in, e.out = r.GetRecordsIn(), r.GetRecordsOut()
 	switch s := r.GetState(); s {
 	case pb.ExecutionState_EXECUTION_STATE_FAILED:
-		cause := r.GetFailure()
-		if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
-			cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
-		}
-		m.failExecution(e, cause, r.GetUnrecoverable())
+		m.failExecution(e, m.reportedCause(e, r), r.GetUnrecoverable())
 	case pb.ExecutionState_EXECUTION_STATE_CANCELED:
+		// A task canceled without being asked to is a failure: its TaskManager stopped it,
+		// or its producer was canceled (the report says which).
 		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING {
-			m.failExecution(e, fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe()), false)
+			cause := fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe())
+			if r.GetFailure() != "" {
+				cause = m.reportedCause(e, r)
+			}
+			m.failExecution(e, cause, false)
 		}
 		e.state = s
 		m.checkTerminal()
@@ -543,6 +545,15 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 			}
 		}
 	}
+}
+
+// reportedCause is the failure a task reported, naming the producer whose input it lost.
+func (m *jobMaster) reportedCause(e *execution, r *pb.UpdateTaskExecutionStateRequest) string {
+	cause := r.GetFailure()
+	if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
+		cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
+	}
+	return cause
 }
 
 // maybeStartCheckpoints starts periodic checkpoints once every task of the run is running or

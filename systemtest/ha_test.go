@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,33 +305,40 @@ func TestHALeaderKillShownByFlinkctl(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("flinkctl run did not end with the job; it printed:\n%s", output())
 	}
-	next, err := h.leader(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	printed := output()
 	if run.err != nil {
 		t.Fatalf("flinkctl run: %v (want exit 0 for a FINISHED job); it printed:\n%s", run.err, printed)
-	}
-	cause := regexp.MustCompile(fmt.Sprintf(`failure: jobmanager leader change: the JobManager leader changed \(jm%d → jm%d, term \d+\): the job restarts from checkpoint \d+\n`, old+1, next+1))
-	handling := regexp.MustCompile(`→ restart 1 immediately \(global failover: 2 tasks: numbers -> out \(1/2\), numbers -> out \(2/2\)\)\n`)
-	if !cause.MatchString(printed) || !handling.MatchString(printed) {
-		t.Errorf("flinkctl run output does not show the leader change jm%d → jm%d and its restart:\n%s", old+1, next+1, printed)
 	}
 	st, err := h.statusOf(id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The history is the last leader's: one leader change, from the killed leader to the one
+	// the survivors elected (or, had they elected again, from the first to the second).
 	var entries []failoverException
 	for _, e := range st.Exceptions {
 		if e.Task == "jobmanager leader change" {
 			entries = append(entries, e)
 		}
 	}
-	if st.Status != "FINISHED" || st.Restarts != 1 || len(entries) != 1 || entries[0].Handling != "restart" ||
-		entries[0].Failover != "global" || entries[0].RestartAttempt != 1 || len(entries[0].RestartedTasks) != 2 {
-		t.Errorf("flinkctl status: job %s with %d restarts and exceptions %+v; want FINISHED, 1 restart and one leader change entry (restart 1, global, 2 tasks)",
+	if st.Status != "FINISHED" || st.Restarts < 1 || len(entries) != 1 {
+		t.Fatalf("flinkctl status: job %s with %d restarts and exceptions %+v; want FINISHED, restarted, and one leader change",
 			st.Status, st.Restarts, st.Exceptions)
+	}
+	e := entries[0]
+	m := regexp.MustCompile(`^the JobManager leader changed \((jm\d+) → (jm\d+), term \d+\): the job restarts from checkpoint \d+$`).FindStringSubmatch(e.Cause)
+	killed := fmt.Sprintf("jm%d", old+1)
+	if m == nil || m[2] == killed || m[1] == m[2] || e.Handling != "restart" || e.Failover != "global" || e.RestartAttempt < 1 ||
+		!slices.Equal(e.RestartedTasks, []string{"numbers -> out (1/2)", "numbers -> out (2/2)"}) {
+		t.Errorf("flinkctl status: leader change entry %+v; want the job taken over from %s, restarted globally with both tasks", e, killed)
+	} else if m[1] != killed {
+		t.Logf("the survivors elected again: the job came from %s to %s", m[1], m[2])
+	}
+	// flinkctl run printed it while following the job, with how it was handled.
+	want := fmt.Sprintf("failure: jobmanager leader change: %s\n", e.Cause)
+	handling := fmt.Sprintf("→ restart %d immediately (global failover: 2 tasks: numbers -> out (1/2), numbers -> out (2/2))\n", e.RestartAttempt)
+	if !strings.Contains(printed, want) || !strings.Contains(printed, handling) {
+		t.Errorf("flinkctl run output does not show %q and %q:\n%s", want, handling, printed)
 	}
 	t.Logf("flinkctl run printed:\n%s", printed)
 }

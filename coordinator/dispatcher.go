@@ -37,6 +37,7 @@ type dispatcher struct {
 
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
+	leader  leaderInfo      // this JobManager and the term of the current leadership
 	masters map[string]*jobMaster
 	wg      sync.WaitGroup
 
@@ -49,11 +50,17 @@ func newDispatcher(node *raftNode, f *fsm, rm *resourceManager, log *slog.Logger
 		masters: map[string]*jobMaster{}, changed: make(chan struct{})}
 }
 
-// start begins leading: every job that has not ended is run again from its start (checkpoints
-// will let it resume instead).
-func (d *dispatcher) start(ctx context.Context) {
+// leaderInfo names a leadership: the leading JobManager's Raft node ID and its term.
+type leaderInfo struct {
+	id   string
+	term uint64
+}
+
+// start begins leading in the given leadership: every job that has not ended runs again, from
+// its latest checkpoint.
+func (d *dispatcher) start(ctx context.Context, leader leaderInfo) {
 	d.mu.Lock()
-	d.ctx = ctx
+	d.ctx, d.leader = ctx, leader
 	d.mu.Unlock()
 	for _, rec := range d.fsm.list() {
 		if isTerminalJob(rec.GetStatus()) {
@@ -88,7 +95,7 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	if _, running := d.masters[rec.GetId()]; running {
 		return nil
 	}
-	m, err := newJobMaster(d.ctx, rec, d.defaults, d, d.rm, d.log)
+	m, err := newJobMaster(d.ctx, rec, d.leader, d.defaults, d, d.rm, d.log)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	case *pb.RaftCommand_SubmitJob:
 		res = f.applySubmitJob(&cmd, op.SubmitJob)
 	case *pb.RaftCommand_UpdateJobStatus:
-		res = f.applyUpdateJobStatus(&cmd, op.UpdateJobStatus)
+		res = f.applyUpdateJobStatus(&cmd, op.UpdateJobStatus, l.Term)
 	case *pb.RaftCommand_AllocateCheckpointId:
 		res = f.applyAllocateCheckpointID(op.AllocateCheckpointId)
 	case *pb.RaftCommand_CompleteCheckpoint:
@@ -79,7 +79,9 @@ func (f *fsm) applySubmitJob(cmd *pb.RaftCommand, c *pb.SubmitJobCommand) error 
 	return nil
 }
 
-func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCommand) error {
+// applyUpdateJobStatus changes a job's status and records the leader that changed it (the
+// command's proposer, in term, the Raft term of the entry).
+func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCommand, term uint64) error {
 	j, ok := f.jobs[c.GetJobId()]
 	if !ok {
 		return fmt.Errorf("update job %s: %w", c.GetJobId(), ErrJobNotFound)
@@ -91,6 +93,7 @@ func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCom
 		return fmt.Errorf("update job %s to %v: %w (it is %v)", c.GetJobId(), c.GetStatus(), ErrJobTerminal, j.Status)
 	}
 	j.Status = c.GetStatus()
+	j.LeaderId, j.LeaderTerm = cmd.GetProposer(), term
 	switch {
 	case j.Status == pb.JobStatus_JOB_STATUS_RUNNING:
 		if j.StartTime == nil {

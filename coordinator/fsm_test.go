@@ -26,6 +26,7 @@ type applier struct {
 	t     *testing.T
 	f     *fsm
 	index uint64
+	term  uint64 // the Raft term of the entries
 }
 
 func newApplier(t *testing.T) *applier { return &applier{t: t, f: newFSM()} }
@@ -38,7 +39,7 @@ func (a *applier) apply(cmd *pb.RaftCommand) error {
 		a.t.Fatalf("marshal %v: %v", cmd, err)
 	}
 	a.index++
-	res := a.f.Apply(&raft.Log{Type: raft.LogCommand, Index: a.index, Data: data})
+	res := a.f.Apply(&raft.Log{Type: raft.LogCommand, Index: a.index, Term: a.term, Data: data})
 	if res == nil {
 		return nil
 	}
@@ -97,6 +98,37 @@ func TestFSMSubmitJobTwiceIsNoOp(t *testing.T) {
 		Status: running, SubmitTime: ts(1), StartTime: ts(2), Runs: 1}
 	if !proto.Equal(after[0], want) {
 		t.Errorf("record = %v, want %v", after[0], want)
+	}
+}
+
+// A status change records the leader that proposed it and the term of its entry, so that the
+// next leader can say whom it took the job over from; a repeated status changes nothing.
+func TestFSMRecordsTheLeaderOfStatusChanges(t *testing.T) {
+	a := newApplier(t)
+	if err := a.apply(submitCmd("j1", "job", ts(1))); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		status           pb.JobStatus
+		proposer         string
+		term             uint64
+		wantID, describe string
+		wantTerm         uint64
+	}{
+		{running, "jm1", 3, "jm1", "RUNNING by jm1 in term 3", 3},
+		{running, "jm2", 5, "jm1", "RUNNING again (a no-op) by jm2 in term 5", 3},
+		{restarting, "jm2", 5, "jm2", "RESTARTING by jm2 in term 5", 5},
+	}
+	for i, st := range steps {
+		cmd := statusCmd("j1", st.status, "", ts(2+i))
+		cmd.Proposer, a.term = st.proposer, st.term
+		if err := a.apply(cmd); err != nil {
+			t.Fatalf("%s: %v", st.describe, err)
+		}
+		rec, _ := a.f.job("j1")
+		if rec.GetLeaderId() != st.wantID || rec.GetLeaderTerm() != st.wantTerm {
+			t.Errorf("after %s: leader %q in term %d, want %q in term %d", st.describe, rec.GetLeaderId(), rec.GetLeaderTerm(), st.wantID, st.wantTerm)
+		}
 	}
 }
 

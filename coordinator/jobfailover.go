@@ -237,7 +237,7 @@ func (m *jobMaster) redeploy(tasks map[string]bool) {
 			}
 			id := &pb.ExecutionAttemptID{JobId: m.id, VertexId: v.GetId(), Subtask: i, Attempt: m.attempt}
 			e := &execution{id: id, key: execid.Key(id), vertex: v, tm: unassigned, slot: -1, scheduledAt: now,
-				name: fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism()), state: pb.ExecutionState_EXECUTION_STATE_SCHEDULED}
+				name: taskName(v, i), state: pb.ExecutionState_EXECUTION_STATE_SCHEDULED}
 			m.byKey[e.key], m.bySubtask[k] = e, e
 			execs = append(execs, e)
 			fresh++
@@ -246,6 +246,9 @@ func (m *jobMaster) redeploy(tasks map[string]bool) {
 	m.execs = execs
 	m.log.Info("redeploying tasks", "tasks", fresh, "of", len(execs), "attempt", m.attempt, "restored_checkpoint_id", m.restoredID)
 	m.tryAssignSlots()
+	// Tasks that wait for slots are SCHEDULED in the view: nothing else publishes them until
+	// a slot frees up or an event arrives.
+	m.publish()
 }
 
 // unassigned is the TaskManager of an execution that waits for a slot.

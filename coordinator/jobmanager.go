@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -55,8 +54,9 @@ type Config struct {
 	// JobManager plans specs with them; its TaskManagers must run the same types).
 	Operators []operator.Type
 	Logger    *slog.Logger
-	// RaftLog receives hashicorp/raft's own warnings (default os.Stderr).
-	RaftLog io.Writer
+	// RaftLogger receives hashicorp/raft's own records (default Logger), from WARN unless it
+	// enables DEBUG.
+	RaftLogger *slog.Logger
 }
 
 // Peer is one member of the JobManagers' Raft group.
@@ -166,11 +166,11 @@ func Start(cfg Config) (*JobManager, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("jm_id", cfg.NodeID)
-	raftLog := cfg.RaftLog
+	raftLog := cfg.RaftLogger
 	if raftLog == nil {
-		raftLog = os.Stderr
+		raftLog = log
 	}
+	log, raftLog = log.With("jm_id", cfg.NodeID), raftLog.With("jm_id", cfg.NodeID)
 	// The data dir first: a second JobManager on it fails at once, naming the first.
 	lock, err := dirlock.Acquire(cfg.DataDir, "jobmanager")
 	if err != nil {
@@ -188,7 +188,7 @@ func Start(cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	f := newFSM()
-	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, raftLog, defaultRaftTimings)
+	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
 	if err != nil {
 		lis.Close()
 		lock.Release()
@@ -318,7 +318,7 @@ func (jm *JobManager) monitorLeadership() {
 			l.wg.Add(1)
 			go func() { defer l.wg.Done(); jm.rm.monitor(ctx) }()
 			jm.rm.start()
-			jm.disp.start(ctx)
+			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)
 			jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_SERVING)
 			jm.log.Info("leadership established")

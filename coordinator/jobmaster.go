@@ -113,6 +113,9 @@ type jobMaster struct {
 	failover failover.FailoverStrategy
 	rm       *resourceManager
 	log      *slog.Logger
+	// leader is this leadership; prevLeader the one that last changed the job's status (from
+	// the job's record), which a job taken over names in its exception history.
+	leader, prevLeader leaderInfo
 
 	inbox  chan any
 	ctx    context.Context
@@ -159,7 +162,7 @@ type jobMaster struct {
 	nextID, endID int64
 }
 
-func newJobMaster(parent context.Context, rec *pb.JobRecord, cluster *config.Config, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
+func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, cluster *config.Config, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
 	cfg := config.New()
 	if err := cfg.SetAll(rec.GetGraph().GetConfig()); err != nil {
 		return nil, fmt.Errorf("job %s config: %w", rec.GetId(), err)
@@ -176,6 +179,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, cluster *config.Con
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
 		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart, failover: fo,
+		leader: leader, prevLeader: leaderInfo{id: rec.GetLeaderId(), term: rec.GetLeaderTerm()},
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(), restarts: max(rec.GetRuns()-1, 0),
@@ -245,11 +249,15 @@ func (m *jobMaster) run() {
 	case pb.JobStatus_JOB_STATUS_FAILING: // the leader before us was failing it
 		m.finish(pb.JobStatus_JOB_STATUS_FAILED, m.failureCause)
 		return
-	case pb.JobStatus_JOB_STATUS_RUNNING:
-		// The job ran under an earlier leader: record a restart, so that this run is counted
-		// and its attempts get new numbers.
-		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
-			return
+	case pb.JobStatus_JOB_STATUS_RUNNING, pb.JobStatus_JOB_STATUS_RESTARTING:
+		// The job ran (or was restarting) under an earlier leader: every task restarts. The
+		// exception history says why, before RESTARTING is published; a running job records
+		// a restart, so that this run is counted and its attempts get new numbers.
+		m.recordLeaderChange()
+		if m.status == pb.JobStatus_JOB_STATUS_RUNNING {
+			if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
+				return
+			}
 		}
 	}
 	// The first deployment is a restart of every subtask, due at once.
@@ -299,6 +307,57 @@ func (m *jobMaster) run() {
 		m.maybeRestart()
 		m.publish()
 	}
+}
+
+// leaderChangeTask is the exception history's "task" of a JobManager leader change.
+const leaderChangeTask = "jobmanager leader change"
+
+// recordLeaderChange adds the takeover of a running or restarting job by this leader to the
+// exception history: a global restart of every task from the latest checkpoint, handled like
+// a failure's restart (the restart strategy is not asked, as in Flink).
+func (m *jobMaster) recordLeaderChange() {
+	var checkpoint int64
+	if rec, ok := m.host.jobRecord(m.id); ok && len(rec.GetCheckpoints()) > 0 {
+		checkpoint = rec.GetCheckpoints()[len(rec.GetCheckpoints())-1].GetId()
+	}
+	cause := leaderChangeCause(m.prevLeader, m.leader, m.status == pb.JobStatus_JOB_STATUS_RESTARTING, checkpoint)
+	entry := &pb.ExceptionEntry{Time: timestamppb.Now(), Task: leaderChangeTask, Cause: cause,
+		Handling: pb.FailureHandling_FAILURE_HANDLING_RESTART, Failover: "global", RestartAttempt: m.restarts + 1}
+	for _, v := range m.graph.GetVertices() {
+		for i := range v.GetParallelism() {
+			entry.RestartedTasks = append(entry.RestartedTasks, taskName(v, i))
+		}
+	}
+	m.exceptions = append(m.exceptions, entry)
+	m.log.Info("taking over the job from an earlier leader", "previous_leader", m.prevLeader.id, "previous_term", m.prevLeader.term,
+		"term", m.leader.term, "status", m.status, "restart", entry.RestartAttempt)
+}
+
+// leaderChangeCause says how a job came to this leader (cur) from the one that last changed
+// its status (prev; unknown in records of older versions) and where it restarts from: the
+// checkpoint, or the beginning when checkpoint is 0.
+func leaderChangeCause(prev, cur leaderInfo, restarting bool, checkpoint int64) string {
+	var change string
+	switch {
+	case prev.id == "":
+		change = fmt.Sprintf("a new JobManager leader took over (%s, term %d)", cur.id, cur.term)
+	case prev.id == cur.id:
+		change = fmt.Sprintf("JobManager %s lost its leadership and regained it (term %d → %d)", cur.id, prev.term, cur.term)
+	default:
+		change = fmt.Sprintf("the JobManager leader changed (%s → %s, term %d)", prev.id, cur.id, cur.term)
+	}
+	if restarting {
+		change += " while the job was restarting"
+	}
+	if checkpoint == 0 {
+		return change + ": no checkpoint completed yet: the job starts over"
+	}
+	return fmt.Sprintf("%s: the job restarts from checkpoint %d", change, checkpoint)
+}
+
+// taskName names subtask i of a vertex as the exception history and logs do: "map (2/4)".
+func taskName(v *pb.JobVertex, i int32) string {
+	return fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism())
 }
 
 // stopTimers stops the loop's timers when it exits.
@@ -455,14 +514,16 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 	e.in, e.out = r.GetRecordsIn(), r.GetRecordsOut()
 	switch s := r.GetState(); s {
 	case pb.ExecutionState_EXECUTION_STATE_FAILED:
-		cause := r.GetFailure()
-		if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
-			cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
-		}
-		m.failExecution(e, cause, r.GetUnrecoverable())
+		m.failExecution(e, m.reportedCause(e, r), r.GetUnrecoverable())
 	case pb.ExecutionState_EXECUTION_STATE_CANCELED:
+		// A task canceled without being asked to is a failure: its TaskManager stopped it,
+		// or its producer was canceled (the report says which).
 		if e.state != pb.ExecutionState_EXECUTION_STATE_CANCELING {
-			m.failExecution(e, fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe()), false)
+			cause := fmt.Sprintf("%s on %s was canceled unexpectedly", e.name, e.tm.describe())
+			if r.GetFailure() != "" {
+				cause = m.reportedCause(e, r)
+			}
+			m.failExecution(e, cause, false)
 		}
 		e.state = s
 		m.checkTerminal()
@@ -484,6 +545,15 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 			}
 		}
 	}
+}
+
+// reportedCause is the failure a task reported, naming the producer whose input it lost.
+func (m *jobMaster) reportedCause(e *execution, r *pb.UpdateTaskExecutionStateRequest) string {
+	cause := r.GetFailure()
+	if p := m.byKey[execid.Key(r.GetFailedProducer())]; r.GetFailedProducer() != nil && p != nil {
+		cause = fmt.Sprintf("%s lost its input from %s on %s: %s", e.name, p.name, p.tm.describe(), cause)
+	}
+	return cause
 }
 
 // maybeStartCheckpoints starts periodic checkpoints once every task of the run is running or

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 // raftNode wraps hashicorp/raft with goflink's FSM, a bbolt log and stable store, file
 // snapshots and the TCP transport on its own port.
 type raftNode struct {
+	id    string // this node's Raft server ID
 	r     *raft.Raft
 	fsm   *fsm
 	store *raftboltdb.BoltStore
@@ -37,12 +37,11 @@ type raftTimings struct {
 
 var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, lease: 250 * time.Millisecond, commit: 10 * time.Millisecond}
 
-func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writer, t raftTimings) (*raftNode, error) {
+func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, JSONFormat: true, Output: logOut})
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(nodeID)
 	cfg.Logger = logger
@@ -88,7 +87,7 @@ func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logOut io.Writ
 		store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n := &raftNode{r: r, fsm: f, store: store, trans: trans, addr: string(trans.LocalAddr())}
+	n := &raftNode{id: nodeID, r: r, fsm: f, store: store, trans: trans, addr: string(trans.LocalAddr())}
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		_ = n.close()
@@ -166,8 +165,8 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 	return addr, nil
 }
 
-// apply proposes a command stamped with the leader's time (cmd.Time) and waits for it to
-// commit. A domain rejection by the FSM is returned as the error.
+// apply proposes a command stamped with the leader's time and node ID (cmd.Time,
+// cmd.Proposer) and waits for it to commit. A domain rejection by the FSM is returned as the error.
 func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
 	_, err := n.applyResult(cmd, timeout)
 	return err
@@ -175,7 +174,7 @@ func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
 
 // applyResult is apply returning the FSM's result value.
 func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
-	cmd.Time = timestamppb.Now()
+	cmd.Time, cmd.Proposer = timestamppb.Now(), n.id
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode raft command: %w", err)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,4 +252,93 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// A SIGKILLed leader is visible to the user: `flinkctl run`, following the job across the
+// failover, prints the leader change as the cause of the restart, and `flinkctl status` lists
+// it in the exception history of the job, which restarts from its latest checkpoint.
+func TestHALeaderKillShownByFlinkctl(t *testing.T) {
+	skipShort(t)
+	h := startHACluster(t, 3, 1, 2)
+	spec := writeSpec(t, fmt.Sprintf("name: shown\nparallelism: 2\nconfig:\n  execution.checkpointing.interval: 100ms\n"+
+		"  execution.checkpointing.dir: %s\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 4000, rate: 500}\n"+
+		"  - {name: out, type: discard}\n", filepath.Join(t.TempDir(), "cp")))
+	run := startProc(t, "flinkctl run", "-m", h.jm, "run", spec)
+	output := func() string {
+		data, _ := os.ReadFile(run.log)
+		return string(data)
+	}
+	var id string
+	waitFor(t, 30*time.Second, func() error {
+		if m := regexp.MustCompile(`JobID ([0-9a-f]+)`).FindStringSubmatch(output()); m != nil {
+			id = m[1]
+			return nil
+		}
+		return fmt.Errorf("flinkctl run printed no job ID: %q", output())
+	})
+	waitFor(t, 30*time.Second, func() error {
+		st, err := h.statusOf(id)
+		if err != nil {
+			return err
+		}
+		var cp struct {
+			LastCheckpoint *struct{ ID int64 } `json:"last_checkpoint"`
+		}
+		if err := h.flinkctlJSON(&cp, "status", id); err != nil {
+			return err
+		}
+		if st.Status != "RUNNING" || cp.LastCheckpoint == nil {
+			return fmt.Errorf("job is %s, last checkpoint %v", st.Status, cp.LastCheckpoint)
+		}
+		return nil
+	})
+	cl := h.newClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old, err := h.leader(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.JMs[old].kill()
+	select {
+	case <-run.done:
+	case <-ctx.Done():
+		t.Fatalf("flinkctl run did not end with the job; it printed:\n%s", output())
+	}
+	printed := output()
+	if run.err != nil {
+		t.Fatalf("flinkctl run: %v (want exit 0 for a FINISHED job); it printed:\n%s", run.err, printed)
+	}
+	st, err := h.statusOf(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The history is the last leader's: one leader change, from the killed leader to the one
+	// the survivors elected (or, had they elected again, from the first to the second).
+	var entries []failoverException
+	for _, e := range st.Exceptions {
+		if e.Task == "jobmanager leader change" {
+			entries = append(entries, e)
+		}
+	}
+	if st.Status != "FINISHED" || st.Restarts < 1 || len(entries) != 1 {
+		t.Fatalf("flinkctl status: job %s with %d restarts and exceptions %+v; want FINISHED, restarted, and one leader change",
+			st.Status, st.Restarts, st.Exceptions)
+	}
+	e := entries[0]
+	m := regexp.MustCompile(`^the JobManager leader changed \((jm\d+) → (jm\d+), term \d+\): the job restarts from checkpoint \d+$`).FindStringSubmatch(e.Cause)
+	killed := fmt.Sprintf("jm%d", old+1)
+	if m == nil || m[2] == killed || m[1] == m[2] || e.Handling != "restart" || e.Failover != "global" || e.RestartAttempt < 1 ||
+		!slices.Equal(e.RestartedTasks, []string{"numbers -> out (1/2)", "numbers -> out (2/2)"}) {
+		t.Errorf("flinkctl status: leader change entry %+v; want the job taken over from %s, restarted globally with both tasks", e, killed)
+	} else if m[1] != killed {
+		t.Logf("the survivors elected again: the job came from %s to %s", m[1], m[2])
+	}
+	// flinkctl run printed it while following the job, with how it was handled.
+	want := fmt.Sprintf("failure: jobmanager leader change: %s\n", e.Cause)
+	handling := fmt.Sprintf("→ restart %d immediately (global failover: 2 tasks: numbers -> out (1/2), numbers -> out (2/2))\n", e.RestartAttempt)
+	if !strings.Contains(printed, want) || !strings.Contains(printed, handling) {
+		t.Errorf("flinkctl run output does not show %q and %q:\n%s", want, handling, printed)
+	}
+	t.Logf("flinkctl run printed:\n%s", printed)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -35,6 +36,10 @@ type producerError struct {
 	producer *pb.ExecutionAttemptID
 	addr     string
 	err      error
+	// canceled: the producer released its partition because it was canceled. Its consumer is
+	// canceled with it, not failed (Flink's CancelTaskException): the same restart or job
+	// cancellation cancels both, and the consumer's own CancelTask may simply be later.
+	canceled bool
 }
 
 func (e *producerError) Error() string {
@@ -46,6 +51,22 @@ func (e *producerError) Unwrap() error { return e.err }
 // errPartitionReleased is the cause seen by consumers of a partition whose producer stopped
 // before finishing.
 var errPartitionReleased = errors.New("producer released its result partition")
+
+// reasonProducerCanceled is the ErrorInfo reason of the ABORTED status that ends a remote
+// consumer's stream when the producer was canceled.
+const reasonProducerCanceled = "PRODUCER_CANCELED"
+
+// releasedStatus is the status that ends a remote consumer's stream when the partition was
+// released for relErr, with reason PRODUCER_CANCELED when its producer was canceled.
+func releasedStatus(relErr error) error {
+	st := status.Newf(codes.Aborted, "%v: %v", errPartitionReleased, relErr)
+	if errors.Is(relErr, errTaskCanceled) {
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonProducerCanceled, Domain: "goflink"}); err == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}
 
 // subpartition is the queue of buffers for one consumer subtask. Its capacity bounds the memory
 // a producer holds per channel: when it is full the producing task blocks (backpressure).
@@ -233,7 +254,7 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 				}
 				credit += c
 			case <-p.released:
-				return status.Errorf(codes.Aborted, "%v: %v", errPartitionReleased, p.relErr)
+				return releasedStatus(p.relErr)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -243,7 +264,7 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 			if errors.Is(err, context.Canceled) {
 				return err
 			}
-			return status.Errorf(codes.Aborted, "%v: %v", errPartitionReleased, err)
+			return releasedStatus(err)
 		}
 		msg := &pb.SubscribeResponse{Records: b.data, RecordCount: int32(b.records), Event: b.event}
 		if err := stream.Send(msg); err != nil {
@@ -285,8 +306,9 @@ func (c *inputChannel) release() {
 // runLocal moves buffers from a subpartition of this TaskManager into the gate.
 func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration, gate chan<- gateItem) {
 	fail := func(err error) {
+		pe := &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled)}
 		select {
-		case gate <- gateItem{ch: c, err: &producerError{producer: c.producer, addr: "this TaskManager", err: err}}:
+		case gate <- gateItem{ch: c, err: pe}:
 		case <-ctx.Done():
 		}
 	}
@@ -309,7 +331,7 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 		b, err := p.next(ctx, sub)
 		if err != nil {
 			if ctx.Err() == nil {
-				fail(fmt.Errorf("%w: %v", errPartitionReleased, err))
+				fail(fmt.Errorf("%w: %w", errPartitionReleased, err))
 			}
 			return
 		}
@@ -329,8 +351,9 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 // gate, announcing credit as the task returns it.
 func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
 	fail := func(err error) {
+		pe := &producerError{producer: c.producer, addr: addr, err: err, canceled: hasReason(err, reasonProducerCanceled)}
 		select {
-		case gate <- gateItem{ch: c, err: &producerError{producer: c.producer, addr: addr, err: err}}:
+		case gate <- gateItem{ch: c, err: pe}:
 		case <-ctx.Done():
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/expression"
+	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -54,6 +55,8 @@ type task struct {
 	log          *slog.Logger
 	jobCfg       *config.Config
 
+	// parent is the TaskManager's context, done when it stops: that cancels the task too.
+	parent        context.Context
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	done          chan struct{}
@@ -130,8 +133,8 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 		jobCfg: jobCfg, mail: make(chan func() error, 16), aborted: map[int64]bool{},
 		bufferTimeout: jobCfg.Duration(config.BufferTimeout),
 		env:           env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
-		name: fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
-		ctx:  ctx, cancel: cancel, done: make(chan struct{}),
+		name:   fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
+		parent: parent, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	t.log = env.log.With("job_id", id.GetJobId(), "vertex_id", id.GetVertexId(), "subtask", id.GetSubtask(), "attempt", id.GetAttempt())
 	for i, e := range g.GetEdges() {
@@ -183,14 +186,24 @@ func (t *task) run() {
 	t.cancel(errTaskCanceled) // stops input goroutines
 	t.wg.Wait()
 	t.publish()
+	var pe *producerError
 	switch {
 	case err == nil:
 		t.log.Info("task finished", "task", t.name, "records_in", t.in, "records_out", t.out)
 		t.report(pb.ExecutionState_EXECUTION_STATE_FINISHED, nil)
-	case t.cancelRequested.Load():
+	case t.cancelRequested.Load() || t.parent.Err() != nil:
+		// Canceled by the JobManager, or because the TaskManager stops (its context ends
+		// before it cancels each task), whatever error the cancellation made the task return.
 		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
 		t.log.Info("task canceled", "task", t.name)
 		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, nil)
+	case errors.As(err, &pe) && pe.canceled:
+		// Its producer was canceled: by the restart or cancellation that cancels this task
+		// too, whose CancelTask may arrive later. It is canceled, as in Flink; the report says
+		// why, for a JobManager that did not cancel it.
+		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
+		t.log.Info("task canceled: its producer was canceled", "task", t.name, "producer", execid.Key(pe.producer))
+		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, err)
 	default:
 		t.env.partitions.releaseExecution(t.id, err)
 		t.log.Warn("task failed", "task", t.name, "err", err)

@@ -516,7 +516,8 @@ operators:
 }
 
 // TestJobWaitsForTaskManagers submits jobs that need one slot more than the cluster has: each
-// waits (slot.request.timeout) until a new TaskManager registers, then runs on all of them.
+// waits (slot.request.timeout) RUNNING with its tasks SCHEDULED until a new TaskManager
+// registers, then runs on all of them.
 // Deploying to a TaskManager right after it registered is racy, so this runs several rounds.
 func TestJobWaitsForTaskManagers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -531,23 +532,28 @@ func TestJobWaitsForTaskManagers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: Submit() = %v", round, err)
 		}
-		d, err := cl.Job(ctx, id)
-		if err != nil {
-			t.Fatalf("round %d: Job(%s) = %v", round, id, err)
-		}
-		deployed := 0
-		for _, task := range d.GetTasks() {
-			if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_SCHEDULED {
-				deployed++
+		// While it waits, the job is RUNNING with every task listed SCHEDULED (as in Flink),
+		// not RUNNING without tasks.
+		waitFor(t, ctx, 10*time.Second, "the job RUNNING with its tasks SCHEDULED", func() error {
+			d, err := cl.Job(ctx, id)
+			if err != nil {
+				return err
 			}
-		}
-		if n := deployed; n != 0 {
-			t.Errorf("round %d: job needing %d slots of %d has %d tasks deployed, want 0", round, par, len(c.TMs), n)
-		}
+			if d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING || len(d.GetTasks()) != par {
+				return fmt.Errorf("job is %v with %d tasks, want RUNNING with %d", d.GetStatus(), len(d.GetTasks()), par)
+			}
+			for _, task := range d.GetTasks() {
+				if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_SCHEDULED || task.GetTaskmanager() != "" {
+					t.Fatalf("round %d: job needing %d slots of %d has task %s/%d %v on %q, want SCHEDULED on none",
+						round, par, len(c.TMs), task.GetOperator(), task.GetSubtask(), task.GetStatus(), task.GetTaskmanager())
+				}
+			}
+			return nil
+		})
 		if _, err := c.AddTaskManager(); err != nil {
 			t.Fatalf("round %d: AddTaskManager() = %v", round, err)
 		}
-		d = waitRunning(t, ctx, cl, id, par)
+		d := waitRunning(t, ctx, cl, id, par)
 		tms := map[string]bool{}
 		for _, task := range d.GetTasks() {
 			tms[task.GetTaskmanager()] = true

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,7 +97,9 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 
 // The leader is stopped while an exactly-once job runs: a new leader is elected, recovers the
 // job from its latest checkpoint (the TaskManagers register with it), checkpoint IDs keep
-// growing, and the committed output holds every value exactly once.
+// growing, and the committed output holds every value exactly once. The exception history
+// names the leader change as the cause of the restart, and a watch that follows the job
+// across the failover (as flinkctl run does) sees it.
 func TestLeaderFailoverKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -132,6 +137,19 @@ operators:
 		return nil
 	}
 	waitFor(t, ctx, 20*time.Second, "checkpoints before the failover", observe)
+	watched := make(chan map[string]bool, 1)
+	go func() { // follows the job to its end, as flinkctl run does, collecting leader changes
+		changes := map[string]bool{}
+		_, _ = cl.Watch(ctx, id, func(d *pb.JobDetails) error {
+			for _, e := range d.GetExceptions() {
+				if e.GetTask() == "jobmanager leader change" {
+					changes[e.GetCause()] = true
+				}
+			}
+			return nil
+		})
+		watched <- changes
+	}()
 	old := waitLeader(t, ctx, c, 10*time.Second)
 	stopped := time.Now()
 	if err := c.StopJobManager(old); err != nil {
@@ -160,6 +178,15 @@ operators:
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
 	}
 	checkEachValueOnce(t, out, n)
+	checkLeaderChangeEntry(t, last, fmt.Sprintf("jm-%d", old+1), fmt.Sprintf("jm-%d", leader+1), seen[before-1])
+	select {
+	case got := <-watched:
+		if !got[leaderChangeEntry(last).GetCause()] {
+			t.Errorf("the watch that followed the job across the failover saw leader changes %v, want %q among them", got, leaderChangeEntry(last).GetCause())
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch did not end with the job")
+	}
 	if err := c.StartJobManager(old); err != nil {
 		t.Fatalf("restart the old leader: %v", err)
 	}
@@ -205,4 +232,63 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	watchEnd(t, ctx, cl, live)
+}
+
+// leaderChangeCause matches the cause of a leader change entry: the previous leader, the one
+// that took the job over, and the checkpoint it restarts from.
+var leaderChangeCause = regexp.MustCompile(`^the JobManager leader changed \((jm-\d+) → (jm-\d+), term \d+\)(?: while the job was restarting)?: the job restarts from checkpoint (\d+)$`)
+
+// leaderChangeEntry returns the job's one leader change entry, or nil.
+func leaderChangeEntry(d *pb.JobDetails) *pb.ExceptionEntry {
+	for _, e := range d.GetExceptions() {
+		if e.GetTask() == "jobmanager leader change" {
+			return e
+		}
+	}
+	return nil
+}
+
+// checkLeaderChangeEntry checks the leader change entry of a job taken over after the leader
+// stopped and the survivors elected another: one (the history is the last leader's), from the
+// stopped leader to the elected one — or, when the survivors elected again, from the one
+// elected first to the other — and the restart it led to: every task, globally, from a
+// checkpoint no older than minCheckpoint.
+func checkLeaderChangeEntry(t *testing.T, d *pb.JobDetails, stopped, elected string, minCheckpoint int64) {
+	t.Helper()
+	n := 0
+	for _, e := range d.GetExceptions() {
+		if e.GetTask() == "jobmanager leader change" {
+			n++
+		}
+	}
+	e := leaderChangeEntry(d)
+	if n != 1 {
+		t.Fatalf("exception history %v has %d leader change entries, want 1", d.GetExceptions(), n)
+	}
+	m := leaderChangeCause.FindStringSubmatch(e.GetCause())
+	if m == nil {
+		t.Fatalf("leader change cause %q does not say which leader handed the job to which", e.GetCause())
+	}
+	switch prev, next := m[1], m[2]; {
+	case next == elected && prev != stopped:
+		t.Errorf("leader change cause %q: want the job taken over from the stopped %s by %s", e.GetCause(), stopped, elected)
+	case next != elected && (prev != elected || next == stopped):
+		t.Errorf("leader change cause %q: %s was elected after %s stopped; want a later change from it to the other survivor", e.GetCause(), elected, stopped)
+	case next != elected:
+		t.Logf("the survivors elected again: the job came from %s to %s", prev, next)
+	}
+	if cp, _ := strconv.ParseInt(m[3], 10, 64); cp < minCheckpoint {
+		t.Errorf("leader change cause %q: want the checkpoint restored named (at least %d)", e.GetCause(), minCheckpoint)
+	}
+	var tasks []string
+	for _, task := range d.GetTasks() {
+		tasks = append(tasks, fmt.Sprintf("%s (%d/%d)", task.GetOperator(), task.GetSubtask()+1, d.GetParallelism()))
+	}
+	if e.GetHandling() != pb.FailureHandling_FAILURE_HANDLING_RESTART || e.GetFailover() != "global" || e.GetRestartAttempt() < 1 ||
+		!slices.Equal(e.GetRestartedTasks(), tasks) || e.GetTaskmanager() != "" {
+		t.Errorf("leader change entry %v, want handling RESTART, failover global, a restart attempt, restarted tasks %v, no TaskManager", e, tasks)
+	}
+	if d.GetRestarts() < 1 {
+		t.Errorf("job has %d restarts after a leader change, want the restart counted", d.GetRestarts())
+	}
 }

@@ -31,11 +31,12 @@ type Options struct {
 	// Settings is the cluster configuration (shared by the JobManager and TaskManagers).
 	Settings *config.Config
 	// DataDir holds the JobManager's Raft files; a temporary directory when empty.
-	DataDir   string
-	Stdout    io.Writer // print sinks (default os.Stdout)
-	Logger    *slog.Logger
-	RaftLog   io.Writer
-	Operators []operator.Type // custom operator types
+	DataDir string
+	Stdout  io.Writer // print sinks (default os.Stdout)
+	Logger  *slog.Logger
+	// RaftLogger receives hashicorp/raft's own records; they are discarded when it is nil.
+	RaftLogger *slog.Logger
+	Operators  []operator.Type // custom operator types
 }
 
 // Cluster is a running mini cluster.
@@ -65,8 +66,8 @@ func Start(opts Options) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if opts.RaftLog == nil {
-		opts.RaftLog = io.Discard
+	if opts.RaftLogger == nil {
+		opts.RaftLogger = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{opts: opts, dataDir: opts.DataDir}
 	if c.dataDir == "" {
@@ -141,7 +142,7 @@ func (c *Cluster) StartJobManager(i int) error {
 		return fmt.Errorf("jobmanager %d is running", i)
 	}
 	cfg := c.jmCfgs[i]
-	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLog = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLog
+	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLogger = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLogger
 	jm, err := coordinator.Start(cfg)
 	if err != nil {
 		return err

@@ -29,6 +29,8 @@ type RaftCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// time is when the leader proposed the command.
 	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// proposer is the Raft node ID of the leader that proposed the command.
+	Proposer string `protobuf:"bytes,2,opt,name=proposer,proto3" json:"proposer,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*RaftCommand_SubmitJob
@@ -76,6 +78,13 @@ func (x *RaftCommand) GetTime() *timestamppb.Timestamp {
 		return x.Time
 	}
 	return nil
+}
+
+func (x *RaftCommand) GetProposer() string {
+	if x != nil {
+		return x.Proposer
+	}
+	return ""
 }
 
 func (x *RaftCommand) GetOp() isRaftCommand_Op {
@@ -519,7 +528,12 @@ type JobRecord struct {
 	// last_checkpoint_id is the checkpoint ID counter: the last ID handed out.
 	LastCheckpointId int64 `protobuf:"varint,9,opt,name=last_checkpoint_id,json=lastCheckpointId,proto3" json:"last_checkpoint_id,omitempty"`
 	// checkpoints are the retained completed checkpoints, oldest first.
-	Checkpoints   []*CompletedCheckpoint `protobuf:"bytes,10,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	Checkpoints []*CompletedCheckpoint `protobuf:"bytes,10,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// leader_id is the JobManager leader (Raft node ID) that last changed the job's status, and
+	// leader_term the Raft term of that change: a later leader that takes the job over names it
+	// in the exception history. Empty in records of older versions.
+	LeaderId      string `protobuf:"bytes,11,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm    uint64 `protobuf:"varint,12,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -624,6 +638,20 @@ func (x *JobRecord) GetCheckpoints() []*CompletedCheckpoint {
 	return nil
 }
 
+func (x *JobRecord) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *JobRecord) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
 // FSMSnapshot is the whole replicated state, written by FSM snapshots.
 type FSMSnapshot struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -691,9 +719,10 @@ var File_goflink_v1_raft_proto protoreflect.FileDescriptor
 const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x15goflink/v1/raft.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe9\x03\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x04\n" +
 	"\vRaftCommand\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
+	"\bproposer\x18\x02 \x01(\tR\bproposer\x12=\n" +
 	"\n" +
 	"submit_job\x18\n" +
 	" \x01(\v2\x1c.goflink.v1.SubmitJobCommandH\x00R\tsubmitJob\x12P\n" +
@@ -725,7 +754,7 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x1f.goflink.v1.CompletedCheckpointR\n" +
 	"checkpoint\x12!\n" +
-	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\xcf\x03\n" +
+	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\x8d\x04\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\x12-\n" +
@@ -739,7 +768,10 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x04runs\x18\b \x01(\x05R\x04runs\x12,\n" +
 	"\x12last_checkpoint_id\x18\t \x01(\x03R\x10lastCheckpointId\x12A\n" +
 	"\vcheckpoints\x18\n" +
-	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\"\x92\x01\n" +
+	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\x12\x1b\n" +
+	"\tleader_id\x18\v \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_term\x18\f \x01(\x04R\n" +
+	"leaderTerm\"\x92\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12)\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x15.goflink.v1.JobRecordR\x04jobs\x12>\n" +

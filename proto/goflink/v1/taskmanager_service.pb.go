@@ -334,12 +334,14 @@ type UpdateTaskExecutionStateRequest struct {
 	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	Execution      *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
 	State          ExecutionState         `protobuf:"varint,3,opt,name=state,proto3,enum=goflink.v1.ExecutionState" json:"state,omitempty"`
-	// failure describes why the task FAILED.
+	// failure describes why the task FAILED, or why it was CANCELED without being asked to
+	// (its producer was canceled).
 	Failure    string `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
 	RecordsIn  int64  `protobuf:"varint,5,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
 	RecordsOut int64  `protobuf:"varint,6,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
 	// failed_producer is set when the task failed because it lost the input from this producer
-	// (its TaskManager died, or it released its partition).
+	// (its TaskManager died, or it released its partition), or was canceled because this
+	// producer was.
 	FailedProducer *ExecutionAttemptID `protobuf:"bytes,7,opt,name=failed_producer,json=failedProducer,proto3" json:"failed_producer,omitempty"`
 	// end_of_data is set on a RUNNING report when the task's input ended and it waits for its
 	// final checkpoint: the JobManager triggers one without waiting for the next interval.

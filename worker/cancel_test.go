@@ -1,0 +1,204 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/goflink/goflink/job"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// taskRecorder collects a task environment's reports and log lines.
+type taskRecorder struct {
+	mu      sync.Mutex
+	reports map[int32][]*pb.UpdateTaskExecutionStateRequest // by vertex
+	logs    strings.Builder
+}
+
+func (r *taskRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.Write(p)
+}
+
+func (r *taskRecorder) report(req *pb.UpdateTaskExecutionStateRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := req.GetExecution().GetVertexId()
+	r.reports[v] = append(r.reports[v], req)
+}
+
+// last returns the last report of the vertex's task (nil if none).
+func (r *taskRecorder) last(vertex int32) *pb.UpdateTaskExecutionStateRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rs := r.reports[vertex]; len(rs) > 0 {
+		return rs[len(rs)-1]
+	}
+	return nil
+}
+
+func (r *taskRecorder) log() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.String()
+}
+
+func newTaskRecorder() *taskRecorder {
+	return &taskRecorder{reports: map[int32][]*pb.UpdateTaskExecutionStateRequest{}}
+}
+
+// testEnv is a task environment that records into rec, with local address self.
+func testEnv(rec *taskRecorder, self string) *taskEnv {
+	return &taskEnv{
+		selfAddr: self, partitions: newPartitionRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
+		log: slog.New(slog.NewTextHandler(rec, nil)), credits: 2, queueCapacity: 2, partTimeout: 5 * time.Second,
+		report: rec.report,
+	}
+}
+
+// waitDone waits for a task to end.
+func waitDone(t *testing.T, tk *task, what string) {
+	t.Helper()
+	select {
+	case <-tk.done:
+	case <-time.After(30 * time.Second):
+		tk.requestCancel()
+		<-tk.done
+		t.Fatalf("%s did not end", what)
+	}
+}
+
+// A task whose TaskManager stops (its context ends before the TaskManager cancels each task)
+// is canceled: it reports CANCELED and logs so at INFO, not as a failure.
+func TestTaskCanceledWhenItsTaskManagerStops(t *testing.T) {
+	g, err := job.Build(job.Request{Spec: []byte("name: s\noperators:\n  - {name: numbers, type: sequence, from: 1, rate: 1000}\n  - {name: out, type: discard}\n")}, job.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newTaskRecorder()
+	tmCtx, stopTM := context.WithCancel(context.Background())
+	defer stopTM()
+	tk, err := newTask(tmCtx, testEnv(rec, "tm"), &pb.SubmitTaskRequest{RegistrationId: "r", JobGraph: g, Execution: &pb.ExecutionAttemptID{JobId: "j"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.start()
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.last(0).GetState() != pb.ExecutionState_EXECUTION_STATE_RUNNING && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopTM()
+	waitDone(t, tk, "the task of a stopped TaskManager")
+	if last := rec.last(0); last.GetState() != pb.ExecutionState_EXECUTION_STATE_CANCELED || last.GetFailure() != "" {
+		t.Errorf("last report %v %q, want CANCELED without a failure", last.GetState(), last.GetFailure())
+	}
+	if logs := rec.log(); strings.Contains(logs, "level=WARN") || !strings.Contains(logs, `level=INFO msg="task canceled"`) {
+		t.Errorf("logs:\n%s\nwant the task canceled at INFO and no WARN", logs)
+	}
+}
+
+// A consumer whose producer is canceled first (a job cancellation or a region restart
+// cancels both; the consumer's own CancelTask comes a moment later) is canceled too, as in
+// Flink: it reports CANCELED naming the producer, and logs at INFO, not WARN "task failed".
+// Both for a producer on the same TaskManager and for one reached over gRPC.
+func TestConsumerOfACanceledProducerIsCanceled(t *testing.T) {
+	g, err := job.Build(job.Request{Spec: []byte(`name: k
+operators:
+  - {name: numbers, type: sequence, from: 1, rate: 1000}
+  - {name: by, type: key-by, key: "value % 3"}
+  - {name: total, type: sum, field: value}
+  - {name: out, type: discard}
+`)}, job.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, remote := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remote=%v", remote), func(t *testing.T) {
+			rec := newTaskRecorder()
+			prodEnv := testEnv(rec, "this-tm")
+			consEnv, prodAddr := prodEnv, prodEnv.selfAddr
+			if remote {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := grpc.NewServer()
+				pb.RegisterDataExchangeServiceServer(srv, &dataServer{partitions: prodEnv.partitions, timeout: prodEnv.partTimeout})
+				go func() { _ = srv.Serve(lis) }()
+				defer srv.Stop()
+				prodAddr = lis.Addr().String()
+				prodEnv.selfAddr = prodAddr
+				conn, err := grpc.NewClient(prodAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				consEnv = testEnv(rec, "other-tm")
+				consEnv.dataClient = func(string) (pb.DataExchangeServiceClient, error) { return pb.NewDataExchangeServiceClient(conn), nil }
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			prodID := &pb.ExecutionAttemptID{JobId: "j", VertexId: 0}
+			producer, err := newTask(ctx, prodEnv, &pb.SubmitTaskRequest{RegistrationId: "r", JobGraph: g, Execution: prodID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			consumer, err := newTask(ctx, consEnv, &pb.SubmitTaskRequest{RegistrationId: "r", JobGraph: g,
+				Execution: &pb.ExecutionAttemptID{JobId: "j", VertexId: 1},
+				Inputs:    []*pb.InputGateDeployment{{Edge: 0, Producers: []*pb.ProducerLocation{{Execution: prodID, TaskmanagerAddress: prodAddr}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			producer.start()
+			consumer.start()
+			defer func() { consumer.requestCancel(); <-consumer.done; producer.requestCancel(); <-producer.done }()
+			// Once the consumer reads the producer's subpartition, cancel the producer alone, as
+			// CancelTask does.
+			deadline := time.Now().Add(10 * time.Second)
+			for !subscribed(prodEnv.partitions, partitionKey(prodID, 0)) {
+				if time.Now().After(deadline) {
+					t.Fatal("the consumer did not subscribe to the producer's partition")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			producer.requestCancel()
+			prodEnv.partitions.releaseExecution(prodID, errTaskCanceled)
+			waitDone(t, producer, "the canceled producer")
+			waitDone(t, consumer, "the consumer of a canceled producer")
+			last := rec.last(1)
+			if last.GetState() != pb.ExecutionState_EXECUTION_STATE_CANCELED || !strings.Contains(last.GetFailure(), "task canceled") ||
+				last.GetFailedProducer().GetVertexId() != 0 || last.GetFailedProducer().GetJobId() != "j" {
+				t.Errorf("consumer's last report %v %q (producer %v), want CANCELED saying its producer was canceled", last.GetState(), last.GetFailure(), last.GetFailedProducer())
+			}
+			logs := rec.log()
+			if strings.Contains(logs, "level=WARN") || !strings.Contains(logs, `level=INFO msg="task canceled: its producer was canceled"`) {
+				t.Errorf("logs:\n%s\nwant the consumer canceled at INFO and no WARN", logs)
+			}
+		})
+	}
+}
+
+// subscribed reports whether a consumer took subpartition 0 of a registered partition.
+func subscribed(r *partitionRegistry, key string) bool {
+	r.mu.Lock()
+	p := r.parts[key]
+	r.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	s := p.subs[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taken
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +154,17 @@ func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 	}
 	if _, err := restartStrategy(g, cluster, checkpointSettingsFrom(cfg).enabled()); err != nil {
 		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
+	}
+	jobLayer := config.New()
+	_ = jobLayer.SetAll(g.GetJobConfig()) // checked by restartStrategy
+	if unread := failover.Unread(jobLayer); len(unread) > 0 {
+		chosen := "the default restart strategy (exponential-delay with its built-in settings with checkpointing, none without)"
+		if cluster != nil && cluster.IsSet(config.RestartStrategy) {
+			chosen = fmt.Sprintf("the cluster's restart strategy (%s = %s), which takes its parameters from the cluster's configuration",
+				config.RestartStrategy, cluster.String(config.RestartStrategy))
+		}
+		return fmt.Errorf("%w: %s set for the job would be ignored: the job sets no %s, so %s, as in Flink; set %s for the job too",
+			job.ErrInvalidSpec, strings.Join(unread, ", "), config.RestartStrategy, chosen, config.RestartStrategy)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -62,5 +63,44 @@ func TestRestartStrategyRejectsBadJobLayerEvenWhenUnused(t *testing.T) {
 	g := &pb.JobGraph{JobConfig: map[string]string{config.RestartStrategy: "sometimes"}}
 	if _, err := restartStrategy(g, nil, true); err == nil || !strings.Contains(err.Error(), config.RestartStrategy) {
 		t.Fatalf("restartStrategy() = %v, want an error naming %s", err, config.RestartStrategy)
+	}
+}
+
+// A job that sets restart-strategy parameters without a restart-strategy.type is refused at
+// submit: as in Flink they would be read from nowhere (the type's layer supplies them), and
+// taking them silently was a trap (flinkctl run -D restart-strategy.fixed-delay.attempts=10
+// against a cluster configuring fixed-delay).
+func TestSubmitRejectsJobRestartParametersWithoutType(t *testing.T) {
+	cluster := config.New()
+	if err := cluster.Set(config.RestartStrategy, "fixed-delay"); err != nil {
+		t.Fatal(err)
+	}
+	spec := "name: p\noperators:\n  - {name: n, type: sequence, from: 1, to: 3}\n  - {name: out, type: discard}\n"
+	for _, tc := range []struct {
+		name      string
+		cluster   *config.Config
+		overrides map[string]string
+		want      string // "" for accepted
+	}{
+		{"cluster type, job attempts", cluster, map[string]string{config.FixedDelayAttempts: "10"},
+			"restart-strategy.fixed-delay.attempts set for the job would be ignored: the job sets no restart-strategy.type, so the cluster's restart strategy (restart-strategy.type = fixed-delay)"},
+		{"no type anywhere", nil, map[string]string{"restart-strategy.exponential-delay.max-backoff": "5s"},
+			"restart-strategy.exponential-delay.max-backoff set for the job would be ignored: the job sets no restart-strategy.type, so the default restart strategy"},
+		{"job type and attempts", cluster, map[string]string{config.RestartStrategy: "fixed-delay", config.FixedDelayAttempts: "10"}, ""},
+		{"cluster type alone", cluster, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := job.Build(job.Request{Spec: []byte(spec), Overrides: tc.overrides}, job.Env{Defaults: tc.cluster})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = validateRestartStrategy(g, tc.cluster)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("validate = %v, want accepted", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, job.ErrInvalidSpec)):
+				t.Errorf("validate = %v, want an invalid-spec error saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package failover
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/goflink/goflink/config"
 )
@@ -42,6 +44,23 @@ func Validate(cfg *config.Config) error {
 	}
 	_, err := fromLayer(cfg, nil)
 	return err
+}
+
+// Unread returns the restart-strategy parameters a config layer sets without setting
+// restart-strategy.type, sorted: no strategy reads them (the type's layer supplies the
+// parameters, see NewRestartStrategy), so setting them is a mistake to report.
+func Unread(c *config.Config) []string {
+	if c == nil || c.IsSet(config.RestartStrategy) {
+		return nil
+	}
+	var keys []string
+	for k := range c.Map() {
+		if strings.HasPrefix(k, "restart-strategy.") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // fromLayer builds the strategy named by c's restart-strategy.type from c's parameters.

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,3 +182,24 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func TestUnreadParameters(t *testing.T) {
+	c := config.New()
+	for k, v := range map[string]string{config.FixedDelayAttempts: "3", "restart-strategy.exponential-delay.max-backoff": "5s", config.CheckpointInterval: "1s"} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := Unread(c), []string{"restart-strategy.exponential-delay.max-backoff", config.FixedDelayAttempts}; !slices.Equal(got, want) {
+		t.Errorf("Unread without a type = %v, want %v", got, want)
+	}
+	if err := c.Set(config.RestartStrategy, "fixed-delay"); err != nil {
+		t.Fatal(err)
+	}
+	if got := Unread(c); got != nil {
+		t.Errorf("Unread with a type = %v, want none", got)
+	}
+	if Unread(nil) != nil {
+		t.Errorf("Unread(nil) found parameters")
+	}
+}

@@ -555,6 +555,7 @@ func followError(ctx context.Context, g *globals, f *runFlags, c *client.Client,
 func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet bool) (*pb.JobDetails, error) {
 	var lastStatus pb.JobStatus
 	var lastCheckpoint int64
+	var lastRestarts int32
 	// Exceptions already printed. Not a count: when the watch resumes on a new leader, the job's
 	// exception history is the new leader's.
 	printed := map[string]bool{}
@@ -578,10 +579,12 @@ func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet 
 				fmt.Fprintf(g.stdout, "%*s→ %s\n", len(now)+4, "", h)
 			}
 		}
-		if d.GetStatus() == lastStatus {
+		// A restart shows even when the status did not change on the way (a new leader takes
+		// the job over while it runs: RUNNING, then RUNNING again after a restart).
+		if d.GetStatus() == lastStatus && d.GetRestarts() == lastRestarts {
 			return nil
 		}
-		lastStatus = d.GetStatus()
+		lastStatus, lastRestarts = d.GetStatus(), d.GetRestarts()
 		line := fmt.Sprintf("%s  job %s %s", now, id, JobStatusName(d.GetStatus()))
 		if d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && d.GetRestarts() > 0 {
 			line += fmt.Sprintf(" (restart %d", d.GetRestarts())

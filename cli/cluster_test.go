@@ -302,7 +302,10 @@ func TestRunFollowsAcrossLeaderChange(t *testing.T) {
 		return &pb.JobDetails{Id: "j1", Status: pb.JobStatus_JOB_STATUS_RUNNING, Exceptions: ex}
 	}
 	old := &fakeStreamJM{details: []*pb.JobDetails{running(), running(failure(1, "first failure"))}, end: notLeaderStatus(t, nl.Addr().String())}
-	lead := &fakeStreamJM{details: []*pb.JobDetails{running(failure(5, "second failure")),
+	// The new leader took the job over: RUNNING again, one restart more, from a checkpoint.
+	restarted := running(failure(5, "second failure"))
+	restarted.Restarts, restarted.RestoredCheckpointId = 1, 3
+	lead := &fakeStreamJM{details: []*pb.JobDetails{restarted,
 		{Id: "j1", Status: pb.JobStatus_JOB_STATUS_FINISHED, Exceptions: []*pb.ExceptionEntry{failure(5, "second failure")}}}}
 	serveOn(t, nl, lead, nil)
 	ol := listen(t)
@@ -312,7 +315,8 @@ func TestRunFollowsAcrossLeaderChange(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("run = exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, ExitOK, stdout, stderr)
 	}
-	for _, want := range []string{"failure: map (1/2): first failure\n", "failure: map (1/2): second failure\n", "job j1 RUNNING\n", "job j1 FINISHED"} {
+	for _, want := range []string{"failure: map (1/2): first failure\n", "failure: map (1/2): second failure\n", "job j1 RUNNING\n",
+		"job j1 RUNNING (restart 1, state and source offsets restored from checkpoint 3)\n", "job j1 FINISHED"} {
 		if n := strings.Count(stdout, want); n != 1 {
 			t.Errorf("run output has %q %d times, want once:\n%s", want, n, stdout)
 		}

@@ -256,7 +256,11 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 	if len(d.GetExceptions()) > 0 {
 		fmt.Fprintln(w, "\nExceptions:")
 		for _, e := range d.GetExceptions() {
-			fmt.Fprintf(w, "  %s  %s on %s: %s\n", timeText(e.GetTime()), e.GetTask(), e.GetTaskmanager(), e.GetCause())
+			where := e.GetTask()
+			if tm := e.GetTaskmanager(); tm != "" {
+				where += " on " + tm
+			}
+			fmt.Fprintf(w, "  %s  %s: %s\n", timeText(e.GetTime()), where, e.GetCause())
 			if h := handlingText(e); h != "" {
 				fmt.Fprintf(w, "    → %s\n", h)
 			}

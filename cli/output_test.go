@@ -71,6 +71,18 @@ func TestStatusExceptionHandlingText(t *testing.T) {
 	}
 }
 
+// An entry of no TaskManager (a leader change, a checkpoint restore) names only its task.
+func TestStatusExceptionWithoutTaskManager(t *testing.T) {
+	e := &pb.ExceptionEntry{Time: timestamppb.New(cpTime), Task: "jobmanager leader change", Cause: "the JobManager leader changed (jm1 → jm2, term 3)"}
+	var out bytes.Buffer
+	if err := writeStatus(&out, &pb.JobDetails{Id: "j1", Exceptions: []*pb.ExceptionEntry{e}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  " + timeText(e.Time) + "  jobmanager leader change: the JobManager leader changed (jm1 → jm2, term 3)\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("status output:\n%s\nwant the line %q", out.String(), want)
+	}
+}
+
 func TestStatusExceptionsJSON(t *testing.T) {
 	d := &pb.JobDetails{Id: "j1", Exceptions: []*pb.ExceptionEntry{
 		{Time: timestamppb.New(cpTime), Task: "map (2/4)", Taskmanager: "tm-1", Cause: "boom",

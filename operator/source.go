@@ -3,7 +3,6 @@ package operator
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -58,17 +57,16 @@ type sequence struct {
 	from    int64
 	to      int64
 	bounded bool
-	rate    float64 // records per second for this subtask; 0 = unlimited
+	rate    float64 // records per second of the whole source; 0 = unlimited
 
-	ctx     *Context
-	out     Output
-	next    int64
-	step    int64
-	row     record.Row
-	done    bool
-	started time.Time
-	emitted float64 // records emitted since started (for the rate limit)
-	count   int64   // records emitted by this subtask in total, across restores
+	ctx   *Context
+	out   Output
+	next  int64
+	step  int64
+	row   record.Row
+	done  bool
+	limit RateLimiter
+	count int64 // records emitted by this subtask in total, across restores
 
 	list       ListState
 	restoredID int64
@@ -100,7 +98,7 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 	s.step = int64(ctx.Parallelism)
 	s.next = s.from + int64(ctx.Subtask)
 	s.row = make(record.Row, 1)
-	s.rate /= float64(ctx.Parallelism)
+	s.limit = RateLimiter{Rate: s.rate / float64(ctx.Parallelism), Now: ctx.Now}
 	s.done = s.bounded && s.next > s.to
 	if s.restoredID > 0 {
 		return s.restore()
@@ -182,18 +180,15 @@ func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
 	if s.done {
 		return 0, 0, true, nil
 	}
-	if s.rate > 0 {
-		allowed, wait := s.allowance()
-		if allowed == 0 {
-			return 0, wait, false, nil
-		}
-		max = min(max, allowed)
+	max, wait := s.limit.Allowance(max)
+	if max == 0 {
+		return 0, wait, false, nil
 	}
 	n := 0
 	for n < max {
 		s.row[0] = record.IntValue(s.next)
 		if err := s.out.Emit(s.row); err != nil {
-			s.emitted += float64(n)
+			s.limit.Emitted(n)
 			s.count += int64(n)
 			return n, 0, false, err
 		}
@@ -204,30 +199,9 @@ func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
 		}
 		s.next += s.step
 	}
-	s.emitted += float64(n)
+	s.limit.Emitted(n)
 	s.count += int64(n)
 	return n, 0, s.done, nil
-}
-
-// allowance returns how many records the rate allows now, or how long to wait for one. A
-// source that fell more than a second behind (backpressure) does not burst to catch up.
-func (s *sequence) allowance() (int, time.Duration) {
-	now := s.ctx.Now()
-	if s.started.IsZero() {
-		s.started = now
-	}
-	elapsed := now.Sub(s.started).Seconds()
-	due := elapsed * s.rate
-	// Keep at most one second's worth (and at least one record) ready to emit.
-	if burst := max(s.rate, 1); due-s.emitted > burst {
-		s.emitted = due - burst
-	}
-	allowed := math.Floor(due - s.emitted)
-	if allowed >= 1 {
-		return int(min(allowed, math.MaxInt32)), 0
-	}
-	wait := time.Duration((s.emitted + 1 - due) / s.rate * float64(time.Second))
-	return 0, max(wait, time.Millisecond)
 }
 
 func (s *sequence) Close() error { return nil }

@@ -76,7 +76,7 @@ type kafkaSource struct {
 	hdrs []record.MapEntry // scratch for a record's headers
 
 	pending []*kgo.Record
-	rate    rateLimiter
+	rate    operator.RateLimiter
 
 	list       operator.ListState
 	restoredID int64
@@ -134,7 +134,7 @@ func (k *kafkaSource) Open(ctx *operator.Context, out operator.Output) error {
 	if k.spec.Format != "json" {
 		k.row = make(record.Row, kafkaspec.RawSchema.Len())
 	}
-	k.rate = rateLimiter{rate: k.spec.Rate / float64(max(ctx.Parallelism, 1)), now: ctx.Now}
+	k.rate = operator.RateLimiter{Rate: k.spec.Rate / float64(max(ctx.Parallelism, 1)), Now: ctx.Now}
 	opts, client, err := clientOpts("source", k.spec.Brokers, k.spec.Properties, false)
 	if err != nil {
 		return err
@@ -446,12 +446,9 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 	if k.discovered != nil {
 		k.adoptDiscovered()
 	}
-	if k.rate.rate > 0 {
-		allowed, wait := k.rate.allowance()
-		if allowed == 0 {
-			return 0, wait, false, nil
-		}
-		max = min(max, allowed)
+	max, wait := k.rate.Allowance(max)
+	if max == 0 {
+		return 0, wait, false, nil
 	}
 	if len(k.pending) == 0 {
 		if len(k.mine) == 0 {
@@ -483,11 +480,11 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 	for n < max && len(k.pending) > 0 {
 		r := k.pending[0]
 		if err := k.fill(r); err != nil {
-			k.rate.emitted += float64(n)
+			k.rate.Emitted(n)
 			return n, 0, false, err
 		}
 		if err := k.out.Emit(k.row); err != nil {
-			k.rate.emitted += float64(n)
+			k.rate.Emitted(n)
 			return n, 0, false, err
 		}
 		k.pending[0] = nil
@@ -495,7 +492,7 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 		k.next[topicPartition{r.Topic, r.Partition}] = r.Offset + 1
 		n++
 	}
-	k.rate.emitted += float64(n)
+	k.rate.Emitted(n)
 	return n, 0, false, nil
 }
 
@@ -712,36 +709,6 @@ func (k *kafkaSource) Close() error {
 		k.cl.Close()
 	}
 	return nil
-}
-
-// rateLimiter paces a source to rate records per second; a source that fell more than a second
-// behind (backpressure) does not burst to catch up. It mirrors the sequence source's limiter.
-type rateLimiter struct {
-	rate    float64
-	now     func() time.Time
-	started time.Time
-	emitted float64
-}
-
-// allowance returns how many records the rate allows now, or how long to wait for one.
-func (r *rateLimiter) allowance() (int, time.Duration) {
-	now := time.Now()
-	if r.now != nil {
-		now = r.now()
-	}
-	if r.started.IsZero() {
-		r.started = now
-	}
-	due := now.Sub(r.started).Seconds() * r.rate
-	if burst := max(r.rate, 1); due-r.emitted > burst {
-		r.emitted = due - burst
-	}
-	allowed := math.Floor(due - r.emitted)
-	if allowed >= 1 {
-		return int(min(allowed, math.MaxInt32)), 0
-	}
-	wait := time.Duration((r.emitted + 1 - due) / r.rate * float64(time.Second))
-	return 0, max(wait, time.Millisecond)
 }
 
 var (

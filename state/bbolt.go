@@ -721,15 +721,24 @@ func (t *boltTable) entry(key []byte) (e *dirtyVal, existed bool) {
 	return e, false
 }
 
+// write returns the cache entry of the current key for a write, flushing the cache first when
+// it is full.
+func (t *boltTable) write() (key []byte, e *dirtyVal, existed bool, err error) {
+	if key, err = t.b.curKey(); err != nil {
+		return nil, nil, false, err
+	}
+	if err := t.b.maybeFlush(); err != nil {
+		return nil, nil, false, err
+	}
+	e, existed = t.entry(key)
+	return key, e, existed, nil
+}
+
 func (t *boltTable) del() error {
-	key, err := t.b.curKey()
+	_, e, _, err := t.write()
 	if err != nil {
 		return err
 	}
-	if err := t.b.maybeFlush(); err != nil {
-		return err
-	}
-	e, _ := t.entry(key)
 	e.val = e.val[:0]
 	e.deleted = true
 	return nil
@@ -771,14 +780,10 @@ func (s *boltValue[T]) get() (T, bool, error) {
 }
 
 func (s *boltValue[T]) set(v T) error {
-	key, err := s.t.b.curKey()
+	_, e, _, err := s.t.write()
 	if err != nil {
 		return err
 	}
-	if err := s.t.b.maybeFlush(); err != nil {
-		return err
-	}
-	e, _ := s.t.entry(key)
 	e.val = s.c.Append(e.val[:0], v)
 	e.deleted = false
 	return nil
@@ -818,14 +823,10 @@ func (s *boltList[T]) get() ([]T, error) {
 }
 
 func (s *boltList[T]) add(v T) error {
-	key, err := s.t.b.curKey()
+	key, e, existed, err := s.t.write()
 	if err != nil {
 		return err
 	}
-	if err := s.t.b.maybeFlush(); err != nil {
-		return err
-	}
-	e, existed := s.t.entry(key)
 	if !existed {
 		raw, _, err := s.t.below(key)
 		if err != nil {
@@ -845,14 +846,10 @@ func (s *boltList[T]) update(vs []T) error {
 	if len(vs) == 0 {
 		return s.t.del()
 	}
-	key, err := s.t.b.curKey()
+	_, e, _, err := s.t.write()
 	if err != nil {
 		return err
 	}
-	if err := s.t.b.maybeFlush(); err != nil {
-		return err
-	}
-	e, _ := s.t.entry(key)
 	e.val = e.val[:0]
 	e.deleted = false
 	for _, v := range vs {

@@ -477,14 +477,18 @@ func (s *hmList[T]) store(i int, vs []T) {
 	s.groups[i][s.b.key.Clone()] = &vs
 }
 
-func (s *hmList[T]) clear() error {
-	i, err := s.b.group()
+func (s *hmList[T]) clear() error { return clearKey(s.b, s.groups) }
+
+// clearKey deletes the current key's entry of a state's key groups, copying the group first
+// if a snapshot shares it.
+func clearKey[E any](b *hashMapBackend, groups []map[record.Value]E) error {
+	i, err := b.group()
 	if err != nil {
 		return err
 	}
-	if _, ok := s.groups[i][s.b.key]; ok {
-		s.b.beforeWrite(i)
-		delete(s.groups[i], s.b.key)
+	if _, ok := groups[i][b.key]; ok {
+		b.beforeWrite(i)
+		delete(groups[i], b.key)
 	}
 	return nil
 }
@@ -629,17 +633,7 @@ func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
 	return nil
 }
 
-func (s *hmMap[K, V]) clear() error {
-	i, err := s.b.group()
-	if err != nil {
-		return err
-	}
-	if _, ok := s.groups[i][s.b.key]; ok {
-		s.b.beforeWrite(i)
-		delete(s.groups[i], s.b.key)
-	}
-	return nil
-}
+func (s *hmMap[K, V]) clear() error { return clearKey(s.b, s.groups) }
 
 func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	for k, um := range s.groups[i] {

@@ -15,7 +15,7 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// The checkpoint coordinator of one job (Flink's CheckpointCoordinator, reference §1). It is
+// The checkpoint coordinator of one job (Flink's CheckpointCoordinator). It is
 // decision logic owned by the job master's loop goroutine: it never blocks on the network and
 // takes the time from an injectable clock. What it needs done goes through checkpointIO; the
 // synchronous calls there (ID allocation and the completion commit through Raft, the metadata
@@ -162,7 +162,7 @@ func newCheckpointCoordinator(s checkpointSettings, io checkpointIO, now func() 
 }
 
 // start begins periodic checkpoints: the first after a random delay in [minPause, interval]
-// (reference §1.2), then at a fixed rate.
+// (as Flink's CheckpointCoordinator schedules it), then at a fixed rate.
 func (c *checkpointCoordinator) start() {
 	if !c.s.enabled() || c.periodic {
 		return
@@ -502,7 +502,7 @@ func (c *checkpointCoordinator) reply(p *pendingCheckpoint, r checkpointResult) 
 	p.replies = nil
 }
 
-// countedReason reports whether a failure counts against the tolerance (reference §1.6).
+// countedReason reports whether a failure counts against the tolerance (Flink's CheckpointFailureManager).
 func countedReason(r pb.CheckpointFailureReason) bool {
 	switch r {
 	case pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION,

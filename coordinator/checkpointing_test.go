@@ -16,7 +16,7 @@ import (
 )
 
 // Tests of the checkpoint coordinator against the rules of the Flink CheckpointCoordinator
-// (reference §1.2–1.6, §1.10). Everything is synchronous: a fake clock advanced by hand, a fake
+// (triggering, admission, completion, failure accounting, pending checkpoints). Everything is synchronous: a fake clock advanced by hand, a fake
 // checkpointIO that records every call and simulates the Raft checkpoint store.
 
 const (

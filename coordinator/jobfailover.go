@@ -15,7 +15,7 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// Failover on the job master (reference §4–5): a failed task asks the restart strategy; if it
+// Failover on the job master (Flink's DefaultScheduler with its restart and failover strategies): a failed task asks the restart strategy; if it
 // allows a restart, the failover strategy names the subtasks to restart (the failed task's
 // pipelined region, or every subtask for "full" and for global failures), those are cancelled
 // while the rest keep running, every pending checkpoint is aborted, and once they are all gone
@@ -29,7 +29,7 @@ import (
 // tasks' attempt number, so attempt IDs never repeat, also across JobManager failovers.
 
 // pendingRestart is a restart in progress: the subtasks being cancelled and redeployed.
-// Failures while it is pending join it (reference §4: exponential-delay merges them).
+// Failures while it is pending join it (exponential-delay merges them, as in Flink).
 type pendingRestart struct {
 	tasks map[string]bool // subtaskKey
 	// due is when the redeployment may start: the latest failure time plus its backoff.
@@ -121,7 +121,7 @@ func (m *jobMaster) handleFailure(f failure) {
 		}
 	}
 	record() // before RESTARTING is published, so watchers see its cause with it
-	// All pending checkpoints are aborted, even for a small region (§5.3), and not counted.
+	// All pending checkpoints are aborted, even for a small region (as Flink does), and not counted.
 	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is failing over")
 	if m.pending == nil {
 		if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {

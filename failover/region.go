@@ -9,7 +9,7 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// The failover strategy key and its values (reference §5). Names are matched case-insensitively,
+// The failover strategy key and its values (Flink's jobmanager.execution.failover-strategy). Names are matched case-insensitively,
 // as Flink does; an empty name selects the default.
 const (
 	FailoverStrategyKey     = "jobmanager.execution.failover-strategy"
@@ -34,7 +34,7 @@ func CompareSubtasks(a, b Subtask) int {
 	return cmp.Or(cmp.Compare(a.Vertex, b.Vertex), cmp.Compare(a.Index, b.Index))
 }
 
-// Regions are the pipelined regions of a job graph (reference §5.1): the connected components
+// Regions are the pipelined regions of a job graph (Flink's PipelinedRegionComputeUtil): the connected components
 // of its subtasks, where two subtasks are connected when one consumes a pipelined result of the
 // other. Every goflink edge is pipelined (streaming, results are not re-consumable), so every
 // edge joins its producers with its consumers: a FORWARD edge joins subtask i of the source
@@ -55,7 +55,7 @@ type Regions struct {
 	// producers[r] are the other regions that produce partitions r consumes; consumers[r] the
 	// other regions that consume partitions r produces. Sorted, without duplicates. Since every
 	// goflink edge is pipelined and thus inside one region, both are empty for graphs built by
-	// ComputeRegions; they make the restart rule of §5.2 complete rather than implied.
+	// ComputeRegions; they make the restart rule (regionsToRestart) complete rather than implied.
 	producers [][]int
 	consumers [][]int
 }
@@ -219,7 +219,7 @@ func (r *Regions) index(s Subtask) (int, bool) {
 	return v.base + int(s.Index), true
 }
 
-// regionsToRestart is the BFS of reference §5.2 from region start: every visited region
+// regionsToRestart is the breadth-first walk of Flink's RestartPipelinedRegionFailoverStrategy from region start: every visited region
 // restarts; the producer regions of its consumed partitions are added because goflink's
 // partitions are pipelined and cannot be consumed again, and all consumer regions of its
 // produced partitions are added because their input is recomputed. Returns sorted region ids.
@@ -287,7 +287,7 @@ func (s *RestartAll) GlobalFailure() []Subtask { return s.regions.All() }
 func (s *RestartAll) Name() string { return FailoverFull }
 
 // RestartPipelinedRegion restarts the failed subtask's pipelined region and the regions that
-// must restart with it (Flink's RestartPipelinedRegionFailoverStrategy, reference §5.2).
+// must restart with it (Flink's RestartPipelinedRegionFailoverStrategy).
 type RestartPipelinedRegion struct{ regions *Regions }
 
 // NewRestartPipelinedRegion returns the region strategy for g.

@@ -324,7 +324,7 @@ func TestRegionFailoverUnknownSubtaskRestartsEverything(t *testing.T) {
 	}
 }
 
-// TestRegionsToRestartFollowsPartitions checks the BFS of §5.2 on region links that goflink's
+// TestRegionsToRestartFollowsPartitions checks the breadth-first walk of Flink's RestartPipelinedRegionFailoverStrategy on region links that goflink's
 // all-pipelined graphs cannot produce (every edge lies inside one region), built by hand: the
 // producer regions of consumed partitions and the consumer regions of produced partitions are
 // added, transitively; unrelated regions are not.

@@ -90,7 +90,7 @@ func TestSelectionReadsParametersFromTheTypeLayerOnly(t *testing.T) {
 	}
 }
 
-// TestDefaultsAreFlink2 pins the Flink 2.x defaults of reference §4.
+// TestDefaultsAreFlink2 pins the Flink 2.x defaults of the restart strategies' keys.
 func TestDefaultsAreFlink2(t *testing.T) {
 	want := ExponentialDelayOptions{InitialBackoff: time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 1.5,
 		ResetBackoffThreshold: time.Hour, JitterFactor: 0.1, AttemptsBeforeResetBackoff: 2147483647}

@@ -12,7 +12,7 @@ import (
 	"github.com/goflink/goflink/record"
 )
 
-// designExample is the odd-even spec exactly as DESIGN.md §4 writes it.
+// designExample is the odd-even spec exactly as the design documents write it.
 const designExample = `name: odd-even
 parallelism: 2
 config:

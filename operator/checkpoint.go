@@ -7,7 +7,7 @@ import (
 
 // The checkpoint hooks below are optional interfaces of operators and sources; a task calls
 // them from its event loop, never concurrently with Process or Emit. Their order per
-// checkpoint N follows Flink (reference §2.2):
+// checkpoint N follows Flink's SubtaskCheckpointCoordinatorImpl:
 //
 //	PrepareSnapshotPreBarrier(N)  sinks flush and pre-commit
 //	barrier N is broadcast downstream

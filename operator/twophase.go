@@ -12,7 +12,7 @@ import (
 )
 
 // TwoPhaseCommitter is the transactional system a two-phase-commit sink writes to, after
-// Flink's TwoPhaseCommitSinkFunction (reference §3.1). A transaction's data must stay invisible
+// Flink's TwoPhaseCommitSinkFunction. A transaction's data must stay invisible
 // to readers until Commit.
 type TwoPhaseCommitter[Txn any] interface {
 	// BeginTransaction starts a transaction.

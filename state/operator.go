@@ -16,7 +16,7 @@ type OperatorStateStore struct {
 }
 
 // OperatorListState is a named list of opaque elements, redistributed on restore by its
-// distribution (reference §7.3).
+// distribution (Flink's OperatorStateStore).
 type OperatorListState struct {
 	name       string
 	dist       pb.ListDistribution

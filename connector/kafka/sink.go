@@ -301,7 +301,7 @@ var (
 )
 
 // kafkaTxnSink is the exactly-once kafka sink on the two-phase-commit framework
-// (twoPhaseSink), with Kafka transactions (reference libraries.md B.3).
+// (TwoPhaseSink), with Kafka transactions.
 //
 // Transactional IDs. Subtask s writes with a pool of transactional IDs
 // "<prefix>-<s>-<slot>" (slot = 0, 1, …; prefix defaults to "goflink-<job>-<operator>"), one
@@ -628,7 +628,8 @@ func kafkaRetry(ctx context.Context, req func() error) error {
 }
 
 // endTxn ends a transaction this process has no client in, with a raw EndTxn carrying the
-// saved producer ID and epoch (libraries.md B.3). A retried commit returns success.
+// saved producer ID and epoch (as Flink's FlinkKafkaInternalProducer resumes a transaction).
+// A retried commit returns success.
 func (s *kafkaTxnSink) endTxn(ctx context.Context, t *kafkaTxn, commit bool) error {
 	return kafkaRetry(ctx, func() error {
 		req := kmsg.NewPtrEndTxnRequest()

@@ -54,7 +54,8 @@ func (e *execution) terminal() bool {
 	return false
 }
 
-// Events of the job master's loop.
+// Events of the job master's loop: every type sent to its inbox is declared here and has a
+// case in handle (TestJobMasterHandlesEveryEvent).
 type (
 	evTaskState struct {
 		req *pb.UpdateTaskExecutionStateRequest
@@ -421,6 +422,7 @@ func (m *jobMaster) taskRestore(v *pb.JobVertex) *pb.TaskRestore {
 	return r
 }
 
+// handle handles one event of the inbox. It panics on an event of a type it does not know.
 func (m *jobMaster) handle(ev any) {
 	switch ev := ev.(type) {
 	case evTaskState:
@@ -486,6 +488,10 @@ func (m *jobMaster) handle(ev any) {
 		default:
 			m.cp.triggerManual(ev.reply)
 		}
+	default:
+		// Only this package sends events, each of a type above: another is a bug here, not
+		// input, and dropping it would leave its sender waiting or its job wrong.
+		panic(fmt.Sprintf("job master %s: unknown event %T", m.id, ev))
 	}
 }
 

@@ -6,6 +6,9 @@
 // election, or while every JobManager is unreachable). An address that answers as something
 // other than a goflink JobManager (the Raft port, a TaskManager) fails a call at once when no
 // other address is left to try.
+//
+// The Client's mutex is listed, with every lock of the project and its order, in LOCKORDER.md
+// at the repository root.
 package client
 
 import (

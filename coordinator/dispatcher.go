@@ -42,7 +42,7 @@ type dispatcher struct {
 	masters map[string]*jobMaster
 	wg      sync.WaitGroup
 
-	notifyMu sync.Mutex    // guards changed only; never held with mu
+	notifyMu sync.Mutex    // guards changed only; taken with no other lock held (LOCKORDER.md)
 	changed  chan struct{} // closed and replaced when any job view changes
 }
 
@@ -87,18 +87,32 @@ func (d *dispatcher) stop() {
 	d.wg.Wait()
 }
 
+// launch starts a job master for a job unless one runs already. The job master is built
+// outside d.mu: building it publishes its first view, which takes notifyMu (LOCKORDER.md).
 func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ctx == nil {
+	ctx, leader := d.ctx, d.leader
+	_, running := d.masters[rec.GetId()]
+	d.mu.Unlock()
+	if ctx == nil {
 		return ErrNotLeader
 	}
-	if _, running := d.masters[rec.GetId()]; running {
+	if running {
 		return nil
 	}
-	m, err := newJobMaster(d.ctx, rec, d.leader, d.defaults, d, d.rm, d.log)
+	m, err := newJobMaster(ctx, rec, leader, d.defaults, d, d.rm, d.log)
 	if err != nil {
 		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx != ctx { // the leadership ended meanwhile; a new one recovers the job itself
+		m.cancel()
+		return ErrNotLeader
+	}
+	if _, running := d.masters[rec.GetId()]; running { // launched meanwhile (start and submit)
+		m.cancel()
+		return nil
 	}
 	d.masters[rec.GetId()] = m
 	d.wg.Add(1)

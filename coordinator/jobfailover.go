@@ -36,6 +36,10 @@ type pendingRestart struct {
 	due time.Time
 	// attempt is the job restart it leads to (JobDetails.restarts once it runs).
 	attempt int32
+	// verifying is set while the checkpoint to restore is being verified (verifyRestore);
+	// restore is the checkpoint chosen, nil until then.
+	verifying bool
+	restore   *restoreChoice
 }
 
 // failure describes one failure for handleFailure.
@@ -182,11 +186,12 @@ func (m *jobMaster) cancelExecution(e *execution) {
 	}
 }
 
-// maybeRestart redeploys the pending restart's tasks once all of them have settled and the
-// backoff has passed; until then it keeps the restart timer armed.
+// maybeRestart redeploys the pending restart's tasks once all of them have settled, the
+// backoff has passed and the checkpoint to restore is chosen; until then it keeps the restart
+// timer armed, or starts verifying the retained checkpoints (evRestoreVerified goes on).
 func (m *jobMaster) maybeRestart() {
 	p := m.pending
-	if p == nil || m.ended || m.ctx.Err() != nil {
+	if p == nil || p.verifying || m.ended || m.ctx.Err() != nil {
 		return
 	}
 	for k := range p.tasks {
@@ -200,8 +205,14 @@ func (m *jobMaster) maybeRestart() {
 		}
 		return
 	}
+	if p.restore == nil {
+		m.verifyRestore(p)
+		if p.restore == nil {
+			return // verifying
+		}
+	}
 	m.dropPendingRestart()
-	m.redeploy(p.tasks)
+	m.redeploy(p.tasks, p.restore)
 	if m.pending != nil { // a task failed during the redeployment itself
 		m.maybeRestart()
 	}
@@ -209,16 +220,14 @@ func (m *jobMaster) maybeRestart() {
 
 // redeploy starts a new run of the given subtasks: the checkpoint to restore, status RUNNING
 // (a new attempt number), new executions that wait for slots, and their deployment.
-func (m *jobMaster) redeploy(tasks map[string]bool) {
+func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 	for k := range tasks {
 		// A finished task keeps its partitions for consumers that will not read them now.
 		if e := m.bySubtask[k]; e != nil && e.submitted && e.state == pb.ExecutionState_EXECUTION_STATE_FINISHED {
 			m.sendCancel(e)
 		}
 	}
-	if !m.pickRestore() {
-		return
-	}
+	m.useRestore(restore)
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
 		return
 	}

@@ -54,7 +54,8 @@ func (e *execution) terminal() bool {
 	return false
 }
 
-// Events of the job master's loop.
+// Events of the job master's loop: every type sent to its inbox is declared here and has a
+// case in handle (TestJobMasterHandlesEveryEvent).
 type (
 	evTaskState struct {
 		req *pb.UpdateTaskExecutionStateRequest
@@ -83,6 +84,12 @@ type (
 	}
 	evTriggerCheckpoint struct {
 		reply chan checkpointResult
+	}
+	// evRestoreVerified is the outcome of verifying the checkpoints a restart may restore
+	// (verifyRestore), for that restart.
+	evRestoreVerified struct {
+		restart *pendingRestart
+		choice  *restoreChoice
 	}
 )
 
@@ -160,6 +167,9 @@ type jobMaster struct {
 	lastStates map[string][]*pb.OperatorSubtaskState
 	// nextID..endID are checkpoint IDs reserved in Raft and not used yet.
 	nextID, endID int64
+	// verify reads a checkpoint's metadata and checks its files (storage.Verify); tests
+	// replace it.
+	verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)
 }
 
 func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, cluster *config.Config, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
@@ -184,6 +194,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(), restarts: max(rec.GetRuns()-1, 0),
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
+		verify: storage.Verify,
 	}
 	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
 	m.publish()
@@ -369,39 +380,107 @@ func (m *jobMaster) stopTimers() {
 	}
 }
 
-// pickRestore chooses the checkpoint this run restores: the newest retained one whose files
-// are intact. A corrupt or truncated checkpoint is skipped loudly for the one before it.
-func (m *jobMaster) pickRestore() bool {
-	m.restore, m.restoredID = nil, 0
-	clear(m.lastStates)
-	rec, ok := m.host.jobRecord(m.id)
-	if !ok {
-		return true
+// restoreChoice is the checkpoint a restart restores: the newest retained one whose files are
+// intact (nil cp when none is retained or none is intact), after the corrupt ones skipped.
+type restoreChoice struct {
+	retained int // checkpoints retained when the choice was made
+	cp       *pb.CompletedCheckpoint
+	md       *pb.CheckpointMetadata
+	corrupt  []corruptCheckpoint // newest first
+}
+
+// corruptCheckpoint is a retained checkpoint whose files failed verification.
+type corruptCheckpoint struct {
+	id       int64
+	err      error
+	fallback int64 // the next older retained checkpoint, 0 when none
+}
+
+// verifyRestore starts choosing the checkpoint restart p restores. Verification reads and
+// checksums every file of a checkpoint, which takes as long as the files take to read, so it
+// runs on a goroutine of the job master and the loop goes on handling events (a cancel, task
+// reports); the outcome comes back as evRestoreVerified. With no checkpoint retained there is
+// nothing to verify: p.restore is set at once.
+func (m *jobMaster) verifyRestore(p *pendingRestart) {
+	var cps []*pb.CompletedCheckpoint
+	if rec, ok := m.host.jobRecord(m.id); ok {
+		cps = rec.GetCheckpoints()
 	}
-	cps := rec.GetCheckpoints()
+	if len(cps) == 0 {
+		p.restore = &restoreChoice{}
+		return
+	}
+	p.verifying = true
+	ctx, verify := m.ctx, m.verify
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if c := chooseRestore(ctx, cps, verify); c != nil {
+			m.send(evRestoreVerified{restart: p, choice: c})
+		}
+	}()
+}
+
+// chooseRestore verifies retained checkpoints, newest first, up to the first intact one. It
+// gives up, returning nil, when ctx ends (the job master stopped).
+func chooseRestore(ctx context.Context, cps []*pb.CompletedCheckpoint, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)) *restoreChoice {
+	c := &restoreChoice{retained: len(cps)}
 	for i := len(cps) - 1; i >= 0; i-- {
+		if ctx.Err() != nil {
+			return nil
+		}
 		cp := cps[i]
-		md, err := storage.Verify(cp.GetBaseDir(), cp.GetPath())
+		md, err := verify(cp.GetBaseDir(), cp.GetPath())
 		if err == nil {
-			m.restore, m.restoredID = md, cp.GetId()
-			m.jobDir = cp.GetBaseDir()
-			m.rememberStates(md.GetStates())
-			m.log.Info("restoring job from checkpoint", "checkpoint_id", cp.GetId(), "path", filepath.Join(cp.GetBaseDir(), cp.GetPath()))
-			return true
+			c.cp, c.md = cp, md
+			return c
 		}
-		cause := fmt.Sprintf("checkpoint %d cannot be restored: %v", cp.GetId(), err)
+		bad := corruptCheckpoint{id: cp.GetId(), err: err}
 		if i > 0 {
-			cause += fmt.Sprintf("; falling back to checkpoint %d: output that sinks committed after it"+
-				" may appear twice (exactly-once is lost for that span)", cps[i-1].GetId())
+			bad.fallback = cps[i-1].GetId()
 		}
-		m.log.Error("corrupt checkpoint", "checkpoint_id", cp.GetId(), "err", err)
+		c.corrupt = append(c.corrupt, bad)
+	}
+	return c
+}
+
+// onRestoreVerified takes the checkpoint chosen for the pending restart: each corrupt one
+// skipped goes loudly into the log and the exception history, and the job fails when none of
+// the retained checkpoints is intact. The restart goes on in maybeRestart.
+func (m *jobMaster) onRestoreVerified(ev evRestoreVerified) {
+	p := m.pending
+	if p == nil || ev.restart != p {
+		return // the restart was dropped meanwhile: the job is ending
+	}
+	p.verifying = false
+	c := ev.choice
+	for _, bad := range c.corrupt {
+		cause := fmt.Sprintf("checkpoint %d cannot be restored: %v", bad.id, bad.err)
+		if bad.fallback != 0 {
+			cause += fmt.Sprintf("; falling back to checkpoint %d: output that sinks committed after it"+
+				" may appear twice (exactly-once is lost for that span)", bad.fallback)
+		}
+		m.log.Error("corrupt checkpoint", "checkpoint_id", bad.id, "err", bad.err)
 		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
 	}
-	if len(cps) > 0 {
-		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(cps)))
-		return false
+	if c.cp == nil && c.retained > 0 {
+		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", c.retained))
+		return
 	}
-	return true
+	p.restore = c
+}
+
+// useRestore makes c the checkpoint this run restores.
+func (m *jobMaster) useRestore(c *restoreChoice) {
+	m.restore, m.restoredID = nil, 0
+	clear(m.lastStates)
+	if c.cp == nil {
+		return
+	}
+	m.restore, m.restoredID = c.md, c.cp.GetId()
+	m.jobDir = c.cp.GetBaseDir()
+	m.rememberStates(c.md.GetStates())
+	m.log.Info("restoring job from checkpoint", "checkpoint_id", c.cp.GetId(), "path", filepath.Join(c.cp.GetBaseDir(), c.cp.GetPath()))
 }
 
 // taskRestore is the state a vertex's tasks restore: the states of every subtask of the
@@ -421,6 +500,7 @@ func (m *jobMaster) taskRestore(v *pb.JobVertex) *pb.TaskRestore {
 	return r
 }
 
+// handle handles one event of the inbox. It panics on an event of a type it does not know.
 func (m *jobMaster) handle(ev any) {
 	switch ev := ev.(type) {
 	case evTaskState:
@@ -486,6 +566,12 @@ func (m *jobMaster) handle(ev any) {
 		default:
 			m.cp.triggerManual(ev.reply)
 		}
+	case evRestoreVerified:
+		m.onRestoreVerified(ev)
+	default:
+		// Only this package sends events, each of a type above: another is a bug here, not
+		// input, and dropping it would leave its sender waiting or its job wrong.
+		panic(fmt.Sprintf("job master %s: unknown event %T", m.id, ev))
 	}
 }
 

@@ -5,4 +5,7 @@
 // Operators run inside one task's event loop and are never called concurrently. Rows passed
 // to Process and Emit are borrowed for the duration of the call: keep a copy (Row.Clone,
 // Value.Clone) if you need one later.
+//
+// The Registry's mutex is listed, with every lock of the project and its order, in LOCKORDER.md
+// at the repository root.
 package operator

@@ -30,6 +30,8 @@
 //
 // A backend, its states and an OperatorStateStore belong to the task's goroutine. Only a
 // Snapshot's WriteSnapshot and Release may run on another goroutine. No goroutines are started.
+// The hashmap backend's snapshot locks and their order are listed in LOCKORDER.md at the
+// repository root.
 //
 // # Operator state
 //

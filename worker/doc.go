@@ -4,4 +4,6 @@
 // control — in memory between tasks of this TaskManager, over gRPC streams otherwise.
 //
 // See DESIGN.md in this directory for the goroutines, invariants and failure modes.
+// Its mutexes, and the order in which they may be taken, are listed in LOCKORDER.md at the
+// repository root.
 package worker

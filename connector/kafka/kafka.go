@@ -2,6 +2,9 @@
 // kafkaspec) as a source of Kafka partitions, with offsets in checkpointed state, and as a
 // sink with exactly-once transactions committed on checkpoint completion. It builds on the
 // franz-go client; TaskManagers register Type, JobManagers kafkaspec.Type.
+//
+// The sink's mutexes are taken in franz-go's callbacks; they and their order are listed in
+// LOCKORDER.md at the repository root.
 package kafka
 
 import (

@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -30,6 +29,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -339,46 +339,6 @@ func connects(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool 
 	}
 }
 
-// ErrorInfo reasons of the JobManagers' statuses.
-const (
-	// reasonNotLeader is on the FAILED_PRECONDITION answers of a JobManager that does not
-	// lead; its metadata names the leader when the JobManager knows it.
-	reasonNotLeader = "NOT_LEADER"
-	// metaLeader is the ErrorInfo metadata key of the leader's RPC address.
-	metaLeader = "leader"
-)
-
-// retryable says whether another JobManager (or a later try) may serve the call: none is
-// reachable, leading yet or running (UNAVAILABLE), or this one is not the leader.
-func retryable(err error) bool {
-	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.Unavailable:
-		return true
-	case codes.FailedPrecondition:
-		return notLeaderInfo(st) != nil
-	}
-	return false
-}
-
-func notLeaderInfo(st *status.Status) *errdetails.ErrorInfo {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNotLeader {
-			return info
-		}
-	}
-	return nil
-}
-
-// leaderHint is the leader's RPC address named by a NOT_LEADER answer, or "".
-func leaderHint(err error) string {
-	st, _ := status.FromError(err)
-	if st.Code() != codes.FailedPrecondition {
-		return ""
-	}
-	return strings.TrimSpace(notLeaderInfo(st).GetMetadata()[metaLeader])
-}
-
 // Backoff between rounds over the JobManagers while none can serve a call.
 const (
 	minBackoff = 50 * time.Millisecond
@@ -571,11 +531,11 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			}
 			delete(wrongSince, addr)
 			delete(wrong, addr)
-			if !retryable(err) {
+			if !leaderrpc.Retryable(err) {
 				return addr, err
 			}
 			last, lastAddr, others = err, addr, true
-			if h := leaderHint(err); h != "" && h != addr && hints < maxHints {
+			if h, _ := leaderrpc.LeaderHint(err); h != "" && h != addr && hints < maxHints {
 				hints++
 				delete(seen, h) // newer news than that address's earlier answer in this round
 				queue = append([]string{h}, queue...)
@@ -812,7 +772,7 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 			return last, nil
 		case ctx.Err() != nil:
 			return last, ctx.Err()
-		case !retryable(err):
+		case !leaderrpc.Retryable(err):
 			return last, err
 		}
 		// The members may be needed now: the stream's JobManager may be gone for good.
@@ -821,7 +781,7 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		case <-ctx.Done():
 			return last, ctx.Err()
 		}
-		hint = leaderHint(err)
+		hint, _ = leaderrpc.LeaderHint(err)
 		if n > 1 || time.Since(opened) >= maxBackoff {
 			wait = 0
 		} else {

@@ -140,6 +140,14 @@ func Retryable(err error) bool {
 	return false
 }
 
+// Unreached reports whether a call that failed with err did not reach a JobManager, or lost it
+// before it answered: UNAVAILABLE from the connection, not a JobManager's own UNAVAILABLE status
+// (which carries a reason).
+func Unreached(err error) bool {
+	code, info := info(err)
+	return code == codes.Unavailable && info == nil
+}
+
 // validAddr reports whether a is host:port with a host and a port from 1 to 65535.
 func validAddr(a string) bool {
 	host, port, err := net.SplitHostPort(a)

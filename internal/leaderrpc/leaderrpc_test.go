@@ -80,23 +80,27 @@ func TestLeaderHint(t *testing.T) {
 	}
 }
 
-func TestNotLeadingAndRetryable(t *testing.T) {
+func TestNotLeadingRetryableUnreached(t *testing.T) {
 	for _, tc := range []struct {
-		name                 string
-		err                  error
-		notLeading, retrying bool
+		name                            string
+		err                             error
+		notLeading, retrying, unreached bool
 	}{
-		{"not the leader", NotLeader("not the leader", "", ""), true, true},
-		{"no leader yet", NoLeader("no jobmanager leader is known"), true, true},
-		{"shutting down", ShuttingDown("jobmanager is shutting down"), true, true},
-		{"unreachable", status.Error(codes.Unavailable, "connection refused"), false, true},
-		{"job already ended", status.Error(codes.FailedPrecondition, "job has already ended"), false, false},
-		{"a message alone does not count", status.Error(codes.FailedPrecondition, "this jobmanager is not the leader"), false, false},
-		{"invalid spec", status.Error(codes.InvalidArgument, "invalid job spec"), false, false},
-		{"not found", status.Error(codes.NotFound, "job not found"), false, false},
-		{"plain error", errors.New("boom"), false, false},
-		{"nil", nil, false, false},
+		{"not the leader", NotLeader("not the leader", "", ""), true, true, false},
+		{"no leader yet", NoLeader("no jobmanager leader is known"), true, true, false},
+		{"shutting down", ShuttingDown("jobmanager is shutting down"), true, true, false},
+		{"unreachable", status.Error(codes.Unavailable, "connection refused"), false, true, true},
+		{"unreachable, wrapped", fmt.Errorf("forward: %w", status.Error(codes.Unavailable, "connection refused")), false, true, true},
+		{"job already ended", status.Error(codes.FailedPrecondition, "job has already ended"), false, false, false},
+		{"a message alone does not count", status.Error(codes.FailedPrecondition, "this jobmanager is not the leader"), false, false, false},
+		{"invalid spec", status.Error(codes.InvalidArgument, "invalid job spec"), false, false, false},
+		{"not found", status.Error(codes.NotFound, "job not found"), false, false, false},
+		{"plain error", errors.New("boom"), false, false, false},
+		{"nil", nil, false, false, false},
 	} {
+		if got := Unreached(tc.err); got != tc.unreached {
+			t.Errorf("%s: Unreached(%v) = %v, want %v", tc.name, tc.err, got, tc.unreached)
+		}
 		if got := NotLeading(tc.err); got != tc.notLeading {
 			t.Errorf("%s: NotLeading(%v) = %v, want %v", tc.name, tc.err, got, tc.notLeading)
 		}

@@ -38,8 +38,8 @@ const forwardHold = 5 * time.Second
 // forwardPoll bounds the random pause between looks for a leader during forwardHold.
 const forwardPoll = 100 * time.Millisecond
 
-// forwarded reports whether a call of this method is forwarded to the leader.
-func forwarded(method string) bool {
+// forwardable reports whether a follower forwards calls of this method to the leader.
+func forwardable(method string) bool {
 	return strings.HasPrefix(method, "/"+pb.JobService_ServiceDesc.ServiceName+"/") ||
 		method == pb.ClusterService_GetCluster_FullMethodName
 }
@@ -48,7 +48,7 @@ func forwarded(method string) bool {
 // When the leader cannot be reached, this JobManager answers itself (NOT_LEADER naming the
 // leader, which a client may reach when this one cannot).
 func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !forwarded(info.FullMethod) {
+	if !forwardable(info.FullMethod) {
 		return handler(ctx, req)
 	}
 	conn, leader := jm.leaderConn(ctx)
@@ -61,6 +61,7 @@ func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.Unar
 	}
 	err = conn.Invoke(jm.forwardContext(ctx), info.FullMethod, req, out)
 	if leaderrpc.Unreached(err) {
+		jm.log.Debug("leader not reached; answering here", "method", info.FullMethod, "leader", leader, "err", err)
 		return handler(ctx, req)
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(leaderrpc.LeaderHeader, leader))
@@ -73,7 +74,7 @@ func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.Unar
 // forwardStream is the server's stream interceptor: a follower relays a server stream (WatchJob)
 // from the leader until it ends, either side breaks it, or this JobManager stops.
 func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !forwarded(info.FullMethod) || info.IsClientStream {
+	if !forwardable(info.FullMethod) || info.IsClientStream {
 		return handler(srv, ss)
 	}
 	conn, leader := jm.leaderConn(ss.Context())
@@ -90,6 +91,7 @@ func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.St
 	defer stop()
 	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, info.FullMethod)
 	if leaderrpc.Unreached(err) {
+		jm.log.Debug("leader not reached; answering here", "method", info.FullMethod, "leader", leader, "err", err)
 		return handler(srv, ss)
 	}
 	if err != nil {

@@ -119,12 +119,18 @@ operators:
 	if !strings.Contains(stdout, "COMPLETED") {
 		t.Errorf("checkpoints lists no completed checkpoint:\n%s", stdout)
 	}
-	code, stdout, stderr = flinkctl("-o", "json", "cluster")
-	ok("cluster", code, stderr)
-	var view clusterJSON
-	if err := json.Unmarshal([]byte(stdout), &view); err != nil || len(view.JobManagers) != 3 || len(view.TaskManagers) != 2 {
-		t.Errorf("cluster = %s (%v), want 3 JobManagers and 2 TaskManagers", stdout, err)
-	}
+	// Whole once every member recorded its RPC address (each does within a second of starting).
+	waitUntil(t, ctx, "a whole cluster view", func() error {
+		code, stdout, stderr := flinkctl("-o", "json", "cluster")
+		if code != ExitOK {
+			return fmt.Errorf("cluster = exit %d: %s", code, stderr)
+		}
+		var view clusterJSON
+		if err := json.Unmarshal([]byte(stdout), &view); err != nil || len(view.JobManagers) != 3 || len(view.TaskManagers) != 2 {
+			t.Fatalf("cluster exited 0 with %s (%v), want 3 JobManagers and 2 TaskManagers", stdout, err)
+		}
+		return nil
+	})
 
 	// The leader stops: the follower forwards to the new one (or leads itself).
 	if err := c.StopJobManager(leader); err != nil {

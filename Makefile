@@ -56,9 +56,9 @@ images: ## static binaries (CGO_ENABLED=0) into FROM-scratch image $(IMAGE); not
 	docker build -q -t $(IMAGE) deploy/
 	@docker image ls $(IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 
-up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123,localhost:6133,localhost:6143)
+up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123: any one JobManager serves)
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) up -d
-	@echo "cluster up: bin/flinkctl -m localhost:6123,localhost:6133,localhost:6143 cluster"
+	@echo "cluster up: bin/flinkctl -m localhost:6123 cluster (any JobManager: 6123, 6133, 6143; all three to survive losing one)"
 
 down: ## stop the compose cluster and remove its containers, network and volume
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans

@@ -398,7 +398,9 @@ func clusterCmd(g *globals) *cobra.Command {
 		Long: `Show every JobManager of the Raft group (ID, RPC and Raft address, role, term, last log
 index; the leader marked *; a member whose status could not be read is shown with "-" and the
 reason below the table) and the TaskManagers registered with the leader (slots, free slots,
-last heartbeat).`,
+last heartbeat). Any JobManager answers, with the leader's view. An incomplete view (a
+JobManager that could not be asked, or no leader to list the TaskManagers) is shown, said so
+on stderr, and exits 1.`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withClient(func(c *client.Client, asJSON bool) error {
@@ -407,9 +409,17 @@ last heartbeat).`,
 					return err
 				}
 				if asJSON {
-					return writeJSON(g.stdout, clusterOut(info))
+					err = writeJSON(g.stdout, clusterOut(info))
+				} else {
+					err = writeCluster(g.stdout, info)
 				}
-				return writeCluster(g.stdout, info)
+				if err != nil {
+					return err
+				}
+				if gaps := clusterGaps(info); len(gaps) > 0 {
+					return &exitError{code: ExitFailure, msg: "incomplete cluster view: " + strings.Join(gaps, "; ")}
+				}
+				return nil
 			})
 		},
 	}

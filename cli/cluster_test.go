@@ -106,11 +106,12 @@ func startGroup(t *testing.T) (leaderAddr, followerAddr string, leader, follower
 	return leaderAddr, followerAddr, leader, follower
 }
 
+// The view is shown whole, and as jm3 could not be asked flinkctl says so and exits 1.
 func TestClusterTable(t *testing.T) {
 	leaderAddr, followerAddr, _, _ := startGroup(t)
 	code, stdout, stderr := execute(t, "-m", leaderAddr, "cluster")
-	if code != ExitOK {
-		t.Fatalf("cluster = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	if want := "flinkctl: incomplete cluster view: jobmanager jm3 could not be asked (unreachable: connection refused)\n"; code != ExitFailure || stderr != want {
+		t.Fatalf("cluster with jm3 down = exit %d, stderr %q; want %d, %q", code, stderr, ExitFailure, want)
 	}
 	jmTable, tmTable, ok := strings.Cut(stdout, "\n\n")
 	if !ok {
@@ -149,8 +150,9 @@ func TestClusterTableWithoutLeader(t *testing.T) {
 	}}}
 	serveOn(t, lis, nil, cs)
 	code, stdout, stderr := execute(t, "-m", lis.Addr().String(), "cluster")
-	if code != ExitOK || !strings.Contains(stdout, "\nNo leader is known: an election may be under way.\n") {
-		t.Errorf("cluster during an election = exit %d, stdout:\n%s\nstderr: %s\nwant a line saying no leader is known", code, stdout, stderr)
+	if code != ExitFailure || !strings.Contains(stdout, "\nNo leader is known: an election may be under way.\n") ||
+		!strings.Contains(stderr, "no leader is known (an election may be under way), so no TaskManagers are listed") {
+		t.Errorf("cluster during an election = exit %d, stdout:\n%s\nstderr: %s\nwant a line saying no leader is known, and exit 1 saying the TaskManagers are missing", code, stdout, stderr)
 	}
 }
 
@@ -172,8 +174,8 @@ func sortedKeys(m map[string]any) []string {
 func TestClusterJSON(t *testing.T) {
 	leaderAddr, followerAddr, _, _ := startGroup(t)
 	code, stdout, stderr := execute(t, "-m", leaderAddr, "-o", "json", "cluster")
-	if code != ExitOK {
-		t.Fatalf("cluster -o json = exit %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	if code != ExitFailure || !strings.Contains(stderr, "jobmanager jm3 could not be asked") {
+		t.Fatalf("cluster -o json with jm3 down = exit %d, want %d saying jm3 could not be asked; stderr:\n%s", code, ExitFailure, stderr)
 	}
 	var out struct {
 		JobManagers  []map[string]any `json:"jobmanagers"`
@@ -205,12 +207,12 @@ func TestClusterJSON(t *testing.T) {
 		"free_slots": 1.0, "last_heartbeat": heartbeat.Format(time.RFC3339Nano)})
 	checkFields(t, "taskmanagers[1]", out.TaskManagers[1], map[string]any{"id": "tm-1", "last_heartbeat": nil})
 
-	// Empty lists are [], not null.
+	// Empty lists are [], not null (and an answer without a leader is incomplete).
 	lis := listen(t)
 	serveOn(t, lis, nil, &fakeClusterService{resp: &pb.GetClusterResponse{}})
 	code, stdout, stderr = execute(t, "-m", lis.Addr().String(), "-o", "json", "cluster")
-	if m := decodeObject(t, stdout); code != ExitOK || !isEmptyList(m["jobmanagers"]) || !isEmptyList(m["taskmanagers"]) {
-		t.Errorf("cluster -o json of an empty cluster = exit %d, %s (stderr %s); want empty lists", code, stdout, stderr)
+	if m := decodeObject(t, stdout); code != ExitFailure || !isEmptyList(m["jobmanagers"]) || !isEmptyList(m["taskmanagers"]) {
+		t.Errorf("cluster -o json of an empty cluster = exit %d, %s (stderr %s); want exit 1 with empty lists", code, stdout, stderr)
 	}
 }
 
@@ -227,8 +229,8 @@ func TestClusterViaFollower(t *testing.T) {
 	downAddr := down.Addr().String()
 	down.Close()
 	code, stdout, stderr := execute(t, "-m", downAddr+", "+followerAddr, "-o", "json", "cluster")
-	if code != ExitOK {
-		t.Fatalf("cluster via %s,%s = exit %d; stderr:\n%s", downAddr, followerAddr, code, stderr)
+	if want := "flinkctl: incomplete cluster view: jobmanager jm3 could not be asked (unreachable: connection refused)\n"; code != ExitFailure || stderr != want {
+		t.Fatalf("cluster via %s,%s = exit %d, stderr %q; want %d, %q (jm3 is down; the rest is whole)", downAddr, followerAddr, code, stderr, ExitFailure, want)
 	}
 	var out clusterJSON
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.TaskManagers) != 2 {

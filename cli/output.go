@@ -329,6 +329,29 @@ const leaderMark = "*"
 
 // writeCluster writes the JobManagers (the leader marked; members whose status is missing
 // shown with "-" and the reason below the table) and the TaskManagers.
+// clusterGaps says what a cluster view lacks: the status of a JobManager that could not be
+// asked, or the TaskManagers, which only the leader lists (none is known, or another member
+// answered).
+func clusterGaps(c *pb.GetClusterResponse) []string {
+	var gaps []string
+	leader := ""
+	for _, j := range c.GetJobmanagers() {
+		if j.GetError() != "" {
+			gaps = append(gaps, fmt.Sprintf("jobmanager %s could not be asked (%s)", j.GetId(), j.GetError()))
+		}
+		if j.GetLeader() {
+			leader = j.GetId()
+		}
+	}
+	switch {
+	case leader == "":
+		gaps = append(gaps, "no leader is known (an election may be under way), so no TaskManagers are listed")
+	case c.GetAnsweredBy() != leader:
+		gaps = append(gaps, fmt.Sprintf("the leader %s could not be asked, so no TaskManagers are listed (only the leader tracks them)", leader))
+	}
+	return gaps
+}
+
 func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)

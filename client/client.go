@@ -1,11 +1,13 @@
 // Package client is a Go client for a goflink cluster: it talks to the JobManagers' public
-// gRPC services. A call goes first to the JobManager that served the last one, follows a
-// follower's hint to the leader (dialing it even when it was not given), tries every given
-// address and then the members a watch learned from the group (GetCluster), and retries
-// with backoff for up to Client.Wait while no JobManager can serve it (during a leader
-// election, or while every JobManager is unreachable). An address that answers as something
-// other than a goflink JobManager (the Raft port, a TaskManager) fails a call at once when no
-// other address is left to try.
+// gRPC services. Any JobManager serves every call: a follower forwards it to the leader and
+// names the leader in its answer. A call goes first to that named leader (while this machine
+// can reach it), then to the JobManager that served the last one, follows a NOT_LEADER hint to
+// the leader (dialing it even when it was not given), tries every given address and then the
+// members a watch learned from the group (GetCluster), and retries with backoff for up to
+// Client.Wait while no JobManager can serve it (during a leader election, or while every
+// JobManager is unreachable). An address that answers as something other than a goflink
+// JobManager (the Raft port, a TaskManager) fails a call at once when no other address is left
+// to try.
 //
 // The Client's mutex is listed, with every lock of the project and its order, in LOCKORDER.md
 // at the repository root.
@@ -24,15 +26,16 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -55,7 +58,12 @@ type Client struct {
 	conns   map[string]*grpc.ClientConn // every address dialed: given, learned and leader hints
 	learned []string                    // members' RPC addresses learned from the group, not given
 	served  string                      // the address that served the last call; tried first
-	closed  bool
+	// leader is the leader's address named by a JobManager that forwarded a call to it; calls
+	// try it first. One this client could not reach (a name only the cluster's network knows)
+	// is not tried again: the forwarding JobManagers serve.
+	leader    string
+	unreached map[string]bool
+	closed    bool
 }
 
 // errClosed is returned by calls on a closed Client.
@@ -76,9 +84,9 @@ func New(addrs ...string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
 	for _, a := range list {
-		conn, err := dial(a)
+		conn, err := c.dial(a)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
@@ -171,11 +179,53 @@ func validHostname(h string) bool {
 	return true
 }
 
-func dial(addr string) (*grpc.ClientConn, error) {
+func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connectParams),
 		// A watch stream to a JobManager cut off by the network breaks after about 15 s
 		// instead of hanging until TCP gives up; Watch then resumes on the new leader.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.WithChainUnaryInterceptor(c.readLeader))
+}
+
+// readLeader is the connections' unary interceptor: it notes the leader that a JobManager which
+// forwarded the call names in its answer's header.
+func (c *Client) readLeader(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var header metadata.MD
+	err := invoke(ctx, method, req, reply, cc, append(opts, grpc.Header(&header))...)
+	c.noteLeader(header)
+	return err
+}
+
+// noteLeader makes the leader named in a forwarded answer's header the first address to try,
+// unless this client could not reach it before.
+func (c *Client) noteLeader(header metadata.MD) {
+	v := header.Get(leaderrpc.LeaderHeader)
+	if len(v) == 0 {
+		return
+	}
+	addr, err := parseAddr(strings.TrimSpace(v[0]))
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.unreached[addr] {
+		c.leader = addr
+	}
+}
+
+// leaderFailed forgets the named leader addr after a call there failed, for good when it could
+// not be reached.
+func (c *Client) leaderFailed(addr string, unreached bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr != c.leader {
+		return
+	}
+	c.leader = ""
+	if unreached {
+		c.unreached[addr] = true
+	}
 }
 
 // Close closes the connections, including those to hinted leaders.
@@ -200,7 +250,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if conn := c.conns[addr]; conn != nil {
 		return conn, nil
 	}
-	conn, err := dial(addr)
+	conn, err := c.dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -209,13 +259,13 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 }
 
 // order is the order in which a call tries the JobManagers: first (a hint the caller already
-// has), the one that served the last call, the given addresses, then the learned ones. It may
-// repeat an address.
+// has), the leader a forwarding JobManager named, the one that served the last call, the given
+// addresses, then the learned ones. It may repeat an address.
 func (c *Client) order(first string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.addrs)+len(c.learned)+2)
-	for _, a := range []string{first, c.served} {
+	out := make([]string, 0, len(c.addrs)+len(c.learned)+3)
+	for _, a := range []string{first, c.leader, c.served} {
 		if a != "" {
 			out = append(out, a)
 		}
@@ -230,11 +280,12 @@ func (c *Client) setServed(addr string) {
 	c.mu.Unlock()
 }
 
-// isLearned reports whether addr is a learned address that was not given.
+// isLearned reports whether addr was not given but learned: from the group, or as the leader a
+// forwarding JobManager named.
 func (c *Client) isLearned(addr string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Contains(c.learned, addr) && !slices.Contains(c.addrs, addr)
+	return (slices.Contains(c.learned, addr) || addr == c.leader) && !slices.Contains(c.addrs, addr)
 }
 
 // learnTimeout bounds one try to learn the group's members, name lookups included.
@@ -340,46 +391,6 @@ func connects(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool 
 			return false
 		}
 	}
-}
-
-// ErrorInfo reasons of the JobManagers' statuses.
-const (
-	// reasonNotLeader is on the FAILED_PRECONDITION answers of a JobManager that does not
-	// lead; its metadata names the leader when the JobManager knows it.
-	reasonNotLeader = "NOT_LEADER"
-	// metaLeader is the ErrorInfo metadata key of the leader's RPC address.
-	metaLeader = "leader"
-)
-
-// retryable says whether another JobManager (or a later try) may serve the call: none is
-// reachable, leading yet or running (UNAVAILABLE), or this one is not the leader.
-func retryable(err error) bool {
-	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.Unavailable:
-		return true
-	case codes.FailedPrecondition:
-		return notLeaderInfo(st) != nil
-	}
-	return false
-}
-
-func notLeaderInfo(st *status.Status) *errdetails.ErrorInfo {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNotLeader {
-			return info
-		}
-	}
-	return nil
-}
-
-// leaderHint is the leader's RPC address named by a NOT_LEADER answer, or "".
-func leaderHint(err error) string {
-	st, _ := status.FromError(err)
-	if st.Code() != codes.FailedPrecondition {
-		return ""
-	}
-	return strings.TrimSpace(notLeaderInfo(st).GetMetadata()[metaLeader])
 }
 
 // Backoff between rounds over the JobManagers while none can serve a call.
@@ -551,6 +562,7 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			if c.isLearned(addr) && !connects(ctx, conn, learnedConnectWait) {
 				if ctx.Err() == nil {
 					last, lastAddr, others = fmt.Errorf("not connected within %v", learnedConnectWait), addr, true
+					c.leaderFailed(addr, true)
 				}
 				continue
 			}
@@ -560,6 +572,7 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 				return addr, nil
 			}
 			if is, confirmed := notJobManager(err); is {
+				c.leaderFailed(addr, true)
 				if _, ok := wrongSince[addr]; !ok {
 					wrongSince[addr] = time.Now()
 				}
@@ -574,11 +587,12 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			}
 			delete(wrongSince, addr)
 			delete(wrong, addr)
-			if !retryable(err) {
+			if !leaderrpc.Retryable(err) {
 				return addr, err
 			}
+			c.leaderFailed(addr, leaderrpc.Unreached(err))
 			last, lastAddr, others = err, addr, true
-			if h := leaderHint(err); h != "" && h != addr && hints < maxHints {
+			if h, _ := leaderrpc.LeaderHint(err); h != "" && h != addr && hints < maxHints {
 				hints++
 				delete(seen, h) // newer news than that address's earlier answer in this round
 				queue = append([]string{h}, queue...)
@@ -815,7 +829,7 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 			return last, nil
 		case ctx.Err() != nil:
 			return last, ctx.Err()
-		case !retryable(err):
+		case !leaderrpc.Retryable(err):
 			return last, err
 		}
 		// The members may be needed now: the stream's JobManager may be gone for good.
@@ -824,7 +838,7 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		case <-ctx.Done():
 			return last, ctx.Err()
 		}
-		hint = leaderHint(err)
+		hint, _ = leaderrpc.LeaderHint(err)
 		if n > 1 || time.Since(opened) >= maxBackoff {
 			wait = 0
 		} else {
@@ -857,6 +871,9 @@ func (c *Client) openWatch(ctx context.Context, id, hint string) (*watch, error)
 		if err != nil {
 			cancel()
 			return err
+		}
+		if header, err := s.Header(); err == nil {
+			c.noteLeader(header)
 		}
 		w = &watch{stream: s, first: m.GetJob(), cancel: cancel}
 		return nil

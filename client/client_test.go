@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -14,39 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
-
-func TestRetryable(t *testing.T) {
-	notLeader, err := status.New(codes.FailedPrecondition, "this jobmanager is not the leader").
-		WithDetails(&errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: "goflink"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopping, err := status.New(codes.Unavailable, "jobmanager is shutting down").
-		WithDetails(&errdetails.ErrorInfo{Reason: "SHUTTING_DOWN", Domain: "goflink"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"not the leader", notLeader.Err(), true},
-		{"no leader yet", status.Error(codes.Unavailable, "no jobmanager leader is known"), true},
-		{"shutting down", stopping.Err(), true},
-		{"job already ended", status.Error(codes.FailedPrecondition, "job has already ended"), false},
-		{"a message alone does not count", status.Error(codes.FailedPrecondition, "this jobmanager is not the leader"), false},
-		{"invalid spec", status.Error(codes.InvalidArgument, "invalid job spec"), false},
-		{"not found", status.Error(codes.NotFound, "job not found"), false},
-		{"plain error", errors.New("boom"), false},
-	} {
-		if got := retryable(tc.err); got != tc.want {
-			t.Errorf("%s: retryable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
-		}
-	}
-}
 
 // fakeJobs is a JobService on loopback for the checkpoint calls; a follower answers NOT_LEADER.
 type fakeJobs struct {
@@ -57,7 +26,7 @@ type fakeJobs struct {
 
 func (f *fakeJobs) notLeader() error {
 	st, err := status.New(codes.FailedPrecondition, "this jobmanager is not the leader").
-		WithDetails(&errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: "goflink"})
+		WithDetails(&errdetails.ErrorInfo{Reason: leaderrpc.ReasonNotLeader, Domain: "goflink"})
 	if err != nil {
 		return err
 	}

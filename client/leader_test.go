@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -155,7 +156,7 @@ func (jm *fakeJM) errLocked() error {
 			WithDetails(&errdetails.ErrorInfo{Reason: "NO_LEADER", Domain: "goflink"})
 		return st.Err()
 	}
-	info := &errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: "goflink"}
+	info := &errdetails.ErrorInfo{Reason: leaderrpc.ReasonNotLeader, Domain: "goflink"}
 	if !c.noHints {
 		info.Metadata = map[string]string{"leader": c.jms[leader].addr, "leader_id": c.jms[leader].id}
 	}
@@ -672,33 +673,5 @@ func TestWatchStoppedByCallback(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || last.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
 		t.Errorf("Watch with its context canceled = %v, %v; want RUNNING and context.Canceled", last.GetStatus(), err)
-	}
-}
-
-func TestLeaderHint(t *testing.T) {
-	withInfo := func(code codes.Code, info *errdetails.ErrorInfo) error {
-		st, err := status.New(code, "not the leader").WithDetails(info)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Err()
-	}
-	for _, tc := range []struct {
-		name string
-		err  error
-		want string
-	}{
-		{"hint", withInfo(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: "goflink",
-			Metadata: map[string]string{"leader": "10.0.0.2:6123", "leader_id": "jm2"}}), "10.0.0.2:6123"},
-		{"leader unknown", withInfo(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: "goflink"}), ""},
-		{"another reason", withInfo(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: "OTHER",
-			Metadata: map[string]string{"leader": "10.0.0.2:6123"}}), ""},
-		{"another code", withInfo(codes.Unavailable, &errdetails.ErrorInfo{Reason: reasonNotLeader,
-			Metadata: map[string]string{"leader": "10.0.0.2:6123"}}), ""},
-		{"plain error", errors.New("boom"), ""},
-	} {
-		if got := leaderHint(tc.err); got != tc.want {
-			t.Errorf("%s: leaderHint(%v) = %q, want %q", tc.name, tc.err, got, tc.want)
-		}
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/job"
 )
 
@@ -36,37 +36,21 @@ var (
 	ErrJobNotRunning = errors.New("job is not running")
 )
 
-// grpcCodes maps domain errors to gRPC status codes at the service boundary.
+// grpcCodes maps domain errors to gRPC status codes at the service boundary (etcd's
+// toGRPCErrorMap). The leader protocol's errors (ErrNotLeader, ErrNoLeader, ErrShuttingDown)
+// become leaderrpc's statuses, which clients and TaskManagers read.
 var grpcCodes = []struct {
 	err  error
 	code codes.Code
 }{
-	{ErrNotLeader, codes.FailedPrecondition},
-	{ErrNoLeader, codes.Unavailable},
 	{ErrJobNotFound, codes.NotFound},
 	{ErrJobTerminal, codes.FailedPrecondition},
 	{ErrUnknownTaskManager, codes.NotFound},
 	{ErrTaskManagerIDInUse, codes.AlreadyExists},
-	{ErrShuttingDown, codes.Unavailable},
 	{ErrCheckpointingDisabled, codes.FailedPrecondition},
 	{ErrJobNotRunning, codes.FailedPrecondition},
 	{job.ErrInvalidSpec, codes.InvalidArgument},
 }
-
-// ReasonNotLeader is the errdetails.ErrorInfo reason on the FAILED_PRECONDITION status of a
-// JobManager that is not the leader; clients try another JobManager when they see it.
-const ReasonNotLeader = "NOT_LEADER"
-
-// ReasonNoLeader is the errdetails.ErrorInfo reason on the UNAVAILABLE status of a JobManager
-// that knows no leader (an election is under way); clients retry.
-const ReasonNoLeader = "NO_LEADER"
-
-// ReasonShuttingDown is the errdetails.ErrorInfo reason on the UNAVAILABLE status of a
-// JobManager that is stopping.
-const ReasonShuttingDown = "SHUTTING_DOWN"
-
-// errorDomain is the errdetails.ErrorInfo domain of goflink's errors.
-const errorDomain = "goflink"
 
 // notLeaderError is ErrNotLeader with the leader that followers know of: its node ID and,
 // once it recorded it, its RPC address. Clients and TaskManagers follow the hint.
@@ -94,22 +78,16 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	for _, r := range []struct {
-		err    error
-		code   codes.Code
-		reason string
-	}{{ErrNotLeader, codes.FailedPrecondition, ReasonNotLeader}, {ErrShuttingDown, codes.Unavailable, ReasonShuttingDown},
-		{ErrNoLeader, codes.Unavailable, ReasonNoLeader}} {
-		if errors.Is(err, r.err) {
-			info := &errdetails.ErrorInfo{Reason: r.reason, Domain: errorDomain}
-			if nl := (*notLeaderError)(nil); errors.As(err, &nl) && nl.leaderAddr != "" {
-				info.Metadata = map[string]string{"leader": nl.leaderAddr, "leader_id": nl.leaderID}
-			}
-			st, derr := status.New(r.code, err.Error()).WithDetails(info)
-			if derr == nil {
-				return st.Err()
-			}
-		}
+	var nl *notLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return leaderrpc.NotLeader(err.Error(), nl.leaderID, nl.leaderAddr)
+	case errors.Is(err, ErrNotLeader):
+		return leaderrpc.NotLeader(err.Error(), "", "")
+	case errors.Is(err, ErrNoLeader):
+		return leaderrpc.NoLeader(err.Error())
+	case errors.Is(err, ErrShuttingDown):
+		return leaderrpc.ShuttingDown(err.Error())
 	}
 	for _, m := range grpcCodes {
 		if errors.Is(err, m.err) {

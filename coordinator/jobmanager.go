@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -212,7 +213,8 @@ func Start(cfg Config) (*JobManager, error) {
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a
 		// JobManager cut off by the network is noticed; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainUnaryInterceptor(jm.forwardUnary), grpc.ChainStreamInterceptor(jm.forwardStream))
 	pb.RegisterJobServiceServer(jm.srv, &jobService{jm: jm})
 	pb.RegisterClusterServiceServer(jm.srv, &clusterService{jm: jm})
 	pb.RegisterTaskManagerServiceServer(jm.srv, &taskManagerService{jm: jm})
@@ -440,14 +442,21 @@ func (jm *JobManager) peerStatus(ctx context.Context, addr string) (*pb.JobManag
 	return resp.GetJobmanager(), nil
 }
 
-// peerConn returns a shared client connection to another JobManager.
+// peerConn returns a shared client connection to another JobManager. It reconnects within a
+// second to a JobManager that comes back (a restarted leader serves forwarded calls at once),
+// and a relayed stream to a JobManager cut off by the network breaks within about 15 s.
 func (jm *JobManager) peerConn(addr string) (*grpc.ClientConn, error) {
 	jm.peersMu.Lock()
 	defer jm.peersMu.Unlock()
 	if c, ok := jm.peers[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
 	if err != nil {
 		return nil, fmt.Errorf("dial jobmanager %s: %w", addr, err)
 	}

@@ -254,12 +254,15 @@ operators:
 	first, _ := e.recovered(time.Now(), 0, "")
 	e.logf("job running with every task, checkpoint %d completed", first)
 
-	reports := []faultReport{
-		e.killTaskManager(),
-		e.killLeaderJobManager(),
-		e.disconnectLeaderJobManager(),
-		e.pauseTaskManager(),
+	reports := []faultReport{e.killTaskManager(), e.killLeaderJobManager()}
+	// Every flinkctl command with jm1's address alone, after the leader kill; if jm1 leads then,
+	// once more after the next fault, which cuts jm1 off and brings it back as a follower.
+	viaFollower := e.singleAddress("after the leader kill")
+	reports = append(reports, e.disconnectLeaderJobManager())
+	if !viaFollower && !e.singleAddress("after the cut-off leader came back") {
+		t.Errorf("jm1 led at both single-address steps: no command went through a follower")
 	}
+	reports = append(reports, e.pauseTaskManager())
 
 	final := e.waitFinished()
 	e.logf("job FINISHED after %d restarts", final.Restarts)
@@ -520,7 +523,7 @@ func (e *e2e) pauseTaskManager() faultReport {
 func (e *e2e) newLeader(old string) string {
 	var leader string
 	e.waitFor("a new leader", recoverTimeout, func() error {
-		v, err := e.clusterErr()
+		v, err := e.clusterShown()
 		if err != nil {
 			return err
 		}
@@ -793,13 +796,13 @@ func maxCompleted(cps []checkpoint) int64 {
 	return id
 }
 
-// leaderView waits until flinkctl cluster names a leader, and returns that view. (flinkctl
-// shows the view of the JobManager that answered when that one knows no leader.)
+// leaderView waits until flinkctl cluster names a leader, and returns that view, whole or not.
+// (flinkctl shows the view of the JobManager that answered when that one knows no leader.)
 func (e *e2e) leaderView() clusterView {
 	var v clusterView
 	e.waitFor("a leader", recoverTimeout, func() error {
 		var err error
-		if v, err = e.clusterErr(); err != nil {
+		if v, err = e.clusterShown(); err != nil {
 			return err
 		}
 		if id, _, _ := v.leader(); id == "" {
@@ -810,6 +813,19 @@ func (e *e2e) leaderView() clusterView {
 	return v
 }
 
+// clusterShown is flinkctl cluster's view, also when flinkctl exits 1 because the view is
+// incomplete (a JobManager is down): it shows what it got all the same.
+func (e *e2e) clusterShown() (clusterView, error) {
+	var v clusterView
+	out, err := e.run(30*time.Second, e.flinkctl, "-m", jobManagers, "cluster", "-o", "json")
+	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
+		return v, errors.Join(err, jerr)
+	}
+	return v, nil
+}
+
+// clusterErr is flinkctl cluster's view; an error when flinkctl fails, also for an incomplete
+// view.
 func (e *e2e) clusterErr() (clusterView, error) {
 	var v clusterView
 	err := e.flinkctlJSON(&v, "cluster", "-o", "json")

@@ -7,23 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
-
-// ErrorInfo reasons of the JobManager's TaskManagerService answers.
-const (
-	// reasonNotLeader is on the FAILED_PRECONDITION answer of a JobManager that does not lead;
-	// its metadata names the leader when the JobManager knows it.
-	reasonNotLeader = "NOT_LEADER"
-	// reasonNoLeader is on the UNAVAILABLE answer of a JobManager while no leader is known.
-	reasonNoLeader = "NO_LEADER"
-	// reasonShuttingDown is on the UNAVAILABLE answer of a JobManager that is stopping.
-	reasonShuttingDown = "SHUTTING_DOWN"
-	// leaderHintKey is the ErrorInfo metadata key of a NOT_LEADER answer holding the leader's
-	// RPC address.
-	leaderHintKey = "leader"
 )
 
 // ParseJobManagers turns --jobmanager values into JobManager addresses: each value holds one or
@@ -69,54 +54,6 @@ func checkJobManagerAddr(a string) error {
 		return fmt.Errorf("jobmanager address %q: port must be a number from 1 to 65535", a)
 	}
 	return nil
-}
-
-// errorInfo returns the gRPC status code of err and its ErrorInfo detail, if any.
-func errorInfo(err error) (codes.Code, *errdetails.ErrorInfo) {
-	var se interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &se) {
-		return status.Code(err), nil
-	}
-	st := se.GRPCStatus()
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return st.Code(), info
-		}
-	}
-	return st.Code(), nil
-}
-
-// hasReason reports whether err carries a gRPC ErrorInfo detail with this reason.
-func hasReason(err error, reason string) bool {
-	_, info := errorInfo(err)
-	return info != nil && info.GetReason() == reason
-}
-
-// leaderHint reports whether err is a JobManager's NOT_LEADER answer and returns the leader
-// address it names ("" when it names none, or names a malformed one).
-func leaderHint(err error) (leader string, notLeader bool) {
-	code, info := errorInfo(err)
-	if code != codes.FailedPrecondition || info.GetReason() != reasonNotLeader {
-		return "", false
-	}
-	leader = info.GetMetadata()[leaderHintKey]
-	if checkJobManagerAddr(leader) != nil {
-		return "", true
-	}
-	return leader, true
-}
-
-// notLeading reports whether err says that the JobManager answering it does not lead (any
-// more): NOT_LEADER, or UNAVAILABLE because no leader is known or the JobManager stops.
-func notLeading(err error) bool {
-	code, info := errorInfo(err)
-	switch code {
-	case codes.FailedPrecondition:
-		return info.GetReason() == reasonNotLeader
-	case codes.Unavailable:
-		return info.GetReason() == reasonNoLeader || info.GetReason() == reasonShuttingDown
-	}
-	return false
 }
 
 // fenceLocked checks a JobManager command's leader term (its fencing token) and raises the

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/execid"
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -351,7 +352,7 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 // gate, announcing credit as the task returns it.
 func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
 	fail := func(err error) {
-		pe := &producerError{producer: c.producer, addr: addr, err: err, canceled: hasReason(err, reasonProducerCanceled)}
+		pe := &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled}
 		select {
 		case gate <- gateItem{ch: c, err: pe}:
 		case <-ctx.Done():

@@ -26,6 +26,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka"
 	"github.com/goflink/goflink/internal/execid"
+	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -345,14 +346,14 @@ func (tm *TaskManager) connectLoop() {
 			return
 		}
 		tm.lost = reg.addr
-		if leader, notLeader := leaderHint(err); leader != "" {
+		if leader, notLeader := leaderrpc.LeaderHint(err); leader != "" {
 			tm.leader = leader
-		} else if (notLeader || notLeading(err)) && tm.leader == reg.addr {
+		} else if (notLeader || leaderrpc.NotLeading(err)) && tm.leader == reg.addr {
 			tm.leader = ""
 		}
 		tm.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		level := slog.LevelWarn
-		if hasReason(err, reasonShuttingDown) {
+		if leaderrpc.Reason(err) == leaderrpc.ReasonShuttingDown {
 			level = slog.LevelInfo // an orderly JobManager shutdown
 		}
 		tm.log.Log(context.Background(), level, "lost jobmanager; cancelling tasks and registering again", "err", err, "tasks", len(tasks))
@@ -416,8 +417,8 @@ func (tm *TaskManager) register() (*jmRegistration, error) {
 			return nil, err // the leader answered: the ID is taken
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-		leader, notLeader := leaderHint(err)
-		if tm.leader == addr && (notLeader || notLeading(err) || errors.Is(err, errDeposedLeader)) {
+		leader, notLeader := leaderrpc.LeaderHint(err)
+		if tm.leader == addr && (notLeader || leaderrpc.NotLeading(err) || errors.Is(err, errDeposedLeader)) {
 			tm.leader = ""
 		}
 		if leader != "" {
@@ -611,7 +612,7 @@ func (tm *TaskManager) deliver(r *pb.UpdateTaskExecutionStateRequest) {
 		ctx, cancel := context.WithTimeout(regCtx, 5*time.Second)
 		_, err := client.UpdateTaskExecutionState(ctx, r)
 		cancel()
-		if notLeading(err) {
+		if leaderrpc.NotLeading(err) {
 			tm.loseRegistration(r.GetRegistrationId(), err)
 			return
 		}
@@ -785,7 +786,7 @@ func (tm *TaskManager) sendAck(r *pb.AcknowledgeCheckpointRequest) {
 	ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 	defer cancel()
 	if _, err := client.AcknowledgeCheckpoint(ctx, r); err != nil {
-		if notLeading(err) {
+		if leaderrpc.NotLeading(err) {
 			tm.loseRegistration(r.GetRegistrationId(), err)
 		}
 		tm.log.Debug("acknowledge checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
@@ -804,7 +805,7 @@ func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
 		ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 		defer cancel()
 		if _, err := client.DeclineCheckpoint(ctx, r); err != nil {
-			if notLeading(err) {
+			if leaderrpc.NotLeading(err) {
 				tm.loseRegistration(r.GetRegistrationId(), err)
 			}
 			tm.log.Debug("decline checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)

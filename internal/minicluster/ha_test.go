@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -42,8 +44,9 @@ func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Dura
 	return leader
 }
 
-// A follower answers a leader-only call with NOT_LEADER and the leader's RPC address, and
-// GetCluster from any member lists the whole group with one leader.
+// A follower answers a leader-only call that was forwarded to it already (it forwards no call
+// twice) with NOT_LEADER and the leader's RPC address, and GetCluster from any member lists the
+// whole group with one leader.
 func TestFollowerHintsTheLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -55,8 +58,9 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	forwarded := metadata.AppendToOutgoingContext(ctx, leaderrpc.ForwardedByHeader, "jm-other")
 	waitFor(t, ctx, 10*time.Second, "a leader hint", func() error {
-		_, err := pb.NewJobServiceClient(conn).ListJobs(ctx, &pb.ListJobsRequest{})
+		_, err := pb.NewJobServiceClient(conn).ListJobs(forwarded, &pb.ListJobsRequest{})
 		st := status.Convert(err)
 		if st.Code() != codes.FailedPrecondition {
 			return fmt.Errorf("ListJobs at a follower = %v, want FAILED_PRECONDITION", err)

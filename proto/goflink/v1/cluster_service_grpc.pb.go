@@ -30,7 +30,8 @@ const (
 //
 // ClusterService describes the cluster: JobManagers and TaskManagers.
 type ClusterServiceClient interface {
-	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots.
+	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots
+	// (a follower forwards it to the leader, which lists the TaskManagers).
 	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error)
 	// GetJobManagerStatus returns the answering JobManager's own Raft status, whether it leads
 	// or not (GetCluster asks every JobManager for it).
@@ -84,7 +85,8 @@ func (c *clusterServiceClient) RegisterJobManager(ctx context.Context, in *Regis
 //
 // ClusterService describes the cluster: JobManagers and TaskManagers.
 type ClusterServiceServer interface {
-	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots.
+	// GetCluster returns every JobManager with its Raft role and every TaskManager with its slots
+	// (a follower forwards it to the leader, which lists the TaskManagers).
 	GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error)
 	// GetJobManagerStatus returns the answering JobManager's own Raft status, whether it leads
 	// or not (GetCluster asks every JobManager for it).

@@ -32,8 +32,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// JobService submits, inspects and cancels jobs. Served by every JobManager; followers answer
-// with the leader's address.
+// JobService submits, inspects and cancels jobs. Served by every JobManager: a follower
+// forwards each call to the leader and names it in the goflink-leader response header.
 type JobServiceClient interface {
 	// SubmitJob validates a YAML job spec and starts the job. An invalid spec returns
 	// INVALID_ARGUMENT naming the field, the line and the reason; nothing is scheduled.
@@ -145,8 +145,8 @@ func (c *jobServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerChe
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
 //
-// JobService submits, inspects and cancels jobs. Served by every JobManager; followers answer
-// with the leader's address.
+// JobService submits, inspects and cancels jobs. Served by every JobManager: a follower
+// forwards each call to the leader and names it in the goflink-leader response header.
 type JobServiceServer interface {
 	// SubmitJob validates a YAML job spec and starts the job. An invalid spec returns
 	// INVALID_ARGUMENT naming the field, the line and the reason; nothing is scheduled.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -61,7 +62,7 @@ func newTaskRecorder() *taskRecorder {
 // testEnv is a task environment that records into rec, with local address self.
 func testEnv(rec *taskRecorder, self string) *taskEnv {
 	return &taskEnv{
-		selfAddr: self, partitions: newPartitionRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
+		selfAddr: self, partitions: newPartitionRegistry(), operators: operator.MustRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
 		log: slog.New(slog.NewTextHandler(rec, nil)), credits: 2, queueCapacity: 2, partTimeout: 5 * time.Second,
 		report: rec.report,
 	}

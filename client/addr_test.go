@@ -111,17 +111,20 @@ func grpcWithoutJobs(t *testing.T) string {
 func TestNotAJobManager(t *testing.T) {
 	raft, tm := rawTCP(t), grpcWithoutJobs(t)
 	for _, tc := range []struct {
-		addr, want string
+		addr, prefix, suffix string
 	}{
-		{raft, raft + " does not answer as a goflink JobManager (error reading server preface: EOF); is it the Raft port? the RPC port is 6123 by default"},
-		{tm, tm + " does not answer as a goflink JobManager (unknown service goflink.v1.JobService); is it a TaskManager? the JobManager's RPC port is 6123 by default"},
+		// The TCP server closes the connection after reading a little: the client sees the end
+		// of the stream or, when it had sent more than was read, a reset.
+		{raft, raft + " does not answer as a goflink JobManager (error reading server preface: ",
+			"); is it the Raft port? the RPC port is 6123 by default"},
+		{tm, tm + " does not answer as a goflink JobManager (unknown service goflink.v1.JobService); is it a TaskManager? the JobManager's RPC port is 6123 by default", ""},
 	} {
 		cl := newClient(t, tc.addr)
 		start := time.Now()
 		_, err := cl.Job(testContext(t), "j1")
 		var nj *NotJobManagerError
-		if !errors.As(err, &nj) || nj.Addr != tc.addr || err.Error() != tc.want {
-			t.Errorf("Job(j1) at %s = %v; want %q", tc.addr, err, tc.want)
+		if !errors.As(err, &nj) || nj.Addr != tc.addr || !strings.HasPrefix(err.Error(), tc.prefix) || !strings.HasSuffix(err.Error(), tc.suffix) {
+			t.Errorf("Job(j1) at %s = %v; want %q…%q", tc.addr, err, tc.prefix, tc.suffix)
 		}
 		if took := time.Since(start); took > 3*time.Second {
 			t.Errorf("Job(j1) at %s took %v, want an answer at once, not after Wait (%v)", tc.addr, took, cl.Wait)

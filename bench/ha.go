@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -247,16 +248,15 @@ func groupReady(ctx context.Context, conns []*grpc.ClientConn) (int, error) {
 func waitGroupReady(conns []*grpc.ClientConn) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	defer cancel()
-	for {
-		leader, err := groupReady(ctx, conns)
-		if err == nil {
-			return leader, nil
-		}
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("the JobManager group is not ready after %v: %w", haTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	leader := -1
+	err := poll.Wait(ctx, func() (err error) {
+		leader, err = groupReady(ctx, conns)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("the JobManager group is not ready: %w", err)
 	}
+	return leader, nil
 }
 
 // haKillOnce waits until the group is ready and the job warm, SIGKILLs the leader, measures
@@ -274,19 +274,21 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		return r, err
 	}
 	warm := recoveryWarmCheckpoints * haParallelism
-	for {
+	if err := poll.Wait(ctx, func() error {
 		files, err := committedParts(out)
 		if err != nil {
-			return r, err
+			return poll.Stop(err)
 		}
-		d, jerr := jmJob(ctx, conns[leader], id)
-		if jerr == nil && allTasksRunning(d) && len(files)-len(base) >= warm {
-			break
+		d, err := jmJob(ctx, conns[leader], id)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return r, fmt.Errorf("job %s committed %d new part files in %v (want %d), status %v, err %v", id, len(files)-len(base), haTimeout, warm, d.GetStatus(), jerr)
+		if !allTasksRunning(d) || len(files)-len(base) < warm {
+			return fmt.Errorf("%d new part files (want %d), status %v", len(files)-len(base), warm, d.GetStatus())
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		return r, fmt.Errorf("job %s not warm: %w", id, err)
 	}
 	// Kill at a random point of the checkpoint interval, as the recovery section does.
 	time.Sleep(rand.N(o.recInterval))

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -61,13 +64,12 @@ func (r *running) waitOutput(t *testing.T, stream, want string, timeout time.Dur
 	if stream == "stderr" {
 		buf = &r.stderr
 	}
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(buf.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("flinkctl's %s has no %q after %v; stdout:\n%s\nstderr:\n%s", stream, want, timeout, r.stdout.String(), r.stderr.String())
+	poll.Until(t, timeout, fmt.Sprintf("%q in flinkctl's %s", want, stream), func() error {
+		if !strings.Contains(buf.String(), want) {
+			return fmt.Errorf("stdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // exit waits for flinkctl's exit code.
@@ -108,23 +110,21 @@ func TestRunFollowsJobToLearnedMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the group to list its 3 members' addresses", func() error {
 		info, err := cl.Cluster(ctx)
-		known := 0
+		if err != nil {
+			return err
+		}
 		for _, jm := range info.GetJobmanagers() {
-			if jm.GetAddress() != "" {
-				known++
+			if jm.GetAddress() == "" {
+				return fmt.Errorf("no address for %s: %v", jm.GetId(), info.GetJobmanagers())
 			}
 		}
-		if err == nil && known == 3 {
-			break
+		if n := len(info.GetJobmanagers()); n != 3 {
+			return fmt.Errorf("%d members: %v", n, info.GetJobmanagers())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group does not list its 3 members' addresses: %v, %v", info, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	leader := c.Leader()
 	if leader < 0 {
 		t.Fatal("the ready cluster has no leader")
@@ -230,13 +230,12 @@ func TestCheckpointInterrupted(t *testing.T) {
 	f := newFake()
 	addr := serve(t, f)
 	r := start(t, "-m", addr, "checkpoint", "slow")
-	deadline := time.Now().Add(10 * time.Second)
-	for calls, _ := f.lastTrigger(); calls == 0; calls, _ = f.lastTrigger() {
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint was not triggered")
+	poll.Until(t, 10*time.Second, "the checkpoint to be triggered", func() error {
+		if calls, _ := f.lastTrigger(); calls == 0 {
+			return errors.New("no trigger call")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	r.cancel()
 	code := r.exit(t, 10*time.Second)
 	want := "flinkctl: stopped waiting for the checkpoint of job slow; it may still complete: flinkctl -m " + addr + " checkpoints slow\n"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -293,7 +294,7 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
   restart-strategy.exponential-delay.jitter-factor: 0
 `))
 	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, fmt.Sprintf("%d failures of the crash-looping job", restarts), func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err
@@ -335,7 +336,7 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
 	if _, stderr, code := c.flinkctl("cancel", id); code != 0 {
 		t.Fatalf("flinkctl cancel: exit %d: %s", code, stderr)
 	}
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "the job to be canceled", func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err
@@ -359,7 +360,7 @@ func TestFailoverFailureRateEndsFailed(t *testing.T) {
   restart-strategy.failure-rate.delay: 50ms
 `))
 	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "recovery to be suppressed", func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err
@@ -399,7 +400,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 
 	// Wait until every task runs and output is being committed.
 	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "every task to run and commit output", func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err
@@ -457,7 +458,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	})
 	// New output: a committed part file written by an attempt after the kill.
 	var toOutput time.Duration
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "output of an attempt after the kill", func() error {
 		for _, p := range committedParts(t, out) {
 			if p.attempt > maxAttempt {
 				toOutput = time.Since(killed)
@@ -469,7 +470,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	t.Logf("SIGKILL of tm-%d → job RUNNING again after %v, all tasks RUNNING after %v, new committed output seen after %v",
 		victim, toRunning.Sub(killed).Round(time.Millisecond), toTasks.Sub(killed).Round(time.Millisecond), toOutput.Round(time.Millisecond))
 
-	waitFor(t, 60*time.Second, func() error {
+	poll.Until(t, 60*time.Second, "the job to end", func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err
@@ -505,25 +506,22 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	t.Logf("%d restarts; %d committed rows, each (key, seq) exactly once with count = seq+1", st.Restarts, rows)
 }
 
-// pollJob polls the job every 5 ms until cond holds and returns when it first did.
+// pollJob polls the job until cond holds and returns when it first did.
 func pollJob(t *testing.T, cl *client.Client, id string, timeout time.Duration, cond func(*pb.JobDetails) bool) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var last *pb.JobDetails
-	for ctx.Err() == nil {
+	poll.Until(t, timeout, "job "+id, func() error {
 		d, err := cl.Job(ctx, id)
-		if err == nil {
-			if cond(d) {
-				return time.Now()
-			}
-			last = d
+		if err != nil {
+			return err
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("job %s: condition not met within %v; last status %v, restarts %d", id, timeout,
-		last.GetStatus(), last.GetRestarts())
-	return time.Time{}
+		if !cond(d) {
+			return fmt.Errorf("status %v, restarts %d", d.GetStatus(), d.GetRestarts())
+		}
+		return nil
+	})
+	return time.Now()
 }
 
 // partFile is a committed file sink part: part-<subtask>-<attempt>-<n>.jsonl.
@@ -668,7 +666,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	c := startCluster(t, 2, 1)
 	out := filepath.Join(t.TempDir(), "out")
 	id := c.submit(lossSpec(t, out, records, rate))
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "the job to run and commit output", func() error {
 		st, err := c.statusOf(id)
 		if err != nil {
 			return err
@@ -692,7 +690,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	defer resume()
 
 	// Lost by heartbeat timeout (2 s in the harness); the job restarts and waits for a slot.
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "the stopped TaskManager to be declared lost", func() error {
 		st, err := c.statusOf(id)
 		if err != nil {
 			return err
@@ -714,7 +712,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	})
 	// A TaskManager that joins later takes the tasks.
 	c.TMs = append(c.TMs, startProc(t, "taskmanager 2", "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", "tm-2"))
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "the tasks to move to the new tm-2", func() error {
 		st, err := c.statusOf(id)
 		if err != nil {
 			return err
@@ -734,7 +732,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	// The stopped TaskManager resumes: it registers again as a new TaskManager and its old
 	// tasks are cancelled, so its slot is free again.
 	resume()
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "tm-0 to register again with a free slot", func() error {
 		var info struct {
 			TaskManagers []struct {
 				ID        string `json:"id"`
@@ -752,7 +750,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 		return fmt.Errorf("tm-0 not registered again with a free slot: %+v", info.TaskManagers)
 	})
 	var st *failoverStatus
-	waitFor(t, 60*time.Second, func() error {
+	poll.Until(t, 60*time.Second, "the job to end", func() error {
 		var err error
 		if st, err = c.statusOf(id); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -49,7 +50,7 @@ func startHACluster(t *testing.T, jms, tms, slots int) *haCluster {
 		h.TMs = append(h.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
 			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
 	}
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "the group and its TaskManagers", func() error {
 		var info struct {
 			JobManagers  []struct{ Leader bool } `json:"jobmanagers"`
 			TaskManagers []struct{ ID string }   `json:"taskmanagers"`
@@ -152,7 +153,7 @@ func haChaosRun(t *testing.T, seed uint64) {
 		killed := time.Now()
 		h.JMs[leader].kill()
 		next := -1
-		waitFor(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, fmt.Sprintf("a new leader after killing jm%d", leader+1), func() error {
 			i, err := h.leader(ctx, cl)
 			if err == nil && i == leader {
 				err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
@@ -236,7 +237,7 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 		}
 		t.Logf("jm%d down (was leader: %v): flinkctl status answered after %v", i+1, i == leader, time.Since(start).Round(time.Millisecond))
 		h.startJM(i)
-		waitFor(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, "every JobManager reachable", func() error {
 			info, err := cl.Cluster(ctx)
 			if err != nil {
 				return err

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/poll"
 )
 
 // binDir holds the binaries built once for the whole package (with -race).
@@ -149,7 +151,7 @@ func startCluster(t *testing.T, tms, slots int, jmArgs ...string) *cluster {
 		c.TMs = append(c.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", c.jm, "--addr", "127.0.0.1:0",
 			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
 	}
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "the TaskManagers to register", func() error {
 		var info struct {
 			TaskManagers []struct{ ID string } `json:"taskmanagers"`
 		}
@@ -189,20 +191,6 @@ func (c *cluster) flinkctlJSON(v any, args ...string) error {
 		return fmt.Errorf("flinkctl %v: exit %d: %s", args, code, errOut)
 	}
 	return json.Unmarshal([]byte(out), v)
-}
-
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %v: %v", timeout, err)
 }
 
 // jobStatus is the part of `flinkctl status -o json` the tests read.

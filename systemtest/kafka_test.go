@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 )
 
 // Kafka → keyed count → Kafka with real TaskManager processes SIGKILLed at seeded moments
@@ -206,7 +207,7 @@ func checkNoOngoingTransactions(t *testing.T, ctx context.Context, brokers []str
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "no ongoing transaction", func() error {
 		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 		if err != nil {
 			return err

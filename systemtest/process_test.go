@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/poll"
 )
 
 // TestKeyedJobAcrossTwoTaskManagers runs a keyed running sum with parallelism 4 over two
@@ -125,7 +127,7 @@ operators:
 		t.Fatal(err)
 	}
 	var st jobStatus
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "all 8 tasks to run", func() error {
 		if err := c.flinkctlJSON(&st, "status", sub.JobID); err != nil {
 			return err
 		}
@@ -141,7 +143,7 @@ operators:
 	})
 	killed := time.Now()
 	c.TMs[1].kill()
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "the job to fail", func() error {
 		if err := c.flinkctlJSON(&st, "status", sub.JobID); err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/poll"
 )
 
 // exitWithin waits for p to exit, failing the test after d.
@@ -66,7 +68,7 @@ func TestDuplicateTaskManagerIDIsRefused(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 1, 1)
 	dup := startProc(t, "taskmanager duplicate", "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", "tm-0")
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "the duplicate to report the refusal", func() error {
 		if !strings.Contains(logOf(t, dup), "refused this taskmanager's ID") {
 			return fmt.Errorf("the duplicate has not reported the refusal yet")
 		}

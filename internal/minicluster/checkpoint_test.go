@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -266,7 +267,7 @@ operators:
 		t.Fatal(err)
 	}
 	var d *pb.JobDetails
-	waitFor(t, ctx, 30*time.Second, "the job to restart", func() error {
+	poll.Until(t, 30*time.Second, "the job to restart", func() error {
 		if d, err = cl.Job(ctx, id); err != nil {
 			return err
 		}

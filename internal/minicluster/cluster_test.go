@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -73,34 +74,11 @@ func startCluster(t *testing.T, ctx context.Context, opts Options) (*Cluster, *c
 	return c, cl, stop
 }
 
-// waitFor polls cond until it returns nil or the timeout passes; then it fails the test with
-// cond's last error.
-func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		}
-	}
-}
-
 // waitRunning waits until the job is RUNNING with every task RUNNING, and returns its details.
 func waitRunning(t *testing.T, ctx context.Context, cl *client.Client, id string, wantTasks int) *pb.JobDetails {
 	t.Helper()
 	var d *pb.JobDetails
-	waitFor(t, ctx, 30*time.Second, "job "+id+" and its tasks to run", func() error {
+	poll.Until(t, 30*time.Second, "job "+id+" and its tasks to run", func() error {
 		var err error
 		if d, err = cl.Job(ctx, id); err != nil {
 			return err
@@ -195,7 +173,7 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 
 	// Every slot is free again.
-	waitFor(t, ctx, 10*time.Second, "slots to be released", func() error {
+	poll.Until(t, 10*time.Second, "slots to be released", func() error {
 		info, err := cl.Cluster(ctx)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -234,7 +235,7 @@ operators:
 	}
 	// Subtask 1 fails at 302 on attempt 0 and is redeployed in its own slot while subtask 0
 	// still waits.
-	waitFor(t, ctx, 20*time.Second, "subtask 1 running again while subtask 0 waits", func() error {
+	poll.Until(t, 20*time.Second, "subtask 1 running again while subtask 0 waits", func() error {
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -24,7 +25,7 @@ import (
 func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Duration) int {
 	t.Helper()
 	leader := -1
-	waitFor(t, ctx, timeout, "a leader", func() error {
+	poll.Until(t, timeout, "a leader", func() error {
 		n := 0
 		for i, jm := range c.JMs {
 			if jm != nil && jm.IsLeader() {
@@ -52,7 +53,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	waitFor(t, ctx, 10*time.Second, "a leader hint", func() error {
+	poll.Until(t, 10*time.Second, "a leader hint", func() error {
 		_, err := pb.NewJobServiceClient(conn).ListJobs(ctx, &pb.ListJobsRequest{})
 		st := status.Convert(err)
 		if st.Code() != codes.FailedPrecondition {
@@ -68,7 +69,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 		}
 		return fmt.Errorf("no NOT_LEADER detail in %v", err)
 	})
-	waitFor(t, ctx, 10*time.Second, "the whole group in GetCluster", func() error {
+	poll.Until(t, 10*time.Second, "the whole group in GetCluster", func() error {
 		resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
 		if err != nil {
 			return err
@@ -131,7 +132,7 @@ operators:
 		}
 		return nil
 	}
-	waitFor(t, ctx, 20*time.Second, "checkpoints before the failover", observe)
+	poll.Until(t, 20*time.Second, "checkpoints before the failover", observe)
 	old := waitLeader(t, ctx, c, 10*time.Second)
 	stopped := time.Now()
 	if err := c.StopJobManager(old); err != nil {
@@ -140,7 +141,7 @@ operators:
 	leader := waitLeader(t, ctx, c, 10*time.Second)
 	elected := time.Since(stopped)
 	before := len(seen)
-	waitFor(t, ctx, 30*time.Second, "checkpoints under the new leader", func() error {
+	poll.Until(t, 30*time.Second, "checkpoints under the new leader", func() error {
 		if err := observe(); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -148,7 +149,7 @@ operators:
 	// No transaction lingers: the cancelled sinks aborted their open ones, so read_committed
 	// consumers are not held back.
 	adm := kadm.NewClient(cons)
-	waitFor(t, ctx, 20*time.Second, "no ongoing transaction", func() error {
+	poll.Until(t, 20*time.Second, "no ongoing transaction", func() error {
 		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 		if err != nil {
 			return err

@@ -13,11 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/worker"
 )
@@ -235,17 +235,20 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	for {
+	err = poll.Wait(ctx, func() error {
 		info, err := cl.Cluster(ctx)
-		if err == nil && len(info.GetTaskmanagers()) == len(c.TMs) {
-			return nil
+		if err != nil {
+			return err
 		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			return fmt.Errorf("mini cluster not ready: %w (last error: %v)", ctx.Err(), err)
+		if n := len(info.GetTaskmanagers()); n != len(c.TMs) {
+			return fmt.Errorf("%d of %d taskmanagers registered", n, len(c.TMs))
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mini cluster not ready: %w", err)
 	}
+	return nil
 }
 
 // Close stops the JobManager, then the TaskManagers, and removes temporary files. Stopping the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -48,22 +49,14 @@ func TestNoTaskOutlivesItsJob(t *testing.T) {
 			t.Fatalf("round %d: job ended %v, %v", i, last.GetStatus(), err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the tasks of the cancelled jobs to end", func() error {
 		var left []string
 		for _, tm := range c.TMs {
 			left = append(left, tm.RunningTasks()...)
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Errorf("tasks still running: %v", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tasks still running after their jobs were cancelled: %v", left)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatal(fmt.Errorf("gave up: %w", ctx.Err()))
-		}
-	}
+		return nil
+	})
 }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
-	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/minicluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 

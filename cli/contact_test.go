@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,34 +13,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// syncBuffer is a bytes.Buffer that flinkctl writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // running is flinkctl running in the background.
 type running struct {
-	stdout, stderr syncBuffer
-	cancel         context.CancelFunc // Ctrl-C
-	done           chan int           // the exit code
+	stdout, stderr miniclustertest.Buffer // what flinkctl writes while the test reads it
+	cancel         context.CancelFunc     // Ctrl-C
+	done           chan int               // the exit code
 }
 
 // start runs flinkctl with args in the background; the test's end cancels it and waits for it.
@@ -99,17 +81,8 @@ func deadAddr(t *testing.T) string {
 func TestRunFollowsJobToLearnedMember(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 1, Stdout: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 1, Stdout: io.Discard})
 	// Members register their RPC addresses with the leader shortly after they start.
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	poll.Until(t, 30*time.Second, "the group to list its 3 members' addresses", func() error {
 		info, err := cl.Cluster(ctx)
 		if err != nil {

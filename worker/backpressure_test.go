@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
-	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -56,16 +57,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: []operator.Type{slow}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: []operator.Type{slow}})
 
 	heapBefore := heapInUse()
 	// The source (p=1) rebalances into two sink subtasks: one on its own TaskManager (a local

@@ -20,7 +20,7 @@ import (
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"

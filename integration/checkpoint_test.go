@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -101,7 +103,7 @@ func runFounding(t *testing.T, config string) (*pb.JobDetails, string, []*pb.Che
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 	out := filepath.Join(t.TempDir(), "out")
 	spec := foundingSpec(120, 40, 31, out, config+"\n  execution.checkpointing.dir: "+filepath.Join(t.TempDir(), "checkpoints"))
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
@@ -212,7 +214,7 @@ func maxOf(m map[int64]int) int64 {
 func TestCorruptCheckpointFallsBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	spec := fmt.Sprintf(`name: corrupt
 parallelism: 1
 config:
@@ -297,7 +299,7 @@ operators:
 func TestFinishedPipelineNotReplayed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	short, long := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "long")
 	spec := fmt.Sprintf(`name: two-pipelines
 parallelism: 1
@@ -355,7 +357,7 @@ func committedValues(t *testing.T, dir string) map[int64]int {
 func TestBadRestartStrategyRejectedAtSubmit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 	spec := `name: bad-restart
 config:
   restart-strategy.type: exponential-delay

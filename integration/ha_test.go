@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -22,7 +24,7 @@ import (
 // and a restart of the whole group from disk.
 
 // waitLeader waits until exactly one running JobManager leads and returns its index.
-func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Duration) int {
+func waitLeader(t *testing.T, c *minicluster.Cluster, timeout time.Duration) int {
 	t.Helper()
 	leader := -1
 	poll.Until(t, timeout, "a leader", func() error {
@@ -45,8 +47,8 @@ func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Dura
 func TestFollowerHintsTheLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1})
+	leader := waitLeader(t, c, 10*time.Second)
 	follower := (leader + 1) % 3
 	conn, err := grpc.NewClient(c.JMs[follower].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -99,7 +101,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 func TestLeaderFailoverKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
 	const n = 1200
 	out := filepath.Join(t.TempDir(), "out")
 	spec := fmt.Sprintf(`name: ha
@@ -133,12 +135,12 @@ operators:
 		return nil
 	}
 	poll.Until(t, 20*time.Second, "checkpoints before the failover", observe)
-	old := waitLeader(t, ctx, c, 10*time.Second)
+	old := waitLeader(t, c, 10*time.Second)
 	stopped := time.Now()
 	if err := c.StopJobManager(old); err != nil {
 		t.Fatalf("stop leader: %v", err)
 	}
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	leader := waitLeader(t, c, 10*time.Second)
 	elected := time.Since(stopped)
 	before := len(seen)
 	poll.Until(t, 30*time.Second, "checkpoints under the new leader", func() error {
@@ -171,7 +173,7 @@ operators:
 func TestGroupRestartRecoversJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
 	done, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte("name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitLeader(t, ctx, c, 10*time.Second)
+	waitLeader(t, c, 10*time.Second)
 	d := waitRunning(t, ctx, cl, live, 2)
 	if d.GetRestarts() < 1 {
 		t.Errorf("recovered job has %d restarts, want a new run counted", d.GetRestarts())

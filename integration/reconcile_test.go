@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -21,16 +23,7 @@ func TestNoTaskOutlivesItsJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: 2, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2, Settings: settings})
 	spec := []byte("name: endless\nparallelism: 4\noperators:\n  - {name: n, type: sequence, from: 0, rate: 1000}\n  - {name: k, type: key-by, key: value % 3}\n  - {name: c, type: count}\n  - {name: o, type: discard}\n")
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := range 25 {

@@ -1,12 +1,10 @@
-package minicluster
+package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,64 +13,13 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
 // testTimeout bounds every cluster test.
 const testTimeout = 60 * time.Second
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (print sinks) and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
-// startCluster starts a mini cluster and a client for it, waits until it is ready and closes
-// both when the test ends. Close may be called earlier by the test: it is idempotent here.
-func startCluster(t *testing.T, ctx context.Context, opts Options) (*Cluster, *client.Client, func()) {
-	t.Helper()
-	c, err := Start(opts)
-	if err != nil {
-		t.Fatalf("Start(%+v) = %v", opts, err)
-	}
-	cl, err := client.New(c.Addr())
-	if err != nil {
-		c.Close()
-		t.Fatalf("client.New(%s) = %v", c.Addr(), err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close() = %v", err)
-			}
-			cl.Close()
-		})
-	}
-	t.Cleanup(stop)
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatalf("WaitReady() = %v", err)
-	}
-	return c, cl, stop
-}
 
 // waitRunning waits until the job is RUNNING with every task RUNNING, and returns its details.
 func waitRunning(t *testing.T, ctx context.Context, cl *client.Client, id string, wantTasks int) *pb.JobDetails {
@@ -122,7 +69,7 @@ operators:
 func TestCancelRunningJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
 	if err != nil {
@@ -190,7 +137,7 @@ func TestCancelRunningJob(t *testing.T) {
 func TestFailOperatorFailsJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 
 	spec := `name: failing
 parallelism: 1
@@ -241,8 +188,8 @@ operators:
 func TestPrintSinkWritesJSONLines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	out := &syncBuffer{}
-	_, cl, _ := startCluster(t, ctx, Options{Slots: 2, Stdout: out})
+	out := &miniclustertest.Buffer{}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{Slots: 2, Stdout: out})
 
 	for _, tc := range []struct {
 		name   string
@@ -303,7 +250,7 @@ func TestFinishedJobSurvivesRestart(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	_, cl, stop := startCluster(t, ctx, Options{DataDir: dir})
+	c1, cl := miniclustertest.StartT(t, minicluster.Options{DataDir: dir})
 	spec := `name: durable
 parallelism: 1
 operators:
@@ -321,9 +268,9 @@ operators:
 	if err != nil {
 		t.Fatalf("List() = %v", err)
 	}
-	stop()
+	c1.Close()
 
-	_, cl2, _ := startCluster(t, ctx, Options{DataDir: dir})
+	_, cl2 := miniclustertest.StartT(t, minicluster.Options{DataDir: dir})
 	after, err := cl2.List(ctx)
 	if err != nil {
 		t.Fatalf("List() after restart = %v", err)
@@ -354,9 +301,9 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	dir := t.TempDir()
-	opts := Options{DataDir: dir, TaskManagers: 2, Slots: 1}
+	opts := minicluster.Options{DataDir: dir, TaskManagers: 2, Slots: 1}
 
-	_, cl, stop := startCluster(t, ctx, opts)
+	c1, cl := miniclustertest.StartT(t, opts)
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
 	if err != nil {
 		t.Fatalf("Submit() = %v", err)
@@ -367,9 +314,9 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 			t.Errorf("first run: task %s/%d attempt = %d, want 0", task.GetOperator(), task.GetSubtask(), task.GetAttempt())
 		}
 	}
-	stop()
+	c1.Close()
 
-	_, cl2, _ := startCluster(t, ctx, opts)
+	_, cl2 := miniclustertest.StartT(t, opts)
 	d := waitRunning(t, ctx, cl2, id, 2)
 	if d.GetRestarts() < 1 {
 		t.Errorf("recovered job restarts = %d, want >= 1", d.GetRestarts())
@@ -389,7 +336,7 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 
 // crash stops the JobManager before the TaskManagers, so the Raft log ends as after a crash of
 // the whole cluster: nothing is recorded on the way down.
-func crash(t *testing.T, c *Cluster) {
+func crash(t *testing.T, c *minicluster.Cluster) {
 	t.Helper()
 	for i := range c.JMs {
 		if err := c.StopJobManager(i); err != nil {
@@ -410,9 +357,9 @@ func crash(t *testing.T, c *Cluster) {
 func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	opts := Options{DataDir: t.TempDir(), TaskManagers: 2, Slots: 1}
+	opts := minicluster.Options{DataDir: t.TempDir(), TaskManagers: 2, Slots: 1}
 
-	c, cl, _ := startCluster(t, ctx, opts)
+	c, cl := miniclustertest.StartT(t, opts)
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
 	if err != nil {
 		t.Fatalf("Submit() = %v", err)
@@ -420,7 +367,7 @@ func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 	waitRunning(t, ctx, cl, id, 2)
 	for run := int32(1); run <= 2; run++ {
 		crash(t, c)
-		c, cl, _ = startCluster(t, ctx, opts)
+		c, cl = miniclustertest.StartT(t, opts)
 		d := waitRunning(t, ctx, cl, id, 2)
 		if d.GetRestarts() != run {
 			t.Errorf("after crash %d: restarts = %d, want %d", run, d.GetRestarts(), run)
@@ -442,7 +389,7 @@ func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 func TestInvalidSpecRejected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 
 	for _, tc := range []struct {
 		name string
@@ -499,7 +446,7 @@ operators:
 func TestJobWaitsForTaskManagers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 
 	for round := 1; round <= 20; round++ {
 		par := len(c.TMs) + 1

@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -40,7 +42,7 @@ func runForward(t *testing.T, strategy string, failAt int) *pb.JobDetails {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
 	const p, n = 4, 400
 	out := filepath.Join(t.TempDir(), "out")
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))})
@@ -108,7 +110,7 @@ func TestFullFailoverRestartsEveryTask(t *testing.T) {
 func TestUnrecoverableFailureIsNotRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	// A restart strategy that would restart forever, and a modulo by zero at value 5.
 	spec := fmt.Sprintf(`name: bad-expression
 config:
@@ -145,7 +147,7 @@ operators:
 func TestConcurrentRegionFailuresMergeIntoOneRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
 	const n = 400
 	out := filepath.Join(t.TempDir(), "out")
 	// Values 202 and 203 are the 51st values of subtasks 1 and 2: emitted about together.
@@ -199,7 +201,7 @@ operators:
 func TestRegionWithItsSlotIsNotHeldBackByOneWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 	const n = 600 // 300 per subtask at 100/s each: 3 s
 	out := filepath.Join(t.TempDir(), "out")
 	// Each subtask fails on its first attempt at its 151st value (301 and 302), about 1.5 s in.

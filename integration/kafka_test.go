@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -66,7 +68,7 @@ func kafkaExactlyOnce(t *testing.T, seed uint64) {
 		}
 	}
 
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 3, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 3, Slots: 1})
 	spec := fmt.Sprintf(`name: kafka-eo-%d
 parallelism: 2
 config:
@@ -209,7 +211,7 @@ func TestKafkaTimedOutTransactionFailsJob(t *testing.T) {
 		}
 	}
 
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
 	spec := fmt.Sprintf(`name: kafka-timeout
 config:
   execution.checkpointing.interval: 100ms

@@ -1,6 +1,7 @@
 // Package minicluster runs a whole goflink cluster in one process — one JobManager (or a Raft
 // group of several) with real Raft and N TaskManagers — over real gRPC on loopback ports.
-// flinkctl run --local and the integration tests use it.
+// flinkctl run --local uses it, and so can a build of goflink with its own operator types
+// (examples/custom-operator); package miniclustertest starts one for a test.
 package minicluster
 
 import (

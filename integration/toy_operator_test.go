@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -15,7 +17,7 @@ import (
 
 // A new operator type is one definition — name, role, fields, plan, runtime — and one line
 // that registers it: this file holds all of "shout", which upper-cases a string field, and
-// the test registers it with the cluster's JobManager and TaskManagers (Options.Operators), as
+// the test registers it with the cluster's JobManager and TaskManagers (minicluster.Options.Operators), as
 // operator/registry.go's builtins table registers the built-in types.
 var shout = operator.Define(operator.Type{Name: "shout", Fields: []string{"field"}},
 	func(p *operator.Planner) (shoutConfig, *operator.Shape) {
@@ -52,7 +54,7 @@ func (s *shoutOp) Process(row record.Row) error {
 func TestToyOperatorTypeInOneFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 2, Operators: []operator.Type{shout}})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Operators: []operator.Type{shout}})
 	out := filepath.Join(t.TempDir(), "out")
 	spec := `name: toy
 operators:

@@ -86,7 +86,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 		}
 		c.stop()
 	}()
-	conns := make([]*grpc.ClientConn, len(c.jms))
+	conns := make([]*grpc.ClientConn, len(c.JMs))
 	defer func() {
 		for _, conn := range conns {
 			if conn != nil {
@@ -94,10 +94,10 @@ func haRecovery(o options, v *verdicts) (err error) {
 			}
 		}
 	}()
-	for i, jm := range c.jms {
+	for i := range c.JMs {
 		// Reconnect to a restarted JobManager within a fraction of a second, not gRPC's
 		// default backoff of up to two minutes.
-		conns[i], err = grpc.NewClient(jm.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conns[i], err = grpc.NewClient(c.JobManagerAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 				MinConnectTimeout: time.Second,
@@ -306,7 +306,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 	if !allTasksRunning(before) {
 		return r, fmt.Errorf("job %s is %v before the kill, not all tasks RUNNING", id, before.GetStatus())
 	}
-	r.victim, r.oldTerm, r.restartsBefore = c.jms[leader].id, st.GetTerm(), before.GetRestarts()
+	r.victim, r.oldTerm, r.restartsBefore = c.JMs[leader].Name, st.GetTerm(), before.GetRestarts()
 	for _, t := range before.GetTasks() {
 		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
 	}
@@ -330,7 +330,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 					continue
 				}
 				if st, err := jmStatus(ctx, conn); err == nil && st.GetLeader() {
-					next, r.leader, r.term = i, c.jms[i].id, st.GetTerm()
+					next, r.leader, r.term = i, c.JMs[i].Name, st.GetTerm()
 					if r.elected == 0 {
 						r.elected = time.Since(killed)
 					}

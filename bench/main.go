@@ -254,7 +254,7 @@ func throughput(c *cluster, o options, v *verdicts) error {
 		if profile && i == runs-1 {
 			go func() {
 				defer close(done)
-				prof, profErr = fetchProfile(c.debugAddr, 5*time.Second)
+				prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second)
 			}()
 		} else {
 			close(done)

@@ -84,7 +84,7 @@ func recovery(o options, v *verdicts) (err error) {
 		}
 		c.stop()
 	}()
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/proccluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -99,7 +100,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	if err := json.Unmarshal([]byte(stdout), &sub); err != nil {
 		t.Fatalf("flinkctl run output %q: %v", stdout, err)
 	}
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	live := map[string]*proc{}
+	live := map[string]*proccluster.Proc{}
 	for i, p := range c.TMs {
 		live[fmt.Sprintf("tm-%d", i)] = p
 	}
@@ -127,10 +128,10 @@ func chaosRun(t *testing.T, seed uint64) {
 			break
 		}
 		at := time.Now()
-		live[victim].kill()
+		live[victim].Kill()
 		delete(live, victim)
 		id := fmt.Sprintf("tm-r%d", k)
-		live[id] = startProc(t, "taskmanager "+id, "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", id)
+		live[id] = c.startTM(id)
 		log = append(log, fmt.Sprintf("kill %s %v (%s)", victim, f, at.Format("15:04:05.000")))
 	}
 	last, err := cl.Watch(ctx, sub.JobID, func(*pb.JobDetails) error { return nil })
@@ -245,7 +246,7 @@ func waitForFault(ctx context.Context, cl *client.Client, id string, f fault, rn
 }
 
 // pickVictim chooses a live TaskManager that runs tasks of the job.
-func pickVictim(d *pb.JobDetails, live map[string]*proc, rng *rand.Rand) string {
+func pickVictim(d *pb.JobDetails, live map[string]*proccluster.Proc, rng *rand.Rand) string {
 	var hosts []string
 	seen := map[string]bool{}
 	for _, task := range d.GetTasks() {

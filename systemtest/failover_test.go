@@ -83,7 +83,7 @@ func (c *cluster) statusOf(id string) (*failoverStatus, error) {
 
 func (c *cluster) newClient() *client.Client {
 	c.t.Helper()
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 
 	cl := c.newClient()
 	killed := time.Now()
-	c.TMs[victim].kill()
+	c.TMs[victim].Kill()
 	toRunning := pollJob(t, cl, id, 20*time.Second, func(d *pb.JobDetails) bool {
 		return d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && int(d.GetRestarts()) > restarts
 	})
@@ -677,14 +677,14 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 		return nil
 	})
 	victim := c.TMs[0]
-	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+			_ = victim.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
 	defer resume()
@@ -711,7 +711,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 		return nil
 	})
 	// A TaskManager that joins later takes the tasks.
-	c.TMs = append(c.TMs, startProc(t, "taskmanager 2", "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", "tm-2"))
+	c.TMs = append(c.TMs, c.startTM("tm-2"))
 	poll.Until(t, 20*time.Second, "the tasks to move to the new tm-2", func() error {
 		st, err := c.statusOf(id)
 		if err != nil {

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/proccluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -19,68 +20,22 @@ import (
 // while the leader JobManager is SIGKILLed again and again (and a TaskManager now and then).
 // GOFLINK_HA_CHAOS_SEEDS sets the seeds like GOFLINK_CHAOS_SEEDS; CI runs 3.
 
-// haCluster is a Raft group of JobManager processes and some TaskManagers.
-type haCluster struct {
-	*cluster
-	jmArgs [][]string // each JobManager's arguments, to start it again
-	JMs    []*proc
-	addrs  []string // RPC addresses
-}
-
-func startHACluster(t *testing.T, jms, tms, slots int) *haCluster {
+// startHACluster starts a Raft group of jms JobManager processes and tms TaskManagers.
+func startHACluster(t *testing.T, jms, tms, slots int) *cluster {
 	t.Helper()
-	h := &haCluster{cluster: &cluster{t: t}}
-	var peers []string
-	raftAddrs := make([]string, jms)
-	for i := range jms {
-		raftAddrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		h.addrs = append(h.addrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
-		peers = append(peers, fmt.Sprintf("jm%d=%s", i+1, raftAddrs[i]))
-	}
-	h.jm = strings.Join(h.addrs, ",")
-	dataDir := t.TempDir()
-	for i := range jms {
-		h.jmArgs = append(h.jmArgs, []string{"--node-id", fmt.Sprintf("jm%d", i+1), "--rpc-addr", h.addrs[i], "--raft-addr", raftAddrs[i],
-			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dataDir, fmt.Sprintf("jm%d", i+1)),
-			"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"})
-		h.JMs = append(h.JMs, nil)
-		h.startJM(i)
-	}
-	for i := range tms {
-		h.TMs = append(h.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
-			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
-	}
-	poll.Until(t, 30*time.Second, "the group and its TaskManagers", func() error {
-		var info struct {
-			JobManagers  []struct{ Leader bool } `json:"jobmanagers"`
-			TaskManagers []struct{ ID string }   `json:"taskmanagers"`
-		}
-		if err := h.flinkctlJSON(&info, "cluster"); err != nil {
-			return err
-		}
-		if len(info.TaskManagers) != tms || len(info.JobManagers) != jms {
-			return fmt.Errorf("%d of %d jobmanagers, %d of %d taskmanagers", len(info.JobManagers), jms, len(info.TaskManagers), tms)
-		}
-		return nil
-	})
-	return h
-}
-
-// startJM starts JobManager i (again) on its data directory.
-func (h *haCluster) startJM(i int) {
-	h.JMs[i] = startProc(h.t, fmt.Sprintf("jobmanager jm%d-%d", i+1, time.Now().UnixNano()%100000), h.jmArgs[i]...)
+	return startClusterOf(t, proccluster.Options{JobManagers: jms, TaskManagers: tms, Slots: slots})
 }
 
 // leader returns the index of the leading JobManager, as the group reports it.
-func (h *haCluster) leader(ctx context.Context, cl *client.Client) (int, error) {
+func (c *cluster) leader(ctx context.Context, cl *client.Client) (int, error) {
 	info, err := cl.Cluster(ctx)
 	if err != nil {
 		return -1, err
 	}
 	for _, jm := range info.GetJobmanagers() {
 		if jm.GetLeader() {
-			for i, a := range h.addrs {
-				if a == jm.GetAddress() {
+			for i := range c.JMs {
+				if c.JobManagerAddr(i) == jm.GetAddress() {
 					return i, nil
 				}
 			}
@@ -103,7 +58,7 @@ func haChaosRun(t *testing.T, seed uint64) {
 	out := filepath.Join(t.TempDir(), "out")
 	backend, spec := chaosSpec(t, seed, out)
 	id := h.submit(spec)
-	cl, err := client.New(h.jm)
+	cl, err := client.New(h.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +76,7 @@ func haChaosRun(t *testing.T, seed uint64) {
 	faults := 2 + rng.IntN(3)
 	var log []string
 	var failovers []time.Duration
-	for k := range faults {
+	for range faults {
 		d := waitJobRunning(t, ctx, cl, id)
 		if d == nil {
 			break // finished before all faults ran
@@ -133,15 +88,14 @@ func haChaosRun(t *testing.T, seed uint64) {
 			t.Fatal(ctx.Err())
 		}
 		if rng.IntN(4) == 0 { // now and then a TaskManager
-			live := map[string]*proc{}
+			live := map[string]*proccluster.Proc{}
 			for i, p := range h.TMs {
 				live[fmt.Sprintf("tm-%d", i)] = p
 			}
 			if victim := pickVictim(d, live, rng); victim != "" {
-				i := indexOf(h.TMs, live[victim])
-				live[victim].kill()
-				h.TMs[i] = startProc(t, fmt.Sprintf("taskmanager %s-r%d", victim, k), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
-					"--slots", "1", "--id", victim)
+				i := slices.Index(h.TMs, live[victim])
+				live[victim].Kill()
+				h.TMs[i] = h.startTM(victim)
 				log = append(log, "kill "+victim)
 				continue
 			}
@@ -151,7 +105,7 @@ func haChaosRun(t *testing.T, seed uint64) {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		h.JMs[leader].kill()
+		h.JMs[leader].Kill()
 		next := -1
 		poll.Until(t, 30*time.Second, fmt.Sprintf("a new leader after killing jm%d", leader+1), func() error {
 			i, err := h.leader(ctx, cl)
@@ -183,15 +137,6 @@ func haChaosRun(t *testing.T, seed uint64) {
 		seed, backend, len(log), log, failovers, last.GetRestarts(), seen, rows)
 }
 
-func indexOf(ps []*proc, p *proc) int {
-	for i, q := range ps {
-		if q == p {
-			return i
-		}
-	}
-	return -1
-}
-
 // flinkctl given all three addresses works while any one JobManager is down, and right after
 // the leader is killed it waits through the election instead of failing.
 func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
@@ -206,7 +151,7 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.JMs[i].kill()
+		h.JMs[i].Kill()
 		// At once, whether an election runs (i was the leader) or not.
 		start := time.Now()
 		var st failoverStatus

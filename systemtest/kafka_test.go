@@ -16,6 +16,7 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/proccluster"
 )
 
 // Kafka → keyed count → Kafka with real TaskManager processes SIGKILLed at seeded moments
@@ -73,13 +74,13 @@ operators:
   - {name: counts, type: count}
   - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: %s, key: "string(key)"}
 `, seed, filepath.Join(t.TempDir(), "checkpoints"), brokers, kafkaRate, brokers, guarantee)))
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 
-	live := map[string]*proc{}
+	live := map[string]*proccluster.Proc{}
 	for i, p := range c.TMs {
 		live[fmt.Sprintf("tm-%d", i)] = p
 	}
@@ -97,10 +98,10 @@ operators:
 		if victim == "" {
 			break
 		}
-		live[victim].kill()
+		live[victim].Kill()
 		delete(live, victim)
 		name := fmt.Sprintf("tm-r%d", k)
-		live[name] = startProc(t, "taskmanager "+name, "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", name)
+		live[name] = c.startTM(name)
 		log = append(log, fmt.Sprintf("kill %s %v", victim, f))
 	}
 

@@ -142,7 +142,7 @@ operators:
 		return nil
 	})
 	killed := time.Now()
-	c.TMs[1].kill()
+	c.TMs[1].Kill()
 	poll.Until(t, 30*time.Second, "the job to fail", func() error {
 		if err := c.flinkctlJSON(&st, "status", sub.JobID); err != nil {
 			return err

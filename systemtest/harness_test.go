@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/internal/proccluster"
+
+	"go.uber.org/goleak"
 )
 
 // binDir holds the binaries built once for the whole package (with -race).
@@ -37,9 +39,21 @@ func TestMain(m *testing.M) {
 		binDir = dir
 		code := m.Run()
 		os.RemoveAll(dir)
-		os.Exit(code)
+		os.Exit(leakCheck(code))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakCheck(m.Run()))
+}
+
+// leakCheck turns a passing run's exit code into a failure when goroutines leaked: the
+// harness stops every process it started, and the tests close their clients and Kafka.
+func leakCheck(code int) int {
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 func skipShort(t *testing.T) {

@@ -312,7 +312,10 @@ func TestKafkaSinkTimedOutTransactionIsDataLoss(t *testing.T) {
 	a.crash(t)
 	time.Sleep(4 * timeout)
 
-	_, err = openKafkaTxnSink(t, seeds, timeout, 1, cp1)
+	b, err := openKafkaTxnSink(t, seeds, timeout, 1, cp1)
+	if err := b.Close(); err != nil { // the task closes an operator whose Open failed
+		t.Errorf("Close after the failed Open: %v", err)
+	}
 	if err == nil {
 		t.Fatal("restore committed a timed-out transaction")
 	}

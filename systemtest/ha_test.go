@@ -73,20 +73,21 @@ func haChaosRun(t *testing.T, seed uint64) {
 			seen = append(seen, cp)
 		}
 	}
-	faults := 2 + rng.IntN(3)
+	kills := 0 // those that restarted the job
 	var log []string
 	var failovers []time.Duration
-	for range faults {
-		d := waitJobRunning(t, ctx, cl, id)
+	for range 2 + rng.IntN(3) {
+		if waitJobRunning(t, ctx, cl, id) == nil {
+			log = append(log, "the job ended before the next kill")
+			break
+		}
+		d := jobAfter(t, ctx, cl, id, time.Duration(300+rng.IntN(3000))*time.Millisecond)
 		if d == nil {
-			break // finished before all faults ran
+			log = append(log, "the job ended before the next kill")
+			break
 		}
 		observe(d)
-		select {
-		case <-time.After(time.Duration(300+rng.IntN(3000)) * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
+		var kill string
 		if rng.IntN(4) == 0 { // now and then a TaskManager
 			live := map[string]*proccluster.Proc{}
 			for i, p := range h.TMs {
@@ -96,28 +97,35 @@ func haChaosRun(t *testing.T, seed uint64) {
 				i := slices.Index(h.TMs, live[victim])
 				live[victim].Kill()
 				h.TMs[i] = h.startTM(victim)
-				log = append(log, "kill "+victim)
-				continue
+				kill = "kill " + victim
 			}
 		}
-		leader, err := h.leader(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		h.JMs[leader].Kill()
-		next := -1
-		poll.Until(t, 30*time.Second, fmt.Sprintf("a new leader after killing jm%d", leader+1), func() error {
-			i, err := h.leader(ctx, cl)
-			if err == nil && i == leader {
-				err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
+		if kill == "" {
+			leader, err := h.leader(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
 			}
-			next = i
-			return err
-		})
-		failovers = append(failovers, time.Since(killed))
-		h.startJM(leader) // back as a follower
-		log = append(log, fmt.Sprintf("kill leader jm%d → jm%d leads after %v", leader+1, next+1, time.Since(killed).Round(time.Millisecond)))
+			killed := h.JMs[leader].Kill()
+			next := -1
+			poll.Until(t, 30*time.Second, fmt.Sprintf("a new leader after killing jm%d", leader+1), func() error {
+				i, err := h.leader(ctx, cl)
+				if err == nil && i == leader {
+					err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
+				}
+				next = i
+				return err
+			})
+			failovers = append(failovers, time.Since(killed))
+			h.startJM(leader) // back as a follower
+			kill = fmt.Sprintf("kill leader jm%d → jm%d leads after %v", leader+1, next+1, time.Since(killed).Round(time.Millisecond))
+		}
+		restarts, ok := waitRestart(t, ctx, cl, id, d.GetRestarts())
+		if !ok {
+			log = append(log, kill+": the job had ended, no fault")
+			break
+		}
+		kills++
+		log = append(log, fmt.Sprintf("%s → restart %d", kill, restarts))
 	}
 	last, err := cl.Watch(ctx, id, func(d *pb.JobDetails) error { observe(d); return nil })
 	if err != nil {
@@ -132,9 +140,10 @@ func haChaosRun(t *testing.T, seed uint64) {
 			t.Errorf("seed %d: completed checkpoint IDs %v repeat or go back", seed, seen)
 		}
 	}
+	faults := checkFaults(t, seed, kills, last.GetRestarts(), log)
 	rows := checkExactlyOnce(t, out)
-	t.Logf("seed %d (%s backend): %d faults %v; new leader after %v; %d restarts; checkpoints observed %v; %d committed rows, each (key, seq) exactly once with count = seq+1",
-		seed, backend, len(log), log, failovers, last.GetRestarts(), seen, rows)
+	t.Logf("seed %d (%s backend): %s; new leader after %v; checkpoints observed %v; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, backend, faults, failovers, seen, rows)
 }
 
 // flinkctl given all three addresses works while any one JobManager is down, and right after

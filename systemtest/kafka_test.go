@@ -16,7 +16,6 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/poll"
-	"github.com/goflink/goflink/internal/proccluster"
 )
 
 // Kafka → keyed count → Kafka with real TaskManager processes SIGKILLed at seeded moments
@@ -80,30 +79,13 @@ operators:
 	}
 	defer cl.Close()
 
-	live := map[string]*proccluster.Proc{}
-	for i, p := range c.TMs {
-		live[fmt.Sprintf("tm-%d", i)] = p
-	}
-	var log []string
-	for k := range 1 + rng.IntN(3) {
-		d := waitJobRunning(t, ctx, cl, id)
-		f := fault(rng.IntN(int(numFaults)))
-		if f == faultRandomTime { // the input lasts a few seconds: stay within it
-			f = faultDuringCheckpoint
+	// The input lasts a few seconds: a kill "at a random time" could come after it.
+	kills, log := killTaskManagers(t, ctx, c, cl, id, rng, func(f fault) fault {
+		if f == faultRandomTime {
+			return faultDuringCheckpoint
 		}
-		if !waitForFault(ctx, cl, id, f, rng) {
-			break
-		}
-		victim := pickVictim(d, live, rng)
-		if victim == "" {
-			break
-		}
-		live[victim].Kill()
-		delete(live, victim)
-		name := fmt.Sprintf("tm-r%d", k)
-		live[name] = c.startTM(name)
-		log = append(log, fmt.Sprintf("kill %s %v", victim, f))
-	}
+		return f
+	})
 
 	seen, rows := readKeyedCounts(t, ctx, kc.ListenAddrs(), guarantee == "exactly-once")
 	d, err := cl.Job(ctx, id)
@@ -133,8 +115,8 @@ operators:
 		}
 		checkNoOngoingTransactions(t, ctx, kc.ListenAddrs())
 	}
-	t.Logf("seed %d (%s): faults %v; %d restarts; %d committed rows, %d missing, %d duplicates",
-		seed, guarantee, log, d.GetRestarts(), rows, missing, dups)
+	t.Logf("seed %d (%s): %s; %d committed rows, %d missing, %d duplicates",
+		seed, guarantee, checkFaults(t, seed, kills, d.GetRestarts(), log), rows, missing, dups)
 }
 
 // produceKeyedSeqs writes (key, seq) JSON records to topic "in", each key in order.

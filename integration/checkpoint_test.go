@@ -106,10 +106,7 @@ func runFounding(t *testing.T, config string) (*pb.JobDetails, string, []*pb.Che
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 	out := filepath.Join(t.TempDir(), "out")
 	spec := foundingSpec(120, 40, 31, out, config+"\n  execution.checkpointing.dir: "+filepath.Join(t.TempDir(), "checkpoints"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	cps, err := cl.Checkpoints(ctx, id)
 	if err != nil {
@@ -229,10 +226,7 @@ operators:
   - {name: total, type: sum, field: value}
   - {name: out, type: discard}
 `, filepath.Join(t.TempDir(), "checkpoints"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	waitRunning(t, ctx, cl, id, 2)
 	var taken []*pb.CheckpointInfo
 	for len(taken) < 2 {
@@ -315,14 +309,8 @@ operators:
   - {name: fail_at_end, type: fail, when: "value == 60", attempt: 0}
   - {name: long-out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "checkpoints"), short, long)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, 1)
 	checkEachValueOnce(t, short, 50)
 	checkEachValueOnce(t, long, 60)
 }

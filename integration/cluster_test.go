@@ -21,6 +21,16 @@ import (
 // testTimeout bounds every cluster test.
 const testTimeout = 60 * time.Second
 
+// submit submits a job and returns its ID.
+func submit(t *testing.T, ctx context.Context, cl *client.Client, spec string) string {
+	t.Helper()
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+	if err != nil {
+		t.Fatalf("Submit() = %v", err)
+	}
+	return id
+}
+
 // waitRunning waits until the job is RUNNING with every task RUNNING, and returns its details.
 func waitRunning(t *testing.T, ctx context.Context, cl *client.Client, id string, wantTasks int) *pb.JobDetails {
 	t.Helper()
@@ -59,6 +69,17 @@ func watchEnd(t *testing.T, ctx context.Context, cl *client.Client, id string) *
 	return last
 }
 
+// watchFinished follows a job until it ends and fails the test unless it FINISHED, after
+// restarts restarts (any number when restarts < 0); it returns the job's last details.
+func watchFinished(t *testing.T, ctx context.Context, cl *client.Client, id string, restarts int32) *pb.JobDetails {
+	t.Helper()
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || restarts >= 0 && last.GetRestarts() != restarts {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after %d", last.GetStatus(), last.GetRestarts(), last.GetFailureCause(), restarts)
+	}
+	return last
+}
+
 const unboundedSpec = `name: endless
 parallelism: 2
 operators:
@@ -71,10 +92,7 @@ func TestCancelRunningJob(t *testing.T) {
 	defer cancel()
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, unboundedSpec)
 	d := waitRunning(t, ctx, cl, id, 2)
 	tms := map[string]bool{}
 	for _, task := range d.GetTasks() {
@@ -146,10 +164,7 @@ operators:
   - {name: boom, type: fail, when: "value == 7"}
   - {name: out, type: discard}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED {
 		t.Fatalf("job ended %v, want FAILED", last.GetStatus())
@@ -227,13 +242,8 @@ operators:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out.Reset()
-			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(tc.spec)})
-			if err != nil {
-				t.Fatalf("Submit() = %v", err)
-			}
-			if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-				t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-			}
+			id := submit(t, ctx, cl, tc.spec)
+			watchFinished(t, ctx, cl, id, -1)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			if tc.sorted {
 				slices.Sort(got)
@@ -257,13 +267,8 @@ operators:
   - {name: numbers, type: sequence, from: 1, to: 100}
   - {name: out, type: discard}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, -1)
 	before, err := cl.List(ctx)
 	if err != nil {
 		t.Fatalf("List() = %v", err)
@@ -304,10 +309,7 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 	opts := minicluster.Options{DataDir: dir, TaskManagers: 2, Slots: 1}
 
 	c1, cl := miniclustertest.StartT(t, opts)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, unboundedSpec)
 	first := waitRunning(t, ctx, cl, id, 2)
 	for _, task := range first.GetTasks() {
 		if task.GetAttempt() != 0 {
@@ -360,10 +362,7 @@ func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 	opts := minicluster.Options{DataDir: t.TempDir(), TaskManagers: 2, Slots: 1}
 
 	c, cl := miniclustertest.StartT(t, opts)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, unboundedSpec)
 	waitRunning(t, ctx, cl, id, 2)
 	for run := int32(1); run <= 2; run++ {
 		crash(t, c)
@@ -452,10 +451,7 @@ func TestJobWaitsForTaskManagers(t *testing.T) {
 		par := len(c.TMs) + 1
 		spec := fmt.Sprintf("name: wait-%d\nparallelism: %d\noperators:\n"+
 			"  - {name: numbers, type: sequence, from: 1, rate: 100}\n  - {name: out, type: discard}\n", round, par)
-		id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-		if err != nil {
-			t.Fatalf("round %d: Submit() = %v", round, err)
-		}
+		id := submit(t, ctx, cl, spec)
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			t.Fatalf("round %d: Job(%s) = %v", round, id, err)

@@ -45,14 +45,8 @@ func runForward(t *testing.T, strategy string, failAt int) *pb.JobDetails {
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
 	const p, n = 4, 400
 	out := filepath.Join(t.TempDir(), "out")
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))
+	last := watchFinished(t, ctx, cl, id, 1)
 	checkEachValueOnce(t, out, n)
 	var failures []*pb.ExceptionEntry
 	for _, e := range last.GetExceptions() {
@@ -124,10 +118,7 @@ operators:
   - {name: ratio, type: map, fields: {r: "100 %% (value - 5)"}}
   - {name: out, type: discard}
 `, filepath.Join(t.TempDir(), "cp"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
 		t.Fatalf("job ended %v after %d restarts, want FAILED without restarts", last.GetStatus(), last.GetRestarts())
@@ -164,14 +155,8 @@ operators:
   - {name: boom, type: fail, when: "value == 202 || value == 203", attempt: 0}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	last := watchFinished(t, ctx, cl, id, 1)
 	var got []pb.FailureHandling
 	for _, e := range last.GetExceptions() {
 		got = append(got, e.GetHandling())
@@ -218,10 +203,7 @@ operators:
   - {name: boom, type: fail, when: "value == 301 || value == 302", attempt: 0}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	d := waitRunning(t, ctx, cl, id, 2)
 	// Stop the TaskManager of subtask 0: its region waits for a slot (attempt 1, SCHEDULED).
 	var gone int
@@ -259,10 +241,7 @@ operators:
 	if _, err := c.AddTaskManager(); err != nil {
 		t.Fatal(err)
 	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
-	}
+	watchFinished(t, ctx, cl, id, -1)
 	checkEachValueOnce(t, out, n)
 }
 

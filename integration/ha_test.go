@@ -116,10 +116,7 @@ operators:
   - {name: numbers, type: sequence, from: 1, to: %d, rate: 400}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	var seen []int64 // completed checkpoint IDs as observed, in order
 	observe := func() error {
 		d, err := cl.Job(ctx, id)
@@ -158,10 +155,7 @@ operators:
 			t.Errorf("checkpoint IDs %v do not grow strictly", seen)
 		}
 	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
-	}
+	watchFinished(t, ctx, cl, id, -1)
 	checkEachValueOnce(t, out, n)
 	if err := c.StartJobManager(old); err != nil {
 		t.Fatalf("restart the old leader: %v", err)
@@ -174,17 +168,9 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
-	done, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte("name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := watchEnd(t, ctx, cl, done); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("short job ended %v", last.GetStatus())
-	}
-	live, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := submit(t, ctx, cl, "name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")
+	watchFinished(t, ctx, cl, done, -1)
+	live := submit(t, ctx, cl, unboundedSpec)
 	waitRunning(t, ctx, cl, live, 2)
 	for i := range c.JMs {
 		if err := c.StopJobManager(i); err != nil {

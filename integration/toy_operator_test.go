@@ -63,13 +63,8 @@ operators:
   - {name: loud, type: shout, field: w}
   - {name: out, type: file, path: ` + out + `}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, -1)
 	files, _ := filepath.Glob(filepath.Join(out, "part-*"))
 	var got []string
 	for _, f := range files {
@@ -83,7 +78,7 @@ operators:
 		t.Errorf("output %v, want WORD1..WORD3", got)
 	}
 	// Its plan runs at submit like a built-in's: a problem names the field and its line.
-	_, err = cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(strings.Replace(spec, "field: w", "field: value", 1))})
+	_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(strings.Replace(spec, "field: w", "field: value", 1))})
 	if err == nil || !strings.Contains(err.Error(), `line 5: operators[2] "loud".field: no field "value" in the input {w: string}`) {
 		t.Errorf("submit with a bad field = %v", err)
 	}

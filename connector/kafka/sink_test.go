@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/operator/operatortest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -25,15 +25,7 @@ import (
 var sinkTestSchema = record.MustSchema(record.Field{Name: "n", Type: record.Int64})
 
 // newSinkCluster starts an in-process kfake cluster with topic "out" (one partition).
-func newSinkCluster(t *testing.T) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
+func newSinkCluster(t *testing.T) []string { return kafkatest.Start(t, 1, "out").ListenAddrs() }
 
 func sinkSpec(seeds []string, guarantee string, timeout time.Duration) *kafkaspec.SinkConfig {
 	return &kafkaspec.SinkConfig{Brokers: seeds, Topic: "out", DeliveryGuarantee: guarantee,

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/operator/operatortest"
@@ -21,13 +22,7 @@ import (
 )
 
 func newSourceCluster(t *testing.T, partitions int32, topics ...string) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return kafkatest.Start(t, partitions, topics...).ListenAddrs()
 }
 
 func sourceTestClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {

@@ -155,6 +155,15 @@ func (c *cluster) dumpLog(w *os.File) {
 	}
 }
 
+// finish stops the cluster at the end of a section, showing the end of its logs first when
+// the section failed (*err is set).
+func (c *cluster) finish(err *error) {
+	if *err != nil {
+		c.dumpLog(os.Stderr)
+	}
+	c.stop()
+}
+
 // stop ends every process and removes the directory. It is idempotent and safe to call from
 // the interrupt handler.
 func (c *cluster) stop() {

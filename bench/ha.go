@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,12 +79,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
+	defer c.finish(&err)
 	conns := make([]*grpc.ClientConn, len(c.JMs))
 	defer func() {
 		for _, conn := range conns {

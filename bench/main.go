@@ -198,12 +198,7 @@ func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
+	defer c.finish(&err)
 	if want["throughput"] {
 		if err := throughput(c, o, v); err != nil {
 			return err

@@ -78,12 +78,7 @@ func recovery(o options, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
+	defer c.finish(&err)
 	cl, err := client.New(c.Addr)
 	if err != nil {
 		return err

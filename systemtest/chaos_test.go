@@ -125,22 +125,7 @@ func chaosRun(t *testing.T, seed uint64) {
 // its state backend and spec path.
 func chaosSpec(t *testing.T, seed uint64, out string) (backend, path string) {
 	backend = [...]string{"hashmap", "bbolt"}[seed%2]
-	return backend, writeSpec(t, fmt.Sprintf(`name: chaos-%d
-parallelism: 2
-config:
-  execution.checkpointing.interval: 200ms
-  execution.checkpointing.dir: %s
-  state.backend.type: %s
-  restart-strategy.type: fixed-delay
-  restart-strategy.fixed-delay.attempts: 100
-  restart-strategy.fixed-delay.delay: 100ms
-operators:
-  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
-  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
-  - {name: by-key, type: key-by, key: key}
-  - {name: counts, type: count}
-  - {name: out, type: file, path: %s}
-`, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
+	return backend, keyedSpec(t, fmt.Sprintf("chaos-%d", seed), out, chaosRecords, chaosRate, chaosKeys, backend, 200*time.Millisecond, 100, 100*time.Millisecond)
 }
 
 // killTaskManagers SIGKILLs a TaskManager running tasks of the job 1 to 3 times, each at the

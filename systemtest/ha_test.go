@@ -163,8 +163,8 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 		h.JMs[i].Kill()
 		// At once, whether an election runs (i was the leader) or not.
 		start := time.Now()
-		var st failoverStatus
-		if err := h.flinkctlJSON(&st, "status", id); err != nil {
+		var st proccluster.JobStatus
+		if err := h.FlinkctlJSON(context.Background(), &st, "status", id); err != nil {
 			t.Fatalf("jm%d down (leader: %v): flinkctl status: %v", i+1, i == leader, err)
 		}
 		if st.Status != "RUNNING" && st.Status != "RESTARTING" {
@@ -177,7 +177,7 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 				Error  string `json:"error"`
 			} `json:"jobmanagers"`
 		}
-		if err := h.flinkctlJSON(&info, "cluster"); err != nil {
+		if err := h.FlinkctlJSON(context.Background(), &info, "cluster"); err != nil {
 			t.Fatalf("jm%d down: flinkctl cluster: %v", i+1, err)
 		}
 		down := false

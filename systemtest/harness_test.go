@@ -2,7 +2,6 @@ package systemtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -154,32 +153,6 @@ func (c *cluster) flinkctl(args ...string) (stdout, stderr string, code int) {
 		c.t.Fatalf("flinkctl %v: %v", args, err)
 	}
 	return stdout, stderr, code
-}
-
-func (c *cluster) flinkctlJSON(v any, args ...string) error {
-	out, errOut, code := c.flinkctl(append(args, "-o", "json")...)
-	if code != 0 {
-		return fmt.Errorf("flinkctl %v: exit %d: %s", args, code, errOut)
-	}
-	return json.Unmarshal([]byte(out), v)
-}
-
-// jobStatus is the part of `flinkctl status -o json` the tests read.
-type jobStatus struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	FailureCause string `json:"failure_cause"`
-	Tasks        []struct {
-		Operator    string `json:"operator"`
-		Subtask     int    `json:"subtask"`
-		Status      string `json:"status"`
-		TaskManager string `json:"taskmanager"`
-	} `json:"tasks"`
-	Exceptions []struct {
-		Task        string `json:"task"`
-		TaskManager string `json:"taskmanager"`
-		Cause       string `json:"cause"`
-	} `json:"exceptions"`
 }
 
 func writeSpec(t *testing.T, spec string) string {

@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestDuplicateTaskManagerIDIsRefused(t *testing.T) {
 	var info struct {
 		TaskManagers []struct{ ID, Address string } `json:"taskmanagers"`
 	}
-	if err := c.flinkctlJSON(&info, "cluster"); err != nil {
+	if err := c.FlinkctlJSON(context.Background(), &info, "cluster"); err != nil {
 		t.Fatal(err)
 	}
 	if len(info.TaskManagers) != 1 || strings.Count(logOf(t, c.TMs[0]), "registered with jobmanager") != 1 {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -194,11 +195,7 @@ func (c *Cluster) startProc(name, binary string, sockets map[string]net.Listener
 		closeAll(sockets)
 		return nil, errors.New("the cluster is stopped")
 	}
-	logName := name
-	if n := len(slices.DeleteFunc(slices.Clone(c.procs), func(p *Proc) bool { return p.Name != name })); n > 0 {
-		logName = fmt.Sprintf("%s.%d", name, n) // a restart
-	}
-	p, err := startProc(c.opts.Bin, c.opts.Dir, name, logName, binary, sockets, args...)
+	p, err := Exec(c.opts.Bin, c.opts.Dir, name, binary, sockets, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,16 +251,6 @@ func (c *Cluster) WaitTaskManagers(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// Flinkctl runs flinkctl -m Addr args and returns its output; err is an *exec.ExitError
-// when it exited non-zero.
-func (c *Cluster) Flinkctl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "flinkctl"), append([]string{"-m", c.Addr}, args...)...)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	return out.String(), errOut.String(), err
-}
-
 // Stop stops every process (SIGTERM, SIGKILL after a grace period) and waits until they are
 // gone. It is idempotent; the cluster starts no process afterwards. Dir stays.
 func (c *Cluster) Stop() {
@@ -275,16 +262,11 @@ func (c *Cluster) Stop() {
 			closeAll(c.jms[i].sockets)
 		}
 		c.mu.Unlock()
+		var wg sync.WaitGroup
 		for _, p := range procs {
-			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+			wg.Go(p.Stop)
 		}
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			case <-time.After(stopGrace):
-				p.Kill()
-			}
-		}
+		wg.Wait()
 	})
 }
 
@@ -301,23 +283,18 @@ type Proc struct {
 }
 
 // Exec starts <bin>/<binary> with args as a process called name: its working directory dir,
-// its TMPDIR <dir>/tmp-<name>, its output in <dir>/<name>.log. It passes the sockets by
-// socket activation under their names and closes this process's copies (on error too). On
-// Linux the process is SIGKILLed when this one dies.
+// its TMPDIR and output under dir (<name>.log; <name>.<n>.log for the n-th restart). It passes
+// the sockets by socket activation under their names and closes this process's copies (on
+// error too). On Linux the process is SIGKILLed when this one dies.
 func Exec(bin, dir, name, binary string, sockets map[string]net.Listener, args ...string) (*Proc, error) {
-	return startProc(bin, dir, name, name, binary, sockets, args...)
-}
-
-// startProc is Exec with the name of the log file apart.
-func startProc(bin, dir, name, logName, binary string, sockets map[string]net.Listener, args ...string) (*Proc, error) {
 	defer closeAll(sockets)
-	tmp := filepath.Join(dir, "tmp-"+logName)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	logName, f, err := createLog(dir, name)
+	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, logName+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
+	tmp := filepath.Join(dir, "tmp-"+logName)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		f.Close()
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(bin, binary), args...)
@@ -325,22 +302,36 @@ func startProc(bin, dir, name, logName, binary string, sockets map[string]net.Li
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = childAttr()
 	closeCopies, err := process.PassListeners(cmd, sockets)
+	if err == nil {
+		err = cmd.Start()
+		closeCopies()
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	defer closeCopies()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &Proc{Name: name, Cmd: cmd, Log: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, Log: f.Name(), done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// createLog creates the log file of a process called name: <name>.log in dir, or when that
+// exists (a restart) <name>.<n>.log. It returns the file's name without ".log".
+func createLog(dir, name string) (string, *os.File, error) {
+	for n := 0; ; n++ {
+		logName := name
+		if n > 0 {
+			logName = fmt.Sprintf("%s.%d", name, n)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, logName+".log"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return logName, f, err
+		}
+	}
 }
 
 // Done is closed once the process exited and was reaped (Cmd.ProcessState is then set).

@@ -1,52 +1,27 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/goflink/goflink/internal/proccluster"
 )
 
-// cluster is a JobManager and TaskManagers started from bin/ as real processes. Everything
-// they write — Raft data, TaskManager data, their TMPDIR (bbolt working files), checkpoints,
-// file sink output, the log — is under dir, which stop removes.
+// cluster is JobManagers and TaskManagers started from bin/ as real processes (proccluster).
+// Everything they write — Raft data, TaskManager data, their TMPDIR (bbolt working files),
+// checkpoints, file sink output, the logs — is under dir, which stop removes. Every
+// TaskManager serves pprof (Proc.DebugAddr).
 type cluster struct {
-	dir       string
-	bin       string // absolute
-	jm        string // the JobManagers' RPC addresses, comma-separated
-	jms       []jobManager
-	debugAddr string // tm-0's pprof address
-	slots     int    // per TaskManager
-	logf      *os.File
-
-	mu       sync.Mutex
-	procs    []*proc
+	*proccluster.Cluster
+	dir      string
 	stopOnce sync.Once
-}
-
-// jobManager is one JobManager of a cluster, with the arguments to start it (again).
-type jobManager struct {
-	id   string // Raft node ID, also the process name
-	addr string // RPC address
-	args []string
-}
-
-// proc is one started process; done is closed once it was reaped.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // Every cluster and temporary directory is registered until it is cleaned up, so that an
@@ -92,26 +67,17 @@ func handleInterrupts() {
 	}()
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with slots slots each
 // and waits until all registered. On error nothing is left behind.
 func startCluster(bin string, tms, slots int) (*cluster, error) {
 	return startClusterOf(bin, 1, tms, slots)
 }
 
-// startClusterOf starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group with
-// --peers; the TaskManagers are given every address) and TaskManagers tm-0 … tm-<tms-1> with
-// slots slots each, and waits until all TaskManagers registered with the leader. On error
-// nothing is left behind.
-func startClusterOf(bin string, jms, tms, slots int) (c *cluster, err error) {
+// startClusterOf starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group; the
+// TaskManagers are given every address) and TaskManagers tm-0 … tm-<tms-1> with slots slots
+// each, and waits until all TaskManagers registered with the leader. On error it prints the
+// end of the logs and leaves nothing behind.
+func startClusterOf(bin string, jms, tms, slots int) (*cluster, error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -120,185 +86,90 @@ func startClusterOf(bin string, jms, tms, slots int) (c *cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &cluster{dir: dir, bin: abs, slots: slots}
-	unregister := onInterrupt(c.stop)
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-			c.stop()
-			unregister()
-			c = nil
-		}
-	}()
-	if c.debugAddr, err = freeAddr(); err != nil {
-		return c, err
+	// Until the cluster is up only its directory needs removing: its processes die with the
+	// bench (proccluster's children are SIGKILLed when their parent dies).
+	unregister := onInterrupt(func() { os.RemoveAll(dir) })
+	defer unregister()
+	quiet := []string{"--log-level", "warn"}
+	pc, err := proccluster.Start(proccluster.Options{Bin: abs, Dir: dir, JobManagers: jms, TaskManagers: tms, Slots: slots,
+		JobManagerArgs: quiet, TaskManagerArgs: quiet, Debug: true})
+	c := &cluster{Cluster: pc, dir: dir}
+	if err != nil {
+		c.dumpLog(os.Stderr)
+		c.stop()
+		return nil, err
 	}
-	rpc, raft, peers := make([]string, jms), make([]string, jms), make([]string, jms)
-	for i := range jms {
-		var err1, err2 error
-		rpc[i], err1 = freeAddr()
-		raft[i], err2 = freeAddr()
-		if err := errors.Join(err1, err2); err != nil {
-			return c, err
-		}
-		peers[i] = fmt.Sprintf("jm%d=%s", i+1, raft[i])
-	}
-	c.jm = strings.Join(rpc, ",")
-	if c.logf, err = os.Create(filepath.Join(dir, "cluster.log")); err != nil {
-		return c, err
-	}
-	for i := range jms {
-		id := fmt.Sprintf("jm%d", i+1)
-		args := []string{"--node-id", id, "--rpc-addr", rpc[i], "--raft-addr", raft[i], "--data-dir", filepath.Join(dir, id), "--log-level", "warn"}
-		if jms > 1 {
-			args = append(args, "--peers", strings.Join(peers, ","))
-		}
-		c.jms = append(c.jms, jobManager{id: id, addr: rpc[i], args: args})
-		if err := c.startJM(i); err != nil {
-			return c, err
-		}
-	}
-	ids := make([]string, tms)
-	for i := range tms {
-		ids[i] = fmt.Sprintf("tm-%d", i)
-		if err := c.startTM(ids[i]); err != nil {
-			return c, err
-		}
-	}
-	return c, c.waitTaskManagers(ids, 30*time.Second)
+	onInterrupt(c.stop)
+	return c, nil
 }
 
-// startJM starts JobManager i (again, on its data directory and ports).
+// startJM starts JobManager i again, on its data directory and ports.
 func (c *cluster) startJM(i int) error {
-	return c.start(c.jms[i].id, "jobmanager", c.jms[i].args...)
+	_, err := c.StartJobManager(i)
+	return err
 }
 
-// start starts a process with its working directory and TMPDIR in the cluster's directory.
-func (c *cluster) start(name, binary string, args ...string) error {
-	tmp := filepath.Join(c.dir, "tmp-"+name)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(c.bin, binary), args...)
-	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	cmd.Stdout, cmd.Stderr = c.logf, c.logf
-	cmd.SysProcAttr = childAttr()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	c.procs = append(c.procs, p)
-	return nil
-}
-
-// startTM starts a TaskManager with the cluster's slots; tm-0 serves pprof on debugAddr.
+// startTM starts a TaskManager with the cluster's slots.
 func (c *cluster) startTM(id string) error {
-	args := []string{"--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", strconv.Itoa(c.slots), "--id", id,
-		"--data-dir", filepath.Join(c.dir, id), "--log-level", "warn"}
-	if id == "tm-0" {
-		args = append(args, "--debug-addr", c.debugAddr)
-	}
-	return c.start(id, "taskmanager", args...)
+	_, err := c.StartTaskManager(id)
+	return err
 }
 
 // kill sends SIGKILL to the running process named name (a TaskManager ID or a JobManager's
-// node ID) and returns the time just before the signal. The process is reaped in the
-// background.
+// node ID) and returns the time just before the signal.
 func (c *cluster) kill(name string) (time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range slices.Backward(c.procs) { // a restarted process: the newest one
-		if p.name != name {
-			continue
-		}
-		select {
-		case <-p.done:
-			return time.Time{}, fmt.Errorf("%s is not running", name)
-		default:
-		}
-		t := time.Now()
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			return time.Time{}, fmt.Errorf("kill %s: %w", name, err)
-		}
-		return t, nil
+	p := c.Proc(name)
+	if p == nil {
+		return time.Time{}, fmt.Errorf("no process %s", name)
 	}
-	return time.Time{}, fmt.Errorf("no process %s", name)
+	select {
+	case <-p.Done():
+		return time.Time{}, fmt.Errorf("%s is not running", name)
+	default:
+	}
+	return p.Kill(), nil
 }
 
 // waitTaskManagers waits until the JobManager lists exactly the TaskManagers ids.
 func (c *cluster) waitTaskManagers(ids []string, timeout time.Duration) error {
-	want := strings.Join(sortedCopy(ids), ",")
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := c.flinkctl("cluster", "-o", "json")
-		var info struct {
-			TaskManagers []struct {
-				ID string `json:"id"`
-			} `json:"taskmanagers"`
-		}
-		var have []string
-		if err == nil {
-			if err = json.Unmarshal(out, &info); err == nil {
-				for _, tm := range info.TaskManagers {
-					have = append(have, tm.ID)
-				}
-				if strings.Join(sortedCopy(have), ",") == want {
-					return nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not ready after %v: want taskmanagers %s, have %v (%v)", timeout, want, have, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.WaitTaskManagers(ctx, ids)
 }
 
 func (c *cluster) flinkctl(args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(c.bin, "flinkctl"), append([]string{"-m", c.jm}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("flinkctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	out, errOut, err := c.Flinkctl(context.Background(), args...)
+	if err != nil {
+		return []byte(out), fmt.Errorf("flinkctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut))
 	}
-	return out.Bytes(), nil
+	return []byte(out), nil
 }
 
-// dumpLog prints the end of the cluster's log (after an error).
+// dumpLog prints the end of each process's log (after an error).
 func (c *cluster) dumpLog(w *os.File) {
-	data, err := os.ReadFile(filepath.Join(c.dir, "cluster.log"))
-	if err != nil || len(data) == 0 {
+	if c.Cluster == nil {
 		return
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	lines = lines[max(0, len(lines)-30):]
-	fmt.Fprintf(w, "--- last %d lines of the cluster log ---\n%s\n---\n", len(lines), strings.Join(lines, "\n"))
+	for _, p := range c.Procs() {
+		fmt.Fprintf(w, "--- last lines of %s's log ---\n%s\n", p.Name, p.Tail(30))
+	}
 }
 
-// stop ends every process (SIGTERM, SIGKILL after 10 s) and removes the directory. It is
-// idempotent and safe to call from the interrupt handler.
+// finish stops the cluster at the end of a section, showing the end of its logs first when
+// the section failed (*err is set).
+func (c *cluster) finish(err *error) {
+	if *err != nil {
+		c.dumpLog(os.Stderr)
+	}
+	c.stop()
+}
+
+// stop ends every process and removes the directory. It is idempotent and safe to call from
+// the interrupt handler.
 func (c *cluster) stop() {
 	c.stopOnce.Do(func() {
-		c.mu.Lock()
-		procs := append([]*proc(nil), c.procs...)
-		c.mu.Unlock()
-		for _, p := range procs {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-		}
-		if c.logf != nil {
-			c.logf.Close()
+		if c.Cluster != nil {
+			c.Stop()
 		}
 		os.RemoveAll(c.dir)
 	})

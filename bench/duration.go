@@ -178,7 +178,7 @@ parallelism: %d
 			case "COMPLETED":
 				r.durations = append(r.durations, time.Duration(cp.DurationMs)*time.Millisecond)
 				r.alignment = append(r.alignment, time.Duration(cp.AlignmentMs)*time.Millisecond)
-				r.sizes = append(r.sizes, cp.StateSize)
+				r.sizes = append(r.sizes, cp.StateSizeBytes)
 			case "FAILED":
 				r.failed++
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -79,13 +79,8 @@ func haRecovery(o options, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
-	conns := make([]*grpc.ClientConn, len(c.jms))
+	defer c.finish(&err)
+	conns := make([]*grpc.ClientConn, len(c.JMs))
 	defer func() {
 		for _, conn := range conns {
 			if conn != nil {
@@ -93,10 +88,10 @@ func haRecovery(o options, v *verdicts) (err error) {
 			}
 		}
 	}()
-	for i, jm := range c.jms {
+	for i := range c.JMs {
 		// Reconnect to a restarted JobManager within a fraction of a second, not gRPC's
 		// default backoff of up to two minutes.
-		conns[i], err = grpc.NewClient(jm.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conns[i], err = grpc.NewClient(c.JobManagerAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 				MinConnectTimeout: time.Second,
@@ -247,16 +242,15 @@ func groupReady(ctx context.Context, conns []*grpc.ClientConn) (int, error) {
 func waitGroupReady(conns []*grpc.ClientConn) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	defer cancel()
-	for {
-		leader, err := groupReady(ctx, conns)
-		if err == nil {
-			return leader, nil
-		}
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("the JobManager group is not ready after %v: %w", haTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	leader := -1
+	err := poll.Wait(ctx, func() (err error) {
+		leader, err = groupReady(ctx, conns)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("the JobManager group is not ready: %w", err)
 	}
+	return leader, nil
 }
 
 // haKillOnce waits until the group is ready and the job warm, SIGKILLs the leader, measures
@@ -274,19 +268,21 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		return r, err
 	}
 	warm := recoveryWarmCheckpoints * haParallelism
-	for {
+	if err := poll.Wait(ctx, func() error {
 		files, err := committedParts(out)
 		if err != nil {
-			return r, err
+			return poll.Stop(err)
 		}
-		d, jerr := jmJob(ctx, conns[leader], id)
-		if jerr == nil && allTasksRunning(d) && len(files)-len(base) >= warm {
-			break
+		d, err := jmJob(ctx, conns[leader], id)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return r, fmt.Errorf("job %s committed %d new part files in %v (want %d), status %v, err %v", id, len(files)-len(base), haTimeout, warm, d.GetStatus(), jerr)
+		if !allTasksRunning(d) || len(files)-len(base) < warm {
+			return fmt.Errorf("%d new part files (want %d), status %v", len(files)-len(base), warm, d.GetStatus())
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		return r, fmt.Errorf("job %s not warm: %w", id, err)
 	}
 	// Kill at a random point of the checkpoint interval, as the recovery section does.
 	time.Sleep(rand.N(o.recInterval))
@@ -304,7 +300,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 	if !allTasksRunning(before) {
 		return r, fmt.Errorf("job %s is %v before the kill, not all tasks RUNNING", id, before.GetStatus())
 	}
-	r.victim, r.oldTerm, r.restartsBefore = c.jms[leader].id, st.GetTerm(), before.GetRestarts()
+	r.victim, r.oldTerm, r.restartsBefore = c.JMs[leader].Name, st.GetTerm(), before.GetRestarts()
 	for _, t := range before.GetTasks() {
 		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
 	}
@@ -328,7 +324,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 					continue
 				}
 				if st, err := jmStatus(ctx, conn); err == nil && st.GetLeader() {
-					next, r.leader, r.term = i, c.jms[i].id, st.GetTerm()
+					next, r.leader, r.term = i, c.JMs[i].Name, st.GetTerm()
 					if r.elected == 0 {
 						r.elected = time.Since(killed)
 					}

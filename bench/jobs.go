@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,38 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/goflink/goflink/internal/proccluster"
 )
-
-// jobJSON is the part of `flinkctl status -o json` (and `run -o json`) the bench reads.
-type jobJSON struct {
-	ID        string     `json:"id"`
-	Status    string     `json:"status"`
-	StartTime string     `json:"start_time"`
-	EndTime   string     `json:"end_time"`
-	Restarts  int        `json:"restarts"`
-	Tasks     []taskJSON `json:"tasks"`
-}
-
-type taskJSON struct {
-	Operator    string `json:"operator"`
-	Subtask     int    `json:"subtask"`
-	Attempt     int    `json:"attempt"`
-	Status      string `json:"status"`
-	TaskManager string `json:"taskmanager"`
-	RecordsIn   int64  `json:"records_in"`
-	RecordsOut  int64  `json:"records_out"`
-}
-
-// checkpointJSON is one entry of `flinkctl checkpoints -o json`.
-type checkpointJSON struct {
-	ID            int64  `json:"id"`
-	Status        string `json:"status"`
-	DurationMs    int64  `json:"duration_ms"`
-	StateSize     int64  `json:"state_size_bytes"`
-	AlignmentMs   int64  `json:"alignment_ms"`
-	Failure       string `json:"failure"`
-	FailureReason string `json:"failure_reason"`
-}
 
 // jobConfig renders a spec's config: block (keys in the given order).
 func jobConfig(kv ...string) string {
@@ -62,8 +34,8 @@ func (c *cluster) writeSpec(name, spec string) (string, error) {
 
 // runToEnd runs a job to completion and returns its details and duration (JobManager start
 // to end time).
-func (c *cluster) runToEnd(spec string) (jobJSON, float64, error) {
-	var st jobJSON
+func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) {
+	var st proccluster.JobStatus
 	out, err := c.flinkctl("run", spec, "-o", "json")
 	if jerr := json.Unmarshal(out, &st); err != nil || jerr != nil {
 		return st, 0, errors.Join(err, jerr)
@@ -80,40 +52,20 @@ func (c *cluster) runToEnd(spec string) (jobJSON, float64, error) {
 }
 
 // submit submits a job detached and returns its ID.
-func (c *cluster) submit(spec string) (string, error) {
-	out, err := c.flinkctl("run", "-d", spec, "-o", "json")
-	if err != nil {
-		return "", err
-	}
-	var r struct {
-		JobID string `json:"job_id"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		return "", fmt.Errorf("flinkctl run -d: %w: %s", err, out)
-	}
-	return r.JobID, nil
+func (c *cluster) submit(spec string) (string, error) { return c.Submit(context.Background(), spec) }
+
+func (c *cluster) status(id string) (proccluster.JobStatus, error) {
+	var st proccluster.JobStatus
+	return st, c.FlinkctlJSON(context.Background(), &st, "status", id)
 }
 
-func (c *cluster) status(id string) (jobJSON, error) {
-	var st jobJSON
-	out, err := c.flinkctl("status", id, "-o", "json")
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(out, &st)
-}
-
-func (c *cluster) checkpoints(id string) ([]checkpointJSON, error) {
-	out, err := c.flinkctl("checkpoints", id, "-o", "json")
-	if err != nil {
-		return nil, err
-	}
-	var cps []checkpointJSON
-	return cps, json.Unmarshal(out, &cps)
+func (c *cluster) checkpoints(id string) ([]proccluster.Checkpoint, error) {
+	var cps []proccluster.Checkpoint
+	return cps, c.FlinkctlJSON(context.Background(), &cps, "checkpoints", id)
 }
 
 // waitStatus polls the job until cond holds, it ended otherwise, or timeout.
-func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(jobJSON) bool) (jobJSON, error) {
+func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(proccluster.JobStatus) bool) (proccluster.JobStatus, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		st, err := c.status(id)
@@ -135,7 +87,7 @@ func ended(status string) bool {
 }
 
 // allRunning reports whether the job and all its tasks are RUNNING.
-func allRunning(st jobJSON) bool {
+func allRunning(st proccluster.JobStatus) bool {
 	if st.Status != "RUNNING" || len(st.Tasks) == 0 {
 		return false
 	}
@@ -152,7 +104,7 @@ func (c *cluster) cancel(id string) error {
 	if _, err := c.flinkctl("cancel", id); err != nil {
 		return err
 	}
-	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st jobJSON) bool { return st.Status == "CANCELED" })
+	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st proccluster.JobStatus) bool { return st.Status == "CANCELED" })
 	return err
 }
 

@@ -198,12 +198,7 @@ func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
+	defer c.finish(&err)
 	if want["throughput"] {
 		if err := throughput(c, o, v); err != nil {
 			return err
@@ -254,7 +249,7 @@ func throughput(c *cluster, o options, v *verdicts) error {
 		if profile && i == runs-1 {
 			go func() {
 				defer close(done)
-				prof, profErr = fetchProfile(c.debugAddr, 5*time.Second)
+				prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second)
 			}()
 		} else {
 			close(done)

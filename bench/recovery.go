@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -77,13 +78,8 @@ func recovery(o options, v *verdicts) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			c.dumpLog(os.Stderr)
-		}
-		c.stop()
-	}()
-	cl, err := client.New(c.jm)
+	defer c.finish(&err)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		return err
 	}
@@ -325,19 +321,19 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 		return r, err
 	}
 	warm := recoveryWarmCheckpoints * recoveryParallelism
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := poll.Wait(wctx, func() error {
 		files, err := committedParts(out)
 		if err != nil {
-			return r, err
+			return poll.Stop(err)
 		}
-		if len(files) >= warm {
-			break
+		if len(files) < warm {
+			return fmt.Errorf("%d committed part files, want %d", len(files), warm)
 		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("job %s committed %d part files in 30 s, want %d", id, len(files), warm)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		return r, fmt.Errorf("job %s not warm: %w", id, err)
 	}
 	// Kill at a random point of the checkpoint interval, not just after a commit: a kill may
 	// also meet a checkpoint in flight, or one completed whose commits are still under way.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -115,21 +113,8 @@ func (f *fakeJobService) lastTrigger() (calls int, budget time.Duration) {
 // serve starts f on a loopback port for the test and returns its address.
 func serve(t *testing.T, f *fakeJobService) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterJobServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
+	lis := listen(t)
+	serveOn(t, lis, f, nil)
 	return lis.Addr().String()
 }
 

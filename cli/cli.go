@@ -18,8 +18,8 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
-	"github.com/goflink/goflink/internal/minicluster"
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/minicluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -662,17 +662,13 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	if asJSON {
 		sinks = g.stderr
 	}
-	cluster, err := minicluster.Start(minicluster.Options{
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cluster, err := minicluster.StartReady(wctx, minicluster.Options{
 		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: sinks, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := cluster.WaitReady(wctx); err != nil {
-		cluster.Close()
-		return nil, err
 	}
 	return cluster, nil
 }

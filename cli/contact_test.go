@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -12,33 +13,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// syncBuffer is a bytes.Buffer that flinkctl writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // running is flinkctl running in the background.
 type running struct {
-	stdout, stderr syncBuffer
-	cancel         context.CancelFunc // Ctrl-C
-	done           chan int           // the exit code
+	stdout, stderr miniclustertest.Buffer // what flinkctl writes while the test reads it
+	cancel         context.CancelFunc     // Ctrl-C
+	done           chan int               // the exit code
 }
 
 // start runs flinkctl with args in the background; the test's end cancels it and waits for it.
@@ -61,13 +46,12 @@ func (r *running) waitOutput(t *testing.T, stream, want string, timeout time.Dur
 	if stream == "stderr" {
 		buf = &r.stderr
 	}
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(buf.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("flinkctl's %s has no %q after %v; stdout:\n%s\nstderr:\n%s", stream, want, timeout, r.stdout.String(), r.stderr.String())
+	poll.Until(t, timeout, fmt.Sprintf("%q in flinkctl's %s", want, stream), func() error {
+		if !strings.Contains(buf.String(), want) {
+			return fmt.Errorf("stdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // exit waits for flinkctl's exit code.
@@ -97,34 +81,23 @@ func deadAddr(t *testing.T) string {
 func TestRunFollowsJobToLearnedMember(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 1, Stdout: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 1, Stdout: io.Discard})
 	// Members register their RPC addresses with the leader shortly after they start.
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the group to list its 3 members' addresses", func() error {
 		info, err := cl.Cluster(ctx)
-		known := 0
+		if err != nil {
+			return err
+		}
 		for _, jm := range info.GetJobmanagers() {
-			if jm.GetAddress() != "" {
-				known++
+			if jm.GetAddress() == "" {
+				return fmt.Errorf("no address for %s: %v", jm.GetId(), info.GetJobmanagers())
 			}
 		}
-		if err == nil && known == 3 {
-			break
+		if n := len(info.GetJobmanagers()); n != 3 {
+			return fmt.Errorf("%d members: %v", n, info.GetJobmanagers())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group does not list its 3 members' addresses: %v, %v", info, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	leader := c.Leader()
 	if leader < 0 {
 		t.Fatal("the ready cluster has no leader")
@@ -230,13 +203,12 @@ func TestCheckpointInterrupted(t *testing.T) {
 	f := newFake()
 	addr := serve(t, f)
 	r := start(t, "-m", addr, "checkpoint", "slow")
-	deadline := time.Now().Add(10 * time.Second)
-	for calls, _ := f.lastTrigger(); calls == 0; calls, _ = f.lastTrigger() {
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint was not triggered")
+	poll.Until(t, 10*time.Second, "the checkpoint to be triggered", func() error {
+		if calls, _ := f.lastTrigger(); calls == 0 {
+			return errors.New("no trigger call")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	r.cancel()
 	code := r.exit(t, 10*time.Second)
 	want := "flinkctl: stopped waiting for the checkpoint of job slow; it may still complete: flinkctl -m " + addr + " checkpoints slow\n"

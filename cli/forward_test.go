@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -9,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -47,15 +48,9 @@ func TestClusterWithoutTheLeadersAnswer(t *testing.T) {
 // Every flinkctl command works given the address of one follower of a Raft group of three
 // JobManagers, which forwards to the leader, also after the leader stopped.
 func TestEveryCommandThroughOneFollower(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
 	leader := -1
-	waitUntil(t, ctx, "a leader", func() error {
+	poll.Until(t, time.Minute, "a leader", func() error {
 		if leader = c.Leader(); leader < 0 {
 			return fmt.Errorf("no leader")
 		}
@@ -98,7 +93,7 @@ operators:
 	if !strings.Contains(stdout, id) {
 		t.Errorf("list does not show job %s:\n%s", id, stdout)
 	}
-	waitUntil(t, ctx, "job "+id+" running with a checkpoint", func() error {
+	poll.Until(t, time.Minute, "job "+id+" running with a checkpoint", func() error {
 		code, stdout, stderr := flinkctl("status", "-o", "json", id)
 		if code != ExitOK {
 			return fmt.Errorf("status = exit %d: %s", code, stderr)
@@ -120,7 +115,7 @@ operators:
 		t.Errorf("checkpoints lists no completed checkpoint:\n%s", stdout)
 	}
 	// Whole once every member recorded its RPC address (each does within a second of starting).
-	waitUntil(t, ctx, "a whole cluster view", func() error {
+	poll.Until(t, time.Minute, "a whole cluster view", func() error {
 		code, stdout, stderr := flinkctl("-o", "json", "cluster")
 		if code != ExitOK {
 			return fmt.Errorf("cluster = exit %d: %s", code, stderr)
@@ -136,7 +131,7 @@ operators:
 	if err := c.StopJobManager(leader); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, "job "+id+" running again under a new leader", func() error {
+	poll.Until(t, time.Minute, "job "+id+" running again under a new leader", func() error {
 		code, stdout, stderr := flinkctl("status", "-o", "json", id)
 		if code != ExitOK {
 			return fmt.Errorf("status = exit %d: %s", code, stderr)
@@ -152,7 +147,7 @@ operators:
 	}
 	code, _, stderr = flinkctl("cancel", id)
 	ok("cancel", code, stderr)
-	waitUntil(t, ctx, "job "+id+" cancelled", func() error {
+	poll.Until(t, time.Minute, "job "+id+" cancelled", func() error {
 		code, stdout, stderr := flinkctl("list", "-o", "json")
 		if code != ExitOK {
 			return fmt.Errorf("list = exit %d: %s", code, stderr)
@@ -162,23 +157,4 @@ operators:
 		}
 		return nil
 	})
-}
-
-// waitUntil polls cond until it returns nil; after a minute or when ctx ends it fails the test.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
 }

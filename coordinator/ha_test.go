@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -67,17 +69,17 @@ func newRaftGroup(t *testing.T) *raftGroup {
 // leader waits for a leader among the members not in except.
 func (g *raftGroup) leader(except int) int {
 	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	poll.Until(g.t, 10*time.Second, "a leader", func() error {
 		for i, r := range g.rafts {
 			if i != except && r.State() == raft.Leader {
-				return i
+				leader = i
+				return nil
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	g.t.Fatalf("no leader elected")
-	return -1
+		return errors.New("no leader elected")
+	})
+	return leader
 }
 
 func (g *raftGroup) apply(i int, cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
@@ -166,23 +168,14 @@ func TestPartitionedLeaderCannotCompleteACheckpoint(t *testing.T) {
 
 	g.partition(old, false)
 	want := []int64{1, first}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		same := true
-		for _, f := range g.fsms {
-			same = same && slices.Equal(checkpointIDsOf(f, "j"), want)
-		}
-		if same {
-			break
-		}
-		if time.Now().After(deadline) {
-			for i, f := range g.fsms {
-				t.Errorf("member %d holds checkpoints %v, want %v", i, checkpointIDsOf(f, "j"), want)
+	poll.Until(t, 10*time.Second, "every member to hold the same checkpoints", func() error {
+		for i, f := range g.fsms {
+			if ids := checkpointIDsOf(f, "j"); !slices.Equal(ids, want) {
+				return fmt.Errorf("member %d holds checkpoints %v, want %v", i, ids, want)
 			}
-			return
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if g.rafts[old].State() == raft.Leader && g.rafts[next].State() == raft.Leader {
 		t.Errorf("two leaders after healing")
 	}

@@ -43,6 +43,13 @@ type Config struct {
 	RPCAddr string
 	// RaftAddr serves the Raft transport.
 	RaftAddr string
+	// RPCListener and RaftListener, when set, are sockets the caller bound (an embedded
+	// cluster, or a parent process through socket activation), used instead of listening on
+	// RPCAddr and RaftAddr: so the addresses are known, and taken, before the JobManager
+	// starts. The address, when set, is still what is advertised, with the listener's port;
+	// when empty, the listener's address is. Start owns them: they are closed by Close, or on
+	// error.
+	RPCListener, RaftListener net.Listener
 	// DataDir holds the Raft log, stable store and snapshots.
 	DataDir string
 	// Peers is the fixed Raft group, this JobManager included, bootstrapped identically on
@@ -97,9 +104,15 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("jobmanager: data dir is required")
 	}
-	for name, a := range map[string]string{"rpc": c.RPCAddr, "raft": c.RaftAddr} {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("jobmanager %s address %q: %w", name, a, err)
+	for name, a := range map[string]struct {
+		addr   string
+		listen net.Listener
+	}{"rpc": {c.RPCAddr, c.RPCListener}, "raft": {c.RaftAddr, c.RaftListener}} {
+		if a.addr == "" && a.listen != nil {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("jobmanager %s address %q: %w", name, a.addr, err)
 		}
 	}
 	if len(c.Peers) > 0 {
@@ -156,7 +169,12 @@ type JobManager struct {
 }
 
 // Start opens the Raft store, serves gRPC and starts following leadership.
-func Start(cfg Config) (*JobManager, error) {
+func Start(cfg Config) (_ *JobManager, err error) {
+	defer func() {
+		if err != nil {
+			closeListeners(cfg.RPCListener, cfg.RaftListener)
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -177,10 +195,12 @@ func Start(cfg Config) (*JobManager, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.RPCAddr)
-	if err != nil {
-		lock.Release()
-		return nil, fmt.Errorf("jobmanager listen: %w", err)
+	lis := cfg.RPCListener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
+			lock.Release()
+			return nil, fmt.Errorf("jobmanager listen: %w", err)
+		}
 	}
 	rpcAddr, err := netaddr.Advertised(cfg.RPCAddr, lis.Addr())
 	if err != nil {
@@ -189,7 +209,7 @@ func Start(cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	f := newFSM()
-	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
+	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
 	if err != nil {
 		lis.Close()
 		lock.Release()
@@ -237,6 +257,15 @@ func Start(cfg Config) (*JobManager, error) {
 	go func() { defer jm.wg.Done(); jm.monitorLeadership() }()
 	jm.log.Info("jobmanager started", "rpc_addr", rpcAddr, "raft_addr", node.addr, "data_dir", cfg.DataDir)
 	return jm, nil
+}
+
+// closeListeners closes the listeners that are set.
+func closeListeners(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 // Run starts a JobManager and serves until ctx is done.

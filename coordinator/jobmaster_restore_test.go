@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -67,22 +68,6 @@ func (h *fsmHost) completeCheckpoint(id string, cp *pb.CompletedCheckpoint, numR
 
 func (h *fsmHost) jobRecord(id string) (*pb.JobRecord, bool) { return h.f.job(id) }
 func (h *fsmHost) notify()                                   {}
-
-// poll calls f until it returns nil, or fails the test after 10 s with f's last error.
-func poll(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // startRestoringJob starts the job master of a job an earlier leader ran, with checkpoints 1
 // and 2 retained and verify checking their files. No TaskManager is registered: once restored,
@@ -171,7 +156,7 @@ func TestJobMasterHandlesEventsWhileVerifyingCheckpoint(t *testing.T) {
 	if err := m.requestCancel(ctx); err != nil {
 		t.Fatalf("cancel while a checkpoint is verified = %v", err)
 	}
-	poll(t, "the job to be CANCELED", func() error {
+	poll.Until(t, 10*time.Second, "the job to be CANCELED", func() error {
 		if rec, _ := h.f.job("j1"); rec.GetStatus() != canceled {
 			return fmt.Errorf("job is %v", rec.GetStatus())
 		}
@@ -218,7 +203,7 @@ func TestJobMasterRestoresNewestIntactCheckpoint(t *testing.T) {
 				return &pb.CheckpointMetadata{}, nil
 			})
 			var d *pb.JobDetails
-			poll(t, fmt.Sprintf("the job to be %v", tc.wantStatus), func() error {
+			poll.Until(t, 10*time.Second, fmt.Sprintf("the job to be %v", tc.wantStatus), func() error {
 				d = m.view().details
 				rec, _ := h.f.job("j1")
 				if rec.GetStatus() != tc.wantStatus || d.GetStatus() != tc.wantStatus {

@@ -37,7 +37,9 @@ type raftTimings struct {
 
 var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, lease: 250 * time.Millisecond, commit: 10 * time.Millisecond}
 
-func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings) (*raftNode, error) {
+// openRaft opens the Raft node. The transport serves on lis when it is set, else on a
+// listener bound to bind; the caller closes lis if openRaft fails.
+func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
@@ -61,13 +63,18 @@ func openRaft(nodeID, bind, dataDir string, peers []Peer, f *fsm, logger hclog.L
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
 	var trans *raft.NetworkTransport
-	if self := peerAddr(peers, nodeID); self != "" {
+	if self := peerAddr(peers, nodeID); self != "" || lis != nil {
 		// A member of a --peers group advertises the address the others know it by, as given
-		// (a host name stays a name, so a container that comes back with a new IP is found).
-		lis, err := net.Listen("tcp", bind)
-		if err != nil {
-			store.Close()
-			return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+		// (a host name stays a name, so a container that comes back with a new IP is found);
+		// a listener bound by the caller, its own address unless it is such a member.
+		if lis == nil {
+			if lis, err = net.Listen("tcp", bind); err != nil {
+				store.Close()
+				return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+			}
+		}
+		if self == "" {
+			self = lis.Addr().String()
 		}
 		trans = raft.NewNetworkTransportWithLogger(&namedStream{Listener: lis, advertise: self}, 3, 10*time.Second, logger)
 	} else {

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/poll"
 )
 
 const (
@@ -882,21 +884,11 @@ func (e *e2e) run(timeout time.Duration, name string, args ...string) (string, e
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// waitFor polls cond every 250 ms until it returns nil and returns how long that took; after
-// timeout it fails the test with cond's last error.
+// waitFor polls cond until it returns nil and returns how long that took; after timeout it
+// fails the test with cond's last error.
 func (e *e2e) waitFor(what string, timeout time.Duration, cond func() error) time.Duration {
 	e.t.Helper()
-	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			e.t.Fatalf("%s: not after %v: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	return poll.Until(e.t, timeout, what, cond)
 }
 
 // sleepUntil waits until t: an outage lasts at least its planned length.

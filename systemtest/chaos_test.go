@@ -2,7 +2,6 @@ package systemtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/proccluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -20,7 +21,8 @@ import (
 // count, a two-phase-commit file sink, and TaskManager processes killed with SIGKILL at seeded
 // moments (at a random time, while a checkpoint is in progress, right after one completed).
 // At the end the committed files must hold every (key, seq) exactly once, and every row's
-// count must equal seq+1: the keyed state went through the failures exactly once too.
+// count must equal seq+1: the keyed state went through the failures exactly once too. Each
+// kill must restart the job, and a seed in which none did fails: it proved nothing.
 //
 // GOFLINK_CHAOS_SEEDS sets the seeds: a number N (seeds 1..N) or a list "3,17,42". CI runs 5.
 
@@ -89,17 +91,8 @@ func chaosRun(t *testing.T, seed uint64) {
 	c := startCluster(t, 3, 1)
 	out := filepath.Join(t.TempDir(), "out")
 	backend, spec := chaosSpec(t, seed, out)
-	stdout, stderr, code := c.flinkctl("run", "-d", spec, "-o", "json")
-	if code != 0 {
-		t.Fatalf("flinkctl run: exit %d: %s %s", code, stdout, stderr)
-	}
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &sub); err != nil {
-		t.Fatalf("flinkctl run output %q: %v", stdout, err)
-	}
-	cl, err := client.New(c.jm)
+	id := c.submit(spec)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,145 +100,181 @@ func chaosRun(t *testing.T, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	live := map[string]*proc{}
-	for i, p := range c.TMs {
-		live[fmt.Sprintf("tm-%d", i)] = p
-	}
-	kills := 1 + rng.IntN(3)
-	var log []string
-	for k := range kills {
-		d := waitJobRunning(t, ctx, cl, sub.JobID)
-		if d == nil {
-			break // finished before all faults ran
-		}
-		f := fault(rng.IntN(int(numFaults)))
-		if !waitForFault(ctx, cl, sub.JobID, f, rng) {
-			break
-		}
-		victim := pickVictim(d, live, rng)
-		if victim == "" {
-			break
-		}
-		at := time.Now()
-		live[victim].kill()
-		delete(live, victim)
-		id := fmt.Sprintf("tm-r%d", k)
-		live[id] = startProc(t, "taskmanager "+id, "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", id)
-		log = append(log, fmt.Sprintf("kill %s %v (%s)", victim, f, at.Format("15:04:05.000")))
-	}
-	last, err := cl.Watch(ctx, sub.JobID, func(*pb.JobDetails) error { return nil })
+	kills, log := killTaskManagers(t, ctx, c, cl, id, rng, func(f fault) fault { return f })
+	last, err := cl.Watch(ctx, id, func(*pb.JobDetails) error { return nil })
 	if err != nil {
 		t.Fatalf("watch job: %v", err)
 	}
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("seed %d: job ended %v: %s\nfaults: %v", seed, last.GetStatus(), last.GetFailureCause(), log)
 	}
-	cps, _ := cl.Checkpoints(ctx, sub.JobID)
+	cps, _ := cl.Checkpoints(ctx, id)
 	completed := 0
 	for _, cp := range cps {
 		if cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
 			completed++
 		}
 	}
+	faults := checkFaults(t, seed, kills, last.GetRestarts(), log)
 	rows := checkExactlyOnce(t, out)
-	t.Logf("seed %d (%s backend): %d faults %v; %d restarts; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
-		seed, backend, len(log), log, last.GetRestarts(), completed, rows)
+	t.Logf("seed %d (%s backend): %s; %d completed checkpoints; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, backend, faults, completed, rows)
 }
 
 // chaosSpec writes the exactly-once chaos job for a seed (bbolt state on odd seeds) and returns
 // its state backend and spec path.
 func chaosSpec(t *testing.T, seed uint64, out string) (backend, path string) {
 	backend = [...]string{"hashmap", "bbolt"}[seed%2]
-	return backend, writeSpec(t, fmt.Sprintf(`name: chaos-%d
-parallelism: 2
-config:
-  execution.checkpointing.interval: 200ms
-  execution.checkpointing.dir: %s
-  state.backend.type: %s
-  restart-strategy.type: fixed-delay
-  restart-strategy.fixed-delay.attempts: 100
-  restart-strategy.fixed-delay.delay: 100ms
-operators:
-  - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
-  - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
-  - {name: by-key, type: key-by, key: key}
-  - {name: counts, type: count}
-  - {name: out, type: file, path: %s}
-`, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, chaosRecords-1, chaosRate, chaosKeys, chaosKeys, out))
+	return backend, keyedSpec(t, fmt.Sprintf("chaos-%d", seed), out, chaosRecords, chaosRate, chaosKeys, backend, 200*time.Millisecond, 100, 100*time.Millisecond)
+}
+
+// killTaskManagers SIGKILLs a TaskManager running tasks of the job 1 to 3 times, each at the
+// moment of a seeded fault kind (which moment may change the kind), starting a new
+// TaskManager in its place, and waits after each kill until the job restarted. It returns the
+// number of kills that restarted the job and the log of the faults. It stops early once the
+// job ended.
+func killTaskManagers(t *testing.T, ctx context.Context, c *cluster, cl *client.Client, id string, rng *rand.Rand, moment func(fault) fault) (int, []string) {
+	t.Helper()
+	live := map[string]*proccluster.Proc{}
+	for i, p := range c.TMs {
+		live[fmt.Sprintf("tm-%d", i)] = p
+	}
+	kills := 0
+	var log []string
+	for k := range 1 + rng.IntN(3) {
+		if waitJobRunning(t, ctx, cl, id) == nil {
+			return kills, append(log, "the job ended before the next kill")
+		}
+		f := moment(fault(rng.IntN(int(numFaults))))
+		d := waitForFault(t, ctx, cl, id, f, rng)
+		if d == nil {
+			return kills, append(log, fmt.Sprintf("the job ended while waiting to kill %v", f))
+		}
+		victim := pickVictim(d, live, rng)
+		if victim == "" {
+			t.Fatalf("no live TaskManager runs a task of the job: %v", d.GetTasks())
+		}
+		at := live[victim].Kill()
+		delete(live, victim)
+		name := fmt.Sprintf("tm-r%d", k)
+		live[name] = c.startTM(name)
+		restarts, ok := waitRestart(t, ctx, cl, id, d.GetRestarts())
+		if !ok {
+			return kills, append(log, fmt.Sprintf("kill %s %v: the job had ended, no fault", victim, f))
+		}
+		kills++
+		log = append(log, fmt.Sprintf("kill %s %v (%s) → restart %d", victim, f, at.Format("15:04:05.000"), restarts))
+	}
+	return kills, log
 }
 
 // waitJobRunning waits until every task of the job runs, and returns its details (nil once the
 // job ended).
 func waitJobRunning(t *testing.T, ctx context.Context, cl *client.Client, id string) *pb.JobDetails {
 	t.Helper()
-	for {
-		d, err := cl.Job(ctx, id)
-		if err != nil {
-			t.Fatalf("job %s: %v", id, err)
+	var d *pb.JobDetails
+	err := poll.Wait(ctx, func() (err error) {
+		if d, err = cl.Job(ctx, id); err != nil {
+			return poll.Stop(err)
 		}
 		if client.IsTerminal(d.GetStatus()) {
+			d = nil
 			return nil
 		}
-		running := d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && len(d.GetTasks()) > 0
-		for _, task := range d.GetTasks() {
-			running = running && task.GetStatus() == pb.ExecutionState_EXECUTION_STATE_RUNNING
+		if !allRunning(d) {
+			return fmt.Errorf("job %v", d.GetStatus())
 		}
-		if running {
-			return d
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatalf("job %s did not run again: %v", id, ctx.Err())
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("job %s did not run again: %v", id, err)
 	}
+	return d
 }
 
-// waitForFault waits for the moment a fault kind wants; false when the job ended first.
-func waitForFault(ctx context.Context, cl *client.Client, id string, f fault, rng *rand.Rand) bool {
+// allRunning reports whether the job and each of its tasks run.
+func allRunning(d *pb.JobDetails) bool {
+	running := d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && len(d.GetTasks()) > 0
+	for _, task := range d.GetTasks() {
+		running = running && task.GetStatus() == pb.ExecutionState_EXECUTION_STATE_RUNNING
+	}
+	return running
+}
+
+// faultTimeout bounds the wait for a checkpoint moment: with a checkpoint every 200 ms, dozens
+// of checkpoints pass meanwhile.
+const faultTimeout = 10 * time.Second
+
+// waitForFault waits for the moment a fault kind wants and returns the job's details then, or
+// nil when the job ended first. A checkpoint moment that does not come within faultTimeout
+// fails the test: a kill then would not be the fault it is logged as.
+func waitForFault(t *testing.T, ctx context.Context, cl *client.Client, id string, f fault, rng *rand.Rand) *pb.JobDetails {
+	t.Helper()
 	if f == faultRandomTime {
-		select {
-		case <-time.After(time.Duration(500+rng.IntN(10_000)) * time.Millisecond):
-			return true
-		case <-ctx.Done():
-			return false
-		}
+		return jobAfter(t, ctx, cl, id, time.Duration(500+rng.IntN(10_000))*time.Millisecond)
 	}
-	var seen int64
-	if cps, err := cl.Checkpoints(ctx, id); err == nil && len(cps) > 0 {
-		seen = cps[0].GetId()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		d, err := cl.Job(ctx, id)
-		if err != nil || client.IsTerminal(d.GetStatus()) {
-			return false
+	wctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
+	seen := int64(-1) // the newest checkpoint when the wait began
+	var d *pb.JobDetails
+	err := poll.Wait(wctx, func() (err error) {
+		if d, err = cl.Job(wctx, id); err != nil {
+			return err
 		}
-		cps, err := cl.Checkpoints(ctx, id)
-		if err == nil {
-			for _, cp := range cps {
-				if cp.GetId() <= seen {
-					continue
-				}
-				inProgress := cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS
-				if f == faultDuringCheckpoint && inProgress && cp.GetAcknowledged() == 0 {
-					return true
-				}
-				if f == faultAfterAck && inProgress && cp.GetAcknowledged() > 0 {
-					return true
-				}
-				if f == faultAfterCompletion && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
-					return true
-				}
+		if client.IsTerminal(d.GetStatus()) {
+			d = nil
+			return nil
+		}
+		cps, err := cl.Checkpoints(wctx, id)
+		if err != nil {
+			return err
+		}
+		if seen < 0 {
+			seen = 0
+			if len(cps) > 0 {
+				seen = cps[0].GetId()
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		for _, cp := range cps {
+			if cp.GetId() <= seen {
+				continue
+			}
+			inProgress := cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS
+			if f == faultDuringCheckpoint && inProgress && cp.GetAcknowledged() == 0 ||
+				f == faultAfterAck && inProgress && cp.GetAcknowledged() > 0 ||
+				f == faultAfterCompletion && cp.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+				return nil
+			}
+		}
+		return fmt.Errorf("no checkpoint after %d was seen %v", seen, f)
+	})
+	if err != nil {
+		t.Fatalf("the moment to kill %v did not come: %v", f, err)
 	}
-	return true // no such moment came; kill anyway
+	return d
 }
 
-// pickVictim chooses a live TaskManager that runs tasks of the job.
-func pickVictim(d *pb.JobDetails, live map[string]*proc, rng *rand.Rand) string {
+// jobAfter waits d, the timing of a fault, and returns the job's details then, or nil once it
+// ended.
+func jobAfter(t *testing.T, ctx context.Context, cl *client.Client, id string, d time.Duration) *pb.JobDetails {
+	t.Helper()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	job, err := cl.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.IsTerminal(job.GetStatus()) {
+		return nil
+	}
+	return job
+}
+
+// pickVictim chooses a live TaskManager that runs tasks of the job ("" when none does).
+func pickVictim(d *pb.JobDetails, live map[string]*proccluster.Proc, rng *rand.Rand) string {
 	var hosts []string
 	seen := map[string]bool{}
 	for _, task := range d.GetTasks() {
@@ -259,6 +288,43 @@ func pickVictim(d *pb.JobDetails, live map[string]*proc, rng *rand.Rand) string 
 		return ""
 	}
 	return hosts[rng.IntN(len(hosts))]
+}
+
+// waitRestart waits until the job restarted after a kill (its restart count passed before) and
+// returns the count; false when the job ended without restarting (the kill came after its
+// tasks had finished: no fault of the job).
+func waitRestart(t *testing.T, ctx context.Context, cl *client.Client, id string, before int32) (int32, bool) {
+	t.Helper()
+	var d *pb.JobDetails
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := poll.Wait(wctx, func() (err error) {
+		if d, err = cl.Job(wctx, id); err != nil {
+			return err
+		}
+		if d.GetRestarts() <= before && !client.IsTerminal(d.GetStatus()) {
+			return fmt.Errorf("job %v after %d restarts", d.GetStatus(), d.GetRestarts())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("job %s did not restart after the kill: %v", id, err)
+	}
+	return d.GetRestarts(), d.GetRestarts() > before
+}
+
+// checkFaults fails a chaos run in which no kill took effect (the job restarted after none),
+// or whose job restarted fewer times than kills took effect, and returns the run's account of
+// its faults for the log.
+func checkFaults(t *testing.T, seed uint64, kills int, restarts int32, log []string) string {
+	t.Helper()
+	if kills == 0 {
+		t.Fatalf("seed %d injected no fault: no kill restarted the job (%v)", seed, log)
+	}
+	if restarts < int32(kills) {
+		t.Errorf("seed %d: %d kills restarted the job, but it reports %d restarts (%v)", seed, kills, restarts, log)
+	}
+	return fmt.Sprintf("%d kills, %d restarts: %v", kills, restarts, log)
 }
 
 // checkExactlyOnce reads the committed part files and checks the oracle; it returns the number

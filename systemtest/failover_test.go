@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/proccluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -22,38 +24,10 @@ import (
 // of a forward-only job, growing exponential-delay backoffs, failure-rate suppressing
 // recovery, and a TaskManager SIGKILL with a spare slot.
 
-// failoverStatus is `flinkctl status -o json` with the fields failover adds.
-type failoverStatus struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	Restarts     int    `json:"restarts"`
-	FailureCause string `json:"failure_cause"`
-	Tasks        []struct {
-		Operator    string `json:"operator"`
-		Subtask     int    `json:"subtask"`
-		Attempt     int    `json:"attempt"`
-		Status      string `json:"status"`
-		TaskManager string `json:"taskmanager"`
-	} `json:"tasks"`
-	Exceptions []failoverException `json:"exceptions"`
-}
-
-type failoverException struct {
-	Time           string   `json:"time"`
-	Task           string   `json:"task"`
-	TaskManager    string   `json:"taskmanager"`
-	Cause          string   `json:"cause"`
-	Handling       string   `json:"handling"`
-	Failover       string   `json:"failover"`
-	RestartedTasks []string `json:"restarted_tasks"`
-	RestartAttempt int      `json:"restart_attempt"`
-	RestartDelayMs int64    `json:"restart_delay_ms"`
-}
-
 // handled returns the exception entries with the given handling, in history order.
-func (s *failoverStatus) handled(handling string) []failoverException {
-	var es []failoverException
-	for _, e := range s.Exceptions {
+func handled(st *proccluster.JobStatus, handling string) []proccluster.Exception {
+	var es []proccluster.Exception
+	for _, e := range st.Exceptions {
 		if e.Handling == handling {
 			es = append(es, e)
 		}
@@ -63,26 +37,29 @@ func (s *failoverStatus) handled(handling string) []failoverException {
 
 func (c *cluster) submit(spec string) string {
 	c.t.Helper()
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if err := c.flinkctlJSON(&sub, "run", "-d", spec); err != nil {
+	id, err := c.Submit(context.Background(), spec)
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	return sub.JobID
+	return id
 }
 
-func (c *cluster) statusOf(id string) (*failoverStatus, error) {
-	var st failoverStatus
-	if err := c.flinkctlJSON(&st, "status", id); err != nil {
-		return nil, err
-	}
-	return &st, nil
+// waitStatus polls the job's `flinkctl status` until cond holds of it, and returns it.
+func (c *cluster) waitStatus(id string, timeout time.Duration, what string, cond func(*proccluster.JobStatus) error) *proccluster.JobStatus {
+	c.t.Helper()
+	var st *proccluster.JobStatus
+	poll.Until(c.t, timeout, what, func() (err error) {
+		if st, err = c.Status(context.Background(), id); err != nil {
+			return err
+		}
+		return cond(st)
+	})
+	return st
 }
 
 func (c *cluster) newClient() *client.Client {
 	c.t.Helper()
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -106,7 +83,7 @@ const (
 type forwardJobRun struct {
 	statuses []string    // job statuses as the watch saw them, consecutive duplicates dropped
 	before   map[int]int // subtask → attempt while the first run ran
-	status   *failoverStatus
+	status   *proccluster.JobStatus
 	out      string
 }
 
@@ -156,7 +133,7 @@ operators:
 	if r.before == nil {
 		t.Fatalf("the watch never saw the first run with its %d tasks (statuses %v)", fwdParallelism, r.statuses)
 	}
-	if r.status, err = c.statusOf(id); err != nil {
+	if r.status, err = c.Status(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
@@ -179,7 +156,7 @@ operators:
 
 // theFailure checks that the exception history holds exactly the one injected failure, of
 // subtask fwdFailSubtask, handled by a restart, and returns it.
-func (r *forwardJobRun) theFailure(t *testing.T) failoverException {
+func (r *forwardJobRun) theFailure(t *testing.T) proccluster.Exception {
 	t.Helper()
 	if len(r.status.Exceptions) != 1 {
 		t.Fatalf("exception history has %d entries, want the one injected failure: %+v", len(r.status.Exceptions), r.status.Exceptions)
@@ -260,7 +237,7 @@ func TestFailoverFullRestartsAllTasks(t *testing.T) {
 		r.statuses, r.before, taskAttempts(r.status), rows)
 }
 
-func taskAttempts(st *failoverStatus) string {
+func taskAttempts(st *proccluster.JobStatus) string {
 	m := map[int]int{}
 	for _, task := range st.Tasks {
 		m[task.Subtask] = task.Attempt
@@ -292,12 +269,7 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
   restart-strategy.exponential-delay.max-backoff: 2s
   restart-strategy.exponential-delay.jitter-factor: 0
 `))
-	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st := c.waitStatus(id, 30*time.Second, fmt.Sprintf("%d failures of the crash-looping job", restarts), func(st *proccluster.JobStatus) error {
 		if client.IsTerminal(pb.JobStatus(pb.JobStatus_value["JOB_STATUS_"+st.Status])) {
 			t.Fatalf("crash-looping job ended %s: %s\nexceptions: %+v", st.Status, st.FailureCause, st.Exceptions)
 		}
@@ -306,12 +278,12 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
 		}
 		return nil
 	})
-	if n := len(st.handled("restart")); n < restarts {
+	if n := len(handled(st, "restart")); n < restarts {
 		t.Fatalf("%d of the first %d failures handled \"restart\", want all: %+v", n, len(st.Exceptions), st.Exceptions)
 	}
 	var delays []int64
 	var attempts []int
-	for _, e := range st.handled("restart") {
+	for _, e := range handled(st, "restart") {
 		delays = append(delays, e.RestartDelayMs)
 		attempts = append(attempts, e.RestartAttempt)
 	}
@@ -335,11 +307,7 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
 	if _, stderr, code := c.flinkctl("cancel", id); code != 0 {
 		t.Fatalf("flinkctl cancel: exit %d: %s", code, stderr)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st = c.waitStatus(id, 30*time.Second, "the job to be canceled", func(st *proccluster.JobStatus) error {
 		if st.Status != "CANCELED" {
 			return fmt.Errorf("job is %s", st.Status)
 		}
@@ -358,12 +326,7 @@ func TestFailoverFailureRateEndsFailed(t *testing.T) {
   restart-strategy.failure-rate.failure-rate-interval: 1 min
   restart-strategy.failure-rate.delay: 50ms
 `))
-	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st := c.waitStatus(id, 30*time.Second, "recovery to be suppressed", func(st *proccluster.JobStatus) error {
 		if st.Status != "FAILED" {
 			return fmt.Errorf("job is %s with %d exceptions", st.Status, len(st.Exceptions))
 		}
@@ -375,7 +338,7 @@ func TestFailoverFailureRateEndsFailed(t *testing.T) {
 	if len(st.Exceptions) == 0 || st.Exceptions[len(st.Exceptions)-1].Handling != "suppressed" {
 		t.Errorf("exception history %+v: want the last entry handled \"suppressed\"", st.Exceptions)
 	}
-	if n := len(st.handled("restart")); n != 2 || st.Restarts != 2 {
+	if n := len(handled(st, "restart")); n != 2 || st.Restarts != 2 {
 		t.Errorf("%d failures restarted the job (restarts %d), want 2 (max-failures-per-interval)\nexceptions: %+v",
 			n, st.Restarts, st.Exceptions)
 	}
@@ -398,12 +361,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	id := c.submit(lossSpec(t, out, lossRecords, lossRate))
 
 	// Wait until every task runs and output is being committed.
-	var st *failoverStatus
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st := c.waitStatus(id, 30*time.Second, "every task to run and commit output", func(st *proccluster.JobStatus) error {
 		if st.Status != "RUNNING" || len(st.Tasks) == 0 {
 			return fmt.Errorf("job is %s with %d tasks", st.Status, len(st.Tasks))
 		}
@@ -440,7 +398,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 
 	cl := c.newClient()
 	killed := time.Now()
-	c.TMs[victim].kill()
+	c.TMs[victim].Kill()
 	toRunning := pollJob(t, cl, id, 20*time.Second, func(d *pb.JobDetails) bool {
 		return d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && int(d.GetRestarts()) > restarts
 	})
@@ -457,7 +415,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	})
 	// New output: a committed part file written by an attempt after the kill.
 	var toOutput time.Duration
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "output of an attempt after the kill", func() error {
 		for _, p := range committedParts(t, out) {
 			if p.attempt > maxAttempt {
 				toOutput = time.Since(killed)
@@ -469,11 +427,7 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	t.Logf("SIGKILL of tm-%d → job RUNNING again after %v, all tasks RUNNING after %v, new committed output seen after %v",
 		victim, toRunning.Sub(killed).Round(time.Millisecond), toTasks.Sub(killed).Round(time.Millisecond), toOutput.Round(time.Millisecond))
 
-	waitFor(t, 60*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st = c.waitStatus(id, 60*time.Second, "the job to end", func(st *proccluster.JobStatus) error {
 		if client.IsTerminal(pb.JobStatus(pb.JobStatus_value["JOB_STATUS_"+st.Status])) {
 			return nil
 		}
@@ -505,25 +459,22 @@ func TestFailoverTaskManagerLossOntoSpareSlot(t *testing.T) {
 	t.Logf("%d restarts; %d committed rows, each (key, seq) exactly once with count = seq+1", st.Restarts, rows)
 }
 
-// pollJob polls the job every 5 ms until cond holds and returns when it first did.
+// pollJob polls the job until cond holds and returns when it first did.
 func pollJob(t *testing.T, cl *client.Client, id string, timeout time.Duration, cond func(*pb.JobDetails) bool) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var last *pb.JobDetails
-	for ctx.Err() == nil {
+	poll.Until(t, timeout, "job "+id, func() error {
 		d, err := cl.Job(ctx, id)
-		if err == nil {
-			if cond(d) {
-				return time.Now()
-			}
-			last = d
+		if err != nil {
+			return err
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("job %s: condition not met within %v; last status %v, restarts %d", id, timeout,
-		last.GetStatus(), last.GetRestarts())
-	return time.Time{}
+		if !cond(d) {
+			return fmt.Errorf("status %v, restarts %d", d.GetStatus(), d.GetRestarts())
+		}
+		return nil
+	})
+	return time.Now()
 }
 
 // partFile is a committed file sink part: part-<subtask>-<attempt>-<n>.jsonl.
@@ -641,21 +592,28 @@ func checkCountsOnce(t *testing.T, dir string, keys, records int) int {
 
 // lossSpec is an exactly-once keyed job: (key, seq) records, a count per key, a file sink.
 func lossSpec(t *testing.T, out string, records, rate int) string {
-	return writeSpec(t, fmt.Sprintf(`name: tm-loss
+	return keyedSpec(t, "tm-loss", out, records, rate, lossKeys, "hashmap", 100*time.Millisecond, 3, 0)
+}
+
+// keyedSpec writes an exactly-once job of keys keys: a sequence of records at rate made (key,
+// seq) records, counted per key into a file sink; fixed-delay restarts.
+func keyedSpec(t *testing.T, name, out string, records, rate, keys int, backend string, interval time.Duration, attempts int, delay time.Duration) string {
+	return writeSpec(t, fmt.Sprintf(`name: %s
 parallelism: 2
 config:
-  execution.checkpointing.interval: 100ms
+  execution.checkpointing.interval: %dms
   execution.checkpointing.dir: %s
+  state.backend.type: %s
   restart-strategy.type: fixed-delay
-  restart-strategy.fixed-delay.attempts: 3
-  restart-strategy.fixed-delay.delay: 0ms
+  restart-strategy.fixed-delay.attempts: %d
+  restart-strategy.fixed-delay.delay: %dms
 operators:
   - {name: numbers, type: sequence, from: 0, to: %d, rate: %d}
   - {name: keyed, type: map, fields: {key: "value %% %d", seq: "int(value / %d)"}}
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - {name: out, type: file, path: %s}
-`, filepath.Join(t.TempDir(), "checkpoints"), records-1, rate, lossKeys, lossKeys, out))
+`, name, interval.Milliseconds(), filepath.Join(t.TempDir(), "checkpoints"), backend, attempts, delay.Milliseconds(), records-1, rate, keys, keys, out))
 }
 
 // A TaskManager that is alive but unreachable (SIGSTOP: no broken connection, just silence)
@@ -668,35 +626,27 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	c := startCluster(t, 2, 1)
 	out := filepath.Join(t.TempDir(), "out")
 	id := c.submit(lossSpec(t, out, records, rate))
-	waitFor(t, 30*time.Second, func() error {
-		st, err := c.statusOf(id)
-		if err != nil {
-			return err
-		}
+	c.waitStatus(id, 30*time.Second, "the job to run and commit output", func(st *proccluster.JobStatus) error {
 		if st.Status != "RUNNING" || len(committedParts(t, out)) < 2 {
 			return fmt.Errorf("job is %s, %d committed part files", st.Status, len(committedParts(t, out)))
 		}
 		return nil
 	})
 	victim := c.TMs[0]
-	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+			_ = victim.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
 	defer resume()
 
 	// Lost by heartbeat timeout (2 s in the harness); the job restarts and waits for a slot.
-	waitFor(t, 20*time.Second, func() error {
-		st, err := c.statusOf(id)
-		if err != nil {
-			return err
-		}
+	c.waitStatus(id, 20*time.Second, "the stopped TaskManager to be declared lost", func(st *proccluster.JobStatus) error {
 		lost := false
 		for _, e := range st.Exceptions {
 			lost = lost || strings.Contains(e.Cause, "no heartbeat")
@@ -713,12 +663,8 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 		return nil
 	})
 	// A TaskManager that joins later takes the tasks.
-	c.TMs = append(c.TMs, startProc(t, "taskmanager 2", "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", "tm-2"))
-	waitFor(t, 20*time.Second, func() error {
-		st, err := c.statusOf(id)
-		if err != nil {
-			return err
-		}
+	c.TMs = append(c.TMs, c.startTM("tm-2"))
+	c.waitStatus(id, 20*time.Second, "the tasks to move to the new tm-2", func(st *proccluster.JobStatus) error {
 		on := map[string]bool{}
 		for _, task := range st.Tasks {
 			if task.Status != "RUNNING" && task.Status != "FINISHED" {
@@ -734,14 +680,14 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 	// The stopped TaskManager resumes: it registers again as a new TaskManager and its old
 	// tasks are cancelled, so its slot is free again.
 	resume()
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, "tm-0 to register again with a free slot", func() error {
 		var info struct {
 			TaskManagers []struct {
 				ID        string `json:"id"`
 				FreeSlots int    `json:"free_slots"`
 			} `json:"taskmanagers"`
 		}
-		if err := c.flinkctlJSON(&info, "cluster"); err != nil {
+		if err := c.FlinkctlJSON(context.Background(), &info, "cluster"); err != nil {
 			return err
 		}
 		for _, tm := range info.TaskManagers {
@@ -751,12 +697,7 @@ func TestFailoverPartitionedTaskManagerFencedAndReplacedLater(t *testing.T) {
 		}
 		return fmt.Errorf("tm-0 not registered again with a free slot: %+v", info.TaskManagers)
 	})
-	var st *failoverStatus
-	waitFor(t, 60*time.Second, func() error {
-		var err error
-		if st, err = c.statusOf(id); err != nil {
-			return err
-		}
+	st := c.waitStatus(id, 60*time.Second, "the job to end", func(st *proccluster.JobStatus) error {
 		if st.Status == "RUNNING" || st.Status == "RESTARTING" {
 			return fmt.Errorf("job is %s", st.Status)
 		}

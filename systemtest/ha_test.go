@@ -3,9 +3,10 @@ package systemtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/proccluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -22,68 +25,22 @@ import (
 // while the leader JobManager is SIGKILLed again and again (and a TaskManager now and then).
 // GOFLINK_HA_CHAOS_SEEDS sets the seeds like GOFLINK_CHAOS_SEEDS; CI runs 3.
 
-// haCluster is a Raft group of JobManager processes and some TaskManagers.
-type haCluster struct {
-	*cluster
-	jmArgs [][]string // each JobManager's arguments, to start it again
-	JMs    []*proc
-	addrs  []string // RPC addresses
-}
-
-func startHACluster(t *testing.T, jms, tms, slots int) *haCluster {
+// startHACluster starts a Raft group of jms JobManager processes and tms TaskManagers.
+func startHACluster(t *testing.T, jms, tms, slots int) *cluster {
 	t.Helper()
-	h := &haCluster{cluster: &cluster{t: t}}
-	var peers []string
-	raftAddrs := make([]string, jms)
-	for i := range jms {
-		raftAddrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		h.addrs = append(h.addrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
-		peers = append(peers, fmt.Sprintf("jm%d=%s", i+1, raftAddrs[i]))
-	}
-	h.jm = strings.Join(h.addrs, ",")
-	dataDir := t.TempDir()
-	for i := range jms {
-		h.jmArgs = append(h.jmArgs, []string{"--node-id", fmt.Sprintf("jm%d", i+1), "--rpc-addr", h.addrs[i], "--raft-addr", raftAddrs[i],
-			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dataDir, fmt.Sprintf("jm%d", i+1)),
-			"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"})
-		h.JMs = append(h.JMs, nil)
-		h.startJM(i)
-	}
-	for i := range tms {
-		h.TMs = append(h.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
-			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
-	}
-	waitFor(t, 30*time.Second, func() error {
-		var info struct {
-			JobManagers  []struct{ Leader bool } `json:"jobmanagers"`
-			TaskManagers []struct{ ID string }   `json:"taskmanagers"`
-		}
-		if err := h.flinkctlJSON(&info, "cluster"); err != nil {
-			return err
-		}
-		if len(info.TaskManagers) != tms || len(info.JobManagers) != jms {
-			return fmt.Errorf("%d of %d jobmanagers, %d of %d taskmanagers", len(info.JobManagers), jms, len(info.TaskManagers), tms)
-		}
-		return nil
-	})
-	return h
-}
-
-// startJM starts JobManager i (again) on its data directory.
-func (h *haCluster) startJM(i int) {
-	h.JMs[i] = startProc(h.t, fmt.Sprintf("jobmanager jm%d-%d", i+1, time.Now().UnixNano()%100000), h.jmArgs[i]...)
+	return startClusterOf(t, proccluster.Options{JobManagers: jms, TaskManagers: tms, Slots: slots})
 }
 
 // leader returns the index of the leading JobManager, as the group reports it.
-func (h *haCluster) leader(ctx context.Context, cl *client.Client) (int, error) {
+func (c *cluster) leader(ctx context.Context, cl *client.Client) (int, error) {
 	info, err := cl.Cluster(ctx)
 	if err != nil {
 		return -1, err
 	}
 	for _, jm := range info.GetJobmanagers() {
 		if jm.GetLeader() {
-			for i, a := range h.addrs {
-				if a == jm.GetAddress() {
+			for i := range c.JMs {
+				if c.JobManagerAddr(i) == jm.GetAddress() {
 					return i, nil
 				}
 			}
@@ -106,7 +63,7 @@ func haChaosRun(t *testing.T, seed uint64) {
 	out := filepath.Join(t.TempDir(), "out")
 	backend, spec := chaosSpec(t, seed, out)
 	id := h.submit(spec)
-	cl, err := client.New(h.jm)
+	cl, err := client.New(h.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,52 +78,59 @@ func haChaosRun(t *testing.T, seed uint64) {
 			seen = append(seen, cp)
 		}
 	}
-	faults := 2 + rng.IntN(3)
+	kills := 0 // those that restarted the job
 	var log []string
 	var failovers []time.Duration
-	for k := range faults {
-		d := waitJobRunning(t, ctx, cl, id)
+	for range 2 + rng.IntN(3) {
+		if waitJobRunning(t, ctx, cl, id) == nil {
+			log = append(log, "the job ended before the next kill")
+			break
+		}
+		d := jobAfter(t, ctx, cl, id, time.Duration(300+rng.IntN(3000))*time.Millisecond)
 		if d == nil {
-			break // finished before all faults ran
+			log = append(log, "the job ended before the next kill")
+			break
 		}
 		observe(d)
-		select {
-		case <-time.After(time.Duration(300+rng.IntN(3000)) * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
+		var kill string
 		if rng.IntN(4) == 0 { // now and then a TaskManager
-			live := map[string]*proc{}
+			live := map[string]*proccluster.Proc{}
 			for i, p := range h.TMs {
 				live[fmt.Sprintf("tm-%d", i)] = p
 			}
 			if victim := pickVictim(d, live, rng); victim != "" {
-				i := indexOf(h.TMs, live[victim])
-				live[victim].kill()
-				h.TMs[i] = startProc(t, fmt.Sprintf("taskmanager %s-r%d", victim, k), "--jobmanager", h.jm, "--addr", "127.0.0.1:0",
-					"--slots", "1", "--id", victim)
-				log = append(log, "kill "+victim)
-				continue
+				i := slices.Index(h.TMs, live[victim])
+				live[victim].Kill()
+				h.TMs[i] = h.startTM(victim)
+				kill = "kill " + victim
 			}
 		}
-		leader, err := h.leader(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		h.JMs[leader].kill()
-		next := -1
-		waitFor(t, 30*time.Second, func() error {
-			i, err := h.leader(ctx, cl)
-			if err == nil && i == leader {
-				err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
+		if kill == "" {
+			leader, err := h.leader(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
 			}
-			next = i
-			return err
-		})
-		failovers = append(failovers, time.Since(killed))
-		h.startJM(leader) // back as a follower
-		log = append(log, fmt.Sprintf("kill leader jm%d → jm%d leads after %v", leader+1, next+1, time.Since(killed).Round(time.Millisecond)))
+			killed := h.JMs[leader].Kill()
+			next := -1
+			poll.Until(t, 30*time.Second, fmt.Sprintf("a new leader after killing jm%d", leader+1), func() error {
+				i, err := h.leader(ctx, cl)
+				if err == nil && i == leader {
+					err = fmt.Errorf("the killed jm%d is still reported leader", leader+1)
+				}
+				next = i
+				return err
+			})
+			failovers = append(failovers, time.Since(killed))
+			h.startJM(leader) // back as a follower
+			kill = fmt.Sprintf("kill leader jm%d → jm%d leads after %v", leader+1, next+1, time.Since(killed).Round(time.Millisecond))
+		}
+		restarts, ok := waitRestart(t, ctx, cl, id, d.GetRestarts())
+		if !ok {
+			log = append(log, kill+": the job had ended, no fault")
+			break
+		}
+		kills++
+		log = append(log, fmt.Sprintf("%s → restart %d", kill, restarts))
 	}
 	last, err := cl.Watch(ctx, id, func(d *pb.JobDetails) error { observe(d); return nil })
 	if err != nil {
@@ -181,18 +145,10 @@ func haChaosRun(t *testing.T, seed uint64) {
 			t.Errorf("seed %d: completed checkpoint IDs %v repeat or go back", seed, seen)
 		}
 	}
+	faults := checkFaults(t, seed, kills, last.GetRestarts(), log)
 	rows := checkExactlyOnce(t, out)
-	t.Logf("seed %d (%s backend): %d faults %v; new leader after %v; %d restarts; checkpoints observed %v; %d committed rows, each (key, seq) exactly once with count = seq+1",
-		seed, backend, len(log), log, failovers, last.GetRestarts(), seen, rows)
-}
-
-func indexOf(ps []*proc, p *proc) int {
-	for i, q := range ps {
-		if q == p {
-			return i
-		}
-	}
-	return -1
+	t.Logf("seed %d (%s backend): %s; new leader after %v; checkpoints observed %v; %d committed rows, each (key, seq) exactly once with count = seq+1",
+		seed, backend, faults, failovers, seen, rows)
 }
 
 // flinkctl given all three addresses works while any one JobManager is down, and right after
@@ -209,11 +165,11 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.JMs[i].kill()
+		h.JMs[i].Kill()
 		// At once, whether an election runs (i was the leader) or not.
 		start := time.Now()
-		var st failoverStatus
-		if err := h.flinkctlJSON(&st, "status", id); err != nil {
+		var st proccluster.JobStatus
+		if err := h.FlinkctlJSON(context.Background(), &st, "status", id); err != nil {
 			t.Fatalf("jm%d down (leader: %v): flinkctl status: %v", i+1, i == leader, err)
 		}
 		if st.Status != "RUNNING" && st.Status != "RESTARTING" {
@@ -227,9 +183,11 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 			} `json:"jobmanagers"`
 		}
 		// The view lacks the JobManager that is down: flinkctl shows it and exits 1.
-		out, errOut, code := h.flinkctl("cluster", "-o", "json")
-		if err := json.Unmarshal([]byte(out), &info); err != nil || code != 1 || !strings.Contains(errOut, fmt.Sprintf("jobmanager jm%d could not be asked", i+1)) {
-			t.Fatalf("jm%d down: flinkctl cluster = exit %d, %v, stderr %q; want exit 1 saying jm%d could not be asked", i+1, code, err, errOut, i+1)
+		out, errOut, err := h.Flinkctl(context.Background(), "cluster", "-o", "json")
+		var exit *exec.ExitError
+		if jerr := json.Unmarshal([]byte(out), &info); jerr != nil || !errors.As(err, &exit) || exit.ExitCode() != 1 ||
+			!strings.Contains(errOut, fmt.Sprintf("jobmanager jm%d could not be asked", i+1)) {
+			t.Fatalf("jm%d down: flinkctl cluster = %v, %v, stderr %q; want exit 1 saying jm%d could not be asked", i+1, err, jerr, errOut, i+1)
 		}
 		down := false
 		for _, jm := range info.JobManagers {
@@ -242,7 +200,7 @@ func TestHAFlinkctlWithAJobManagerDown(t *testing.T) {
 		}
 		t.Logf("jm%d down (was leader: %v): flinkctl status answered after %v", i+1, i == leader, time.Since(start).Round(time.Millisecond))
 		h.startJM(i)
-		waitFor(t, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, "every JobManager reachable", func() error {
 			info, err := cl.Cluster(ctx)
 			if err != nil {
 				return err
@@ -266,59 +224,56 @@ func TestHALeaderKillShownByFlinkctl(t *testing.T) {
 	spec := writeSpec(t, fmt.Sprintf("name: shown\nparallelism: 2\nconfig:\n  execution.checkpointing.interval: 100ms\n"+
 		"  execution.checkpointing.dir: %s\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 4000, rate: 500}\n"+
 		"  - {name: out, type: discard}\n", filepath.Join(t.TempDir(), "cp")))
-	run := startProc(t, "flinkctl run", "-m", h.jm, "run", spec)
+	run := startProc(t, "flinkctl run", "flinkctl", nil, "-m", h.Addr, "run", spec)
 	output := func() string {
-		data, _ := os.ReadFile(run.log)
-		return string(data)
+		out, _ := run.Output()
+		return out
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var id string
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, "flinkctl run to print the job ID", func() error {
 		if m := regexp.MustCompile(`JobID ([0-9a-f]+)`).FindStringSubmatch(output()); m != nil {
 			id = m[1]
 			return nil
 		}
 		return fmt.Errorf("flinkctl run printed no job ID: %q", output())
 	})
-	waitFor(t, 30*time.Second, func() error {
-		st, err := h.statusOf(id)
-		if err != nil {
-			return err
-		}
-		var cp struct {
+	poll.Until(t, 30*time.Second, "the job running with a completed checkpoint", func() error {
+		var st struct {
+			Status         string              `json:"status"`
 			LastCheckpoint *struct{ ID int64 } `json:"last_checkpoint"`
 		}
-		if err := h.flinkctlJSON(&cp, "status", id); err != nil {
+		if err := h.FlinkctlJSON(ctx, &st, "status", id); err != nil {
 			return err
 		}
-		if st.Status != "RUNNING" || cp.LastCheckpoint == nil {
-			return fmt.Errorf("job is %s, last checkpoint %v", st.Status, cp.LastCheckpoint)
+		if st.Status != "RUNNING" || st.LastCheckpoint == nil {
+			return fmt.Errorf("job is %s, last checkpoint %v", st.Status, st.LastCheckpoint)
 		}
 		return nil
 	})
 	cl := h.newClient()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	old, err := h.leader(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.JMs[old].kill()
+	h.JMs[old].Kill()
 	select {
-	case <-run.done:
+	case <-run.Done():
 	case <-ctx.Done():
 		t.Fatalf("flinkctl run did not end with the job; it printed:\n%s", output())
 	}
 	printed := output()
-	if run.err != nil {
-		t.Fatalf("flinkctl run: %v (want exit 0 for a FINISHED job); it printed:\n%s", run.err, printed)
+	if code := run.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("flinkctl run exited %d (want 0 for a FINISHED job); it printed:\n%s", code, printed)
 	}
-	st, err := h.statusOf(id)
+	st, err := h.Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The history is the last leader's: one leader change, from the killed leader to the one
 	// the survivors elected (or, had they elected again, from the first to the second).
-	var entries []failoverException
+	var entries []proccluster.Exception
 	for _, e := range st.Exceptions {
 		if e.Task == "jobmanager leader change" {
 			entries = append(entries, e)

@@ -1,9 +1,7 @@
 package systemtest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,9 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/proccluster"
+
+	"go.uber.org/goleak"
 )
 
 // binDir holds the binaries built once for the whole package (with -race).
@@ -37,9 +38,21 @@ func TestMain(m *testing.M) {
 		binDir = dir
 		code := m.Run()
 		os.RemoveAll(dir)
-		os.Exit(code)
+		os.Exit(leakCheck(code))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakCheck(m.Run()))
+}
+
+// leakCheck turns a passing run's exit code into a failure when goroutines leaked: the
+// harness stops every process it started, and the tests close their clients and Kafka.
+func leakCheck(code int) int {
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 func skipShort(t *testing.T) {
@@ -49,129 +62,88 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+// cluster is a cluster of processes (proccluster) for one test.
+type cluster struct {
+	*proccluster.Cluster
+	t *testing.T
 }
 
-// proc is one running binary whose output goes to a log file.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+// startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with slots slots each.
+func startCluster(t *testing.T, tms, slots int, jmArgs ...string) *cluster {
+	t.Helper()
+	return startClusterOf(t, proccluster.Options{TaskManagers: tms, Slots: slots, JobManagerArgs: jmArgs})
 }
 
-func startProc(t *testing.T, name string, args ...string) *proc {
+// startClusterOf starts a cluster with the harness's heartbeats (200 ms, lost after 2 s) and
+// waits until every TaskManager registered. When the test ends the processes are stopped, a
+// data race one of them reported fails the test, and a failed test shows their logs.
+func startClusterOf(t *testing.T, opts proccluster.Options) *cluster {
 	t.Helper()
-	bin := strings.Fields(name)[0]
-	logPath := filepath.Join(t.TempDir(), strings.ReplaceAll(name, " ", "_")+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
+	opts.Bin, opts.Dir = binDir, t.TempDir()
+	opts.JobManagerArgs = append([]string{"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"}, opts.JobManagerArgs...)
+	c, err := proccluster.Start(opts)
 	t.Cleanup(func() {
-		p.stop()
-		data, _ := os.ReadFile(logPath)
-		// The binaries are built with -race: a race in a process fails the test that ran it.
-		if i := strings.Index(string(data), "WARNING: DATA RACE"); i >= 0 {
-			t.Errorf("%s: data race:\n%s", name, string(data)[i:min(len(data), i+6000)])
+		c.Stop()
+		for _, p := range c.Procs() {
+			checkProc(t, p)
 		}
-		if t.Failed() {
-			t.Logf("--- %s log ---\n%s", name, tail(string(data), 60))
-		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{Cluster: c, t: t}
+}
+
+// startTM starts one more TaskManager (see proccluster.StartTaskManager).
+func (c *cluster) startTM(id string) *proccluster.Proc {
+	c.t.Helper()
+	p, err := c.StartTaskManager(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// startJM starts JobManager i again on its data directory and addresses.
+func (c *cluster) startJM(i int) {
+	c.t.Helper()
+	if _, err := c.StartJobManager(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// startProc starts a process outside any cluster (see proccluster.Exec); it is stopped and
+// checked as a cluster's are when the test ends.
+func startProc(t *testing.T, name, binary string, sockets map[string]net.Listener, args ...string) *proccluster.Proc {
+	t.Helper()
+	p, err := proccluster.Exec(binDir, t.TempDir(), name, binary, sockets, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		checkProc(t, p)
 	})
 	return p
 }
 
-// kill sends SIGKILL and waits for the process to die.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop asks the process to stop (SIGTERM), killing it after a grace period.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
+// checkProc fails the test if the process (built with -race) reported a data race, and shows
+// the end of its log when the test failed.
+func checkProc(t *testing.T, p *proccluster.Proc) {
+	out, _ := p.Output()
+	if i := strings.Index(out, "WARNING: DATA RACE"); i >= 0 {
+		t.Errorf("%s: data race:\n%s", p.Name, out[i:min(len(out), i+6000)])
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
+	if t.Failed() {
+		t.Logf("--- %s log ---\n%s", p.Name, p.Tail(60))
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// cluster is a JobManager and some TaskManagers, each in its own process.
-type cluster struct {
-	t   *testing.T
-	jm  string // RPC address
-	JM  *proc
-	TMs []*proc
-}
-
-func startCluster(t *testing.T, tms, slots int, jmArgs ...string) *cluster {
-	t.Helper()
-	c := &cluster{t: t, jm: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	args := append([]string{"--node-id", "jm1", "--rpc-addr", c.jm, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--data-dir", filepath.Join(t.TempDir(), "jm"), "-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"}, jmArgs...)
-	c.JM = startProc(t, "jobmanager", args...)
-	for i := range tms {
-		c.TMs = append(c.TMs, startProc(t, fmt.Sprintf("taskmanager %d", i), "--jobmanager", c.jm, "--addr", "127.0.0.1:0",
-			"--slots", fmt.Sprint(slots), "--id", fmt.Sprintf("tm-%d", i)))
-	}
-	waitFor(t, 30*time.Second, func() error {
-		var info struct {
-			TaskManagers []struct{ ID string } `json:"taskmanagers"`
-		}
-		if err := c.flinkctlJSON(&info, "cluster"); err != nil {
-			return err
-		}
-		if len(info.TaskManagers) != tms {
-			return fmt.Errorf("%d of %d taskmanagers registered", len(info.TaskManagers), tms)
-		}
-		return nil
-	})
-	return c
 }
 
 // flinkctl runs flinkctl against the cluster.
 func (c *cluster) flinkctl(args ...string) (stdout, stderr string, code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "flinkctl"), append([]string{"-m", c.jm}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	stdout, stderr, err := c.Flinkctl(ctx, args...)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -180,47 +152,7 @@ func (c *cluster) flinkctl(args ...string) (stdout, stderr string, code int) {
 	default:
 		c.t.Fatalf("flinkctl %v: %v", args, err)
 	}
-	return out.String(), errb.String(), code
-}
-
-func (c *cluster) flinkctlJSON(v any, args ...string) error {
-	out, errOut, code := c.flinkctl(append(args, "-o", "json")...)
-	if code != 0 {
-		return fmt.Errorf("flinkctl %v: exit %d: %s", args, code, errOut)
-	}
-	return json.Unmarshal([]byte(out), v)
-}
-
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %v: %v", timeout, err)
-}
-
-// jobStatus is the part of `flinkctl status -o json` the tests read.
-type jobStatus struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	FailureCause string `json:"failure_cause"`
-	Tasks        []struct {
-		Operator    string `json:"operator"`
-		Subtask     int    `json:"subtask"`
-		Status      string `json:"status"`
-		TaskManager string `json:"taskmanager"`
-	} `json:"tasks"`
-	Exceptions []struct {
-		Task        string `json:"task"`
-		TaskManager string `json:"taskmanager"`
-		Cause       string `json:"cause"`
-	} `json:"exceptions"`
+	return stdout, stderr, code
 }
 
 func writeSpec(t *testing.T, spec string) string {

@@ -2,7 +2,6 @@ package systemtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -10,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
 )
 
 // Kafka → keyed count → Kafka with real TaskManager processes SIGKILLed at seeded moments
@@ -47,14 +45,10 @@ func TestKafkaChaosAtLeastOnce(t *testing.T) {
 
 func kafkaChaosRun(t *testing.T, seed uint64, guarantee string) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc := kafkatest.Start(t, 2, "in", "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	produceKeyedSeqs(t, ctx, kc.ListenAddrs())
+	kafkatest.ProduceKeyedSeqs(t, ctx, kc.ListenAddrs(), "in", kafkaKeys, kafkaPerKey)
 
 	c := startCluster(t, 3, 1)
 	brokers := strings.Join(kc.ListenAddrs(), ",")
@@ -72,38 +66,25 @@ operators:
   - {name: counts, type: count}
   - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: %s, key: "string(key)"}
 `, seed, filepath.Join(t.TempDir(), "checkpoints"), brokers, kafkaRate, brokers, guarantee)))
-	cl, err := client.New(c.jm)
+	cl, err := client.New(c.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 
-	live := map[string]*proc{}
-	for i, p := range c.TMs {
-		live[fmt.Sprintf("tm-%d", i)] = p
-	}
-	var log []string
-	for k := range 1 + rng.IntN(3) {
-		d := waitJobRunning(t, ctx, cl, id)
-		f := fault(rng.IntN(int(numFaults)))
-		if f == faultRandomTime { // the input lasts a few seconds: stay within it
-			f = faultDuringCheckpoint
+	// The input lasts a few seconds: a kill "at a random time" could come after it.
+	kills, log := killTaskManagers(t, ctx, c, cl, id, rng, func(f fault) fault {
+		if f == faultRandomTime {
+			return faultDuringCheckpoint
 		}
-		if !waitForFault(ctx, cl, id, f, rng) {
-			break
-		}
-		victim := pickVictim(d, live, rng)
-		if victim == "" {
-			break
-		}
-		live[victim].kill()
-		delete(live, victim)
-		name := fmt.Sprintf("tm-r%d", k)
-		live[name] = startProc(t, "taskmanager "+name, "--jobmanager", c.jm, "--addr", "127.0.0.1:0", "--slots", "1", "--id", name)
-		log = append(log, fmt.Sprintf("kill %s %v", victim, f))
-	}
+		return f
+	})
 
-	seen, rows := readKeyedCounts(t, ctx, kc.ListenAddrs(), guarantee == "exactly-once")
+	seen, rows := kafkatest.ReadKeyedCounts(t, ctx, kc.ListenAddrs(), "out", kafkaKeys, kafkaPerKey, func(_ *kgo.Record, row kafkatest.KeyedCount) {
+		if guarantee == "exactly-once" && row.Count != row.Seq+1 { // at-least-once may count a replayed record twice
+			t.Errorf("key %d seq %d has count %d, want %d: the keyed state saw a record twice or missed one", row.Key, row.Seq, row.Count, row.Seq+1)
+		}
+	})
 	d, err := cl.Job(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -129,91 +110,8 @@ operators:
 		if dups > 0 {
 			t.Errorf("seed %d: %d duplicates under exactly-once; faults %v", seed, dups, log)
 		}
-		checkNoOngoingTransactions(t, ctx, kc.ListenAddrs())
+		kafkatest.WaitNoOngoingTransactions(t, ctx, kc.ListenAddrs())
 	}
-	t.Logf("seed %d (%s): faults %v; %d restarts; %d committed rows, %d missing, %d duplicates",
-		seed, guarantee, log, d.GetRestarts(), rows, missing, dups)
-}
-
-// produceKeyedSeqs writes (key, seq) JSON records to topic "in", each key in order.
-func produceKeyedSeqs(t *testing.T, ctx context.Context, brokers []string) {
-	t.Helper()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	var recs []*kgo.Record
-	for seq := range kafkaPerKey {
-		for k := range kafkaKeys {
-			v, _ := json.Marshal(map[string]int64{"key": int64(k), "seq": int64(seq)})
-			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(k)), Value: v})
-		}
-	}
-	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// readKeyedCounts reads topic "out" (read_committed) until every (key, seq) arrived or a
-// deadline passed, checking count = seq+1 under exactly-once (at-least-once may count a
-// replayed record twice). It returns how often each (key, seq) was seen and the rows read.
-func readKeyedCounts(t *testing.T, ctx context.Context, brokers []string, exactlyOnce bool) (map[[2]int64]int, int) {
-	t.Helper()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("out"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	seen := map[[2]int64]int{}
-	rows := 0
-	deadline := time.Now().Add(90 * time.Second)
-	quiet := time.Time{} // once complete, read on briefly for late duplicates
-	for time.Now().Before(deadline) {
-		if len(seen) == kafkaKeys*kafkaPerKey {
-			if quiet.IsZero() {
-				quiet = time.Now().Add(time.Second)
-			} else if time.Now().After(quiet) {
-				break
-			}
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		fs := cons.PollFetches(pctx)
-		pcancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			var row struct{ Key, Seq, Count int64 }
-			if err := json.Unmarshal(r.Value, &row); err != nil {
-				t.Fatalf("output record %q: %v", r.Value, err)
-			}
-			rows++
-			seen[[2]int64{row.Key, row.Seq}]++
-			if exactlyOnce && row.Count != row.Seq+1 {
-				t.Errorf("key %d seq %d has count %d, want %d: the keyed state saw a record twice or missed one", row.Key, row.Seq, row.Count, row.Seq+1)
-			}
-		})
-	}
-	return seen, rows
-}
-
-// checkNoOngoingTransactions waits until no transaction is open on the cluster: the sinks
-// aborted theirs when the job was cancelled, and restored ones aborted the lingering ones.
-func checkNoOngoingTransactions(t *testing.T, ctx context.Context, brokers []string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	waitFor(t, 30*time.Second, func() error {
-		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
-		if err != nil {
-			return err
-		}
-		if len(txns) > 0 {
-			return fmt.Errorf("%d ongoing transactions: %v", len(txns), txns.TransactionalIDs())
-		}
-		return nil
-	})
+	t.Logf("seed %d (%s): %s; %d committed rows, %d missing, %d duplicates",
+		seed, guarantee, checkFaults(t, seed, kills, d.GetRestarts(), log), rows, missing, dups)
 }

@@ -1,14 +1,14 @@
 package systemtest
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goflink/goflink/internal/proccluster"
 )
 
 // TestKeyedJobAcrossTwoTaskManagers runs a keyed running sum with parallelism 4 over two
@@ -49,27 +49,14 @@ operators:
 	got := make([]int64, keys)
 	updates := make([]int, keys)
 	lines := 0
-	files, _ := filepath.Glob(filepath.Join(out, "part-*"))
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	readRows(t, out, func(_ string, r struct{ Key, Value int64 }) {
+		if r.Value <= got[r.Key] && updates[r.Key] > 0 {
+			t.Fatalf("key %d: running sum went from %d to %d", r.Key, got[r.Key], r.Value)
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			var r struct{ Key, Value int64 }
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if r.Value <= got[r.Key] && updates[r.Key] > 0 {
-				t.Fatalf("key %d: running sum went from %d to %d", r.Key, got[r.Key], r.Value)
-			}
-			got[r.Key] = r.Value
-			updates[r.Key]++
-			lines++
-		}
-		fh.Close()
-	}
+		got[r.Key] = r.Value
+		updates[r.Key]++
+		lines++
+	})
 	if lines != n {
 		t.Errorf("sink wrote %d records, want %d (one update per input)", lines, n)
 	}
@@ -83,14 +70,14 @@ operators:
 	}
 
 	var list []struct{ ID, Status string }
-	if err := c.flinkctlJSON(&list, "list"); err != nil {
+	if err := c.FlinkctlJSON(context.Background(), &list, "list"); err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].ID != id || list[0].Status != "FINISHED" {
 		t.Errorf("flinkctl list -o json = %+v, want the job %s FINISHED", list, id)
 	}
-	var st jobStatus
-	if err := c.flinkctlJSON(&st, "status", id); err != nil {
+	var st proccluster.JobStatus
+	if err := c.FlinkctlJSON(context.Background(), &st, "status", id); err != nil {
 		t.Fatal(err)
 	}
 	perTM := map[string]int{}
@@ -118,17 +105,8 @@ operators:
   - {name: total, type: sum, field: value}
   - {name: sink, type: discard}
 `)
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if err := c.flinkctlJSON(&sub, "run", "-d", spec); err != nil {
-		t.Fatal(err)
-	}
-	var st jobStatus
-	waitFor(t, 30*time.Second, func() error {
-		if err := c.flinkctlJSON(&st, "status", sub.JobID); err != nil {
-			return err
-		}
+	id := c.submit(spec)
+	st := c.waitStatus(id, 30*time.Second, "all 8 tasks to run", func(st *proccluster.JobStatus) error {
 		if len(st.Tasks) != 8 {
 			return fmt.Errorf("%d tasks", len(st.Tasks))
 		}
@@ -140,11 +118,8 @@ operators:
 		return nil
 	})
 	killed := time.Now()
-	c.TMs[1].kill()
-	waitFor(t, 30*time.Second, func() error {
-		if err := c.flinkctlJSON(&st, "status", sub.JobID); err != nil {
-			return err
-		}
+	c.TMs[1].Kill()
+	st = c.waitStatus(id, 30*time.Second, "the job to fail", func(st *proccluster.JobStatus) error {
 		if st.Status != "FAILED" {
 			return fmt.Errorf("job is %s", st.Status)
 		}
@@ -194,7 +169,7 @@ func TestBadInputIsRejectedAtSubmit(t *testing.T) {
 		})
 	}
 	var list []struct{ ID string }
-	if err := c.flinkctlJSON(&list, "list"); err != nil {
+	if err := c.FlinkctlJSON(context.Background(), &list, "list"); err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 0 {

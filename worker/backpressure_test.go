@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -55,16 +57,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: []operator.Type{slow}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings, Operators: []operator.Type{slow}})
 
 	heapBefore := heapInUse()
 	// The source (p=1) rebalances into two sink subtasks: one on its own TaskManager (a local
@@ -86,13 +79,12 @@ operators:
 	const bound = 2 * (queue + credits + 2) * perBuffer
 	for _, target := range []int64{150_000, 300_000, 450_000} {
 		var produced int64
-		deadline := time.Now().Add(30 * time.Second)
-		for consumed.Load() < target {
-			if time.Now().After(deadline) {
-				t.Fatalf("sink consumed only %d records", consumed.Load())
+		poll.Until(t, 30*time.Second, fmt.Sprintf("the sink to consume %d records", target), func() error {
+			if n := consumed.Load(); n < target {
+				return fmt.Errorf("sink consumed only %d records", n)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/execid"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/job"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/worker"
@@ -194,16 +195,15 @@ func (f *fakeJM) reported(key string, state pb.ExecutionState) bool {
 	})
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for up to 15 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	poll.Until(t, 15*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 }
 
 // startTM starts a TaskManager given these JobManager addresses; it closes with the test.

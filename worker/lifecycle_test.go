@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -61,16 +62,7 @@ func TestOperatorPanicFailsOnlyItsTask(t *testing.T) {
 		})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 1, Slots: 1, Operators: []operator.Type{trapType}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1, Operators: []operator.Type{trapType}})
 	run := func(spec string) *pb.JobDetails {
 		t.Helper()
 		id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})

@@ -36,9 +36,14 @@ func main() {
 			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
 				return err
 			}
+			sockets, err := process.Listeners("rpc", "raft", "debug")
+			if err != nil {
+				return err
+			}
+			cfg.RPCListener, cfg.RaftListener = sockets["rpc"], sockets["raft"]
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
+			if err := pf.ServeDebug(ctx, cfg.Logger, sockets["debug"]); err != nil {
 				return err
 			}
 			return coordinator.Run(ctx, cfg)

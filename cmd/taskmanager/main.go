@@ -44,9 +44,13 @@ func main() {
 			if cfg.JobManagers, err = worker.ParseJobManagers(jobmanagers); err != nil {
 				return fmt.Errorf("--jobmanager: %w", err)
 			}
+			sockets, err := process.Listeners("debug")
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := pf.ServeDebug(ctx, cfg.Logger); err != nil {
+			if err := pf.ServeDebug(ctx, cfg.Logger, sockets["debug"]); err != nil {
 				return err
 			}
 			return worker.Run(ctx, cfg)

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/operator/operatortest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -25,15 +25,7 @@ import (
 var sinkTestSchema = record.MustSchema(record.Field{Name: "n", Type: record.Int64})
 
 // newSinkCluster starts an in-process kfake cluster with topic "out" (one partition).
-func newSinkCluster(t *testing.T) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
+func newSinkCluster(t *testing.T) []string { return kafkatest.Start(t, 1, "out").ListenAddrs() }
 
 func sinkSpec(seeds []string, guarantee string, timeout time.Duration) *kafkaspec.SinkConfig {
 	return &kafkaspec.SinkConfig{Brokers: seeds, Topic: "out", DeliveryGuarantee: guarantee,
@@ -312,7 +304,10 @@ func TestKafkaSinkTimedOutTransactionIsDataLoss(t *testing.T) {
 	a.crash(t)
 	time.Sleep(4 * timeout)
 
-	_, err = openKafkaTxnSink(t, seeds, timeout, 1, cp1)
+	b, err := openKafkaTxnSink(t, seeds, timeout, 1, cp1)
+	if err := b.Close(); err != nil { // the task closes an operator whose Open failed
+		t.Errorf("Close after the failed Open: %v", err)
+	}
 	if err == nil {
 		t.Fatal("restore committed a timed-out transaction")
 	}

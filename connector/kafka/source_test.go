@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/operator/operatortest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -20,13 +22,7 @@ import (
 )
 
 func newSourceCluster(t *testing.T, partitions int32, topics ...string) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return kafkatest.Start(t, partitions, topics...).ListenAddrs()
 }
 
 func sourceTestClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
@@ -426,18 +422,18 @@ func TestKafkaSourceCommitsOffsetsAfterCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(sourceTestClient(t, addrs))
-	var sum int64
-	for end := time.Now().Add(5 * time.Second); sum != 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	poll.Until(t, 5*time.Second, "the offsets of checkpoint 1 to be committed", func() error {
 		offs, err := adm.FetchOffsets(context.Background(), "g")
 		if err != nil {
-			continue // the group does not exist before the first commit
+			return err // the group does not exist before the first commit
 		}
-		sum = 0
+		var sum int64
 		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	}
-	if sum != 5 {
-		t.Fatalf("committed offsets sum to %d, want the 5 records of checkpoint 1", sum)
-	}
+		if sum != 5 {
+			return fmt.Errorf("committed offsets sum to %d, want the 5 records of checkpoint 1", sum)
+		}
+		return nil
+	})
 	// start: committed continues from the group's offsets.
 	c := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"events"}, GroupID: "g", Start: "committed"}, 0, 1, 0, nil)
 	c.read(t, 3)

@@ -17,10 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
-	"github.com/goflink/goflink/internal/minicluster"
+	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -152,17 +151,14 @@ func runLocal(ctx context.Context, types []operator.Type, path string) error {
 	if err != nil {
 		return err
 	}
-	c, err := minicluster.Start(minicluster.Options{TaskManagers: 2, Slots: 2, Operators: types})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: 2, Slots: 2, Operators: types})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(wctx); err != nil {
-		return err
-	}
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,12 @@ import (
 )
 
 // Advertised returns the address to advertise for a listener: the listen host (the hostname
-// when it is empty or a wildcard) with the port actually bound (so port 0 works).
+// when it is empty or a wildcard) with the port actually bound (so port 0 works). An empty
+// listen address (a listener bound by someone else) advertises the bound address.
 func Advertised(listen string, bound net.Addr) (string, error) {
+	if listen == "" {
+		return bound.String(), nil
+	}
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("listen address %q: %w", listen, err)

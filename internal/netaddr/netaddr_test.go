@@ -14,6 +14,7 @@ func TestAdvertised(t *testing.T) {
 		{":6123", net.JoinHostPort(host, "41234")},
 		{"0.0.0.0:0", net.JoinHostPort(host, "41234")},
 		{"tm1:6122", "tm1:41234"},
+		{"", "127.0.0.1:41234"}, // a listener bound by someone else
 	} {
 		if got, err := Advertised(tc.listen, bound); err != nil || got != tc.want {
 			t.Errorf("Advertised(%q) = %q, %v; want %q", tc.listen, got, err, tc.want)

@@ -40,15 +40,18 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.DebugAddr, "debug-addr", "", "serve Go's /debug/pprof on this host:port (off when empty)")
 }
 
-// ServeDebug serves /debug/pprof on --debug-addr until ctx is done. It returns at once when
-// the flag is empty.
-func (f *Flags) ServeDebug(ctx context.Context, log *slog.Logger) error {
-	if f.DebugAddr == "" {
-		return nil
-	}
-	lis, err := net.Listen("tcp", f.DebugAddr)
-	if err != nil {
-		return fmt.Errorf("--debug-addr: %w", err)
+// ServeDebug serves /debug/pprof until ctx is done: on lis when it is set (a socket the
+// parent passed, see Listeners), else on --debug-addr. It returns at once when there is
+// neither.
+func (f *Flags) ServeDebug(ctx context.Context, log *slog.Logger, lis net.Listener) error {
+	if lis == nil {
+		if f.DebugAddr == "" {
+			return nil
+		}
+		var err error
+		if lis, err = net.Listen("tcp", f.DebugAddr); err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

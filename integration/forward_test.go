@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -19,6 +19,9 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/internal/leaderrpc"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -67,8 +70,8 @@ func checkForwarded(t *testing.T, call string, header metadata.MD, leader string
 func TestFollowerForwardsClientCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	leader := waitLeader(t, c, 10*time.Second)
 	follower := (leader + 1) % 3
 	leaderAddr := c.JMs[leader].Addr()
 	conn := dialJM(t, c.JMs[follower].Addr())
@@ -103,7 +106,7 @@ func TestFollowerForwardsClientCalls(t *testing.T) {
 		checkForwarded(t, "WatchJob", h, leaderAddr)
 	}
 
-	waitFor(t, ctx, 30*time.Second, "the job running with a checkpoint, seen through the follower", func() error {
+	poll.Until(t, 30*time.Second, "the job running with a checkpoint, seen through the follower", func() error {
 		h = nil
 		resp, err := jobs.GetJob(ctx, &pb.GetJobRequest{JobId: id}, grpc.Header(&h))
 		if err != nil {
@@ -172,8 +175,8 @@ func TestFollowerForwardsClientCalls(t *testing.T) {
 func TestClientThroughOneFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	leader := waitLeader(t, c, 10*time.Second)
 	follower := (leader + 1) % 3
 	cl, err := client.New(c.JMs[follower].Addr())
 	if err != nil {
@@ -188,7 +191,7 @@ func TestClientThroughOneFollower(t *testing.T) {
 	if jobs, err := cl.List(ctx); err != nil || len(jobs) != 1 {
 		t.Fatalf("List() = %v, %v; want the job", jobs, err)
 	}
-	waitFor(t, ctx, 30*time.Second, "a checkpoint", func() error {
+	poll.Until(t, 30*time.Second, "a checkpoint", func() error {
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			return err
@@ -259,8 +262,8 @@ func TestClientThroughOneFollower(t *testing.T) {
 func TestFollowerRelaysWatchAcrossLeaderChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	leader := waitLeader(t, c, 10*time.Second)
 	follower := (leader + 1) % 3
 	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(checkpointedSpec(t, 0))})
 	if err != nil {
@@ -288,7 +291,7 @@ func TestFollowerRelaysWatchAcrossLeaderChange(t *testing.T) {
 		}
 		break
 	}
-	waitFor(t, ctx, 20*time.Second, "a WatchJob at the follower after the leader change", func() error {
+	poll.Until(t, 20*time.Second, "a WatchJob at the follower after the leader change", func() error {
 		w, err := jobs.WatchJob(ctx, &pb.WatchJobRequest{JobId: id})
 		if err != nil {
 			return err
@@ -322,8 +325,8 @@ func TestFollowerRelaysWatchAcrossLeaderChange(t *testing.T) {
 func TestFollowerHoldsCallsUntilALeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1})
+	leader := waitLeader(t, c, 10*time.Second)
 	left, other := (leader+1)%3, (leader+2)%3
 	for _, i := range []int{leader, other} {
 		if err := c.StopJobManager(i); err != nil {
@@ -331,7 +334,7 @@ func TestFollowerHoldsCallsUntilALeader(t *testing.T) {
 		}
 	}
 	conn := dialJM(t, c.JMs[left].Addr())
-	waitFor(t, ctx, 10*time.Second, "the last JobManager standing for election", func() error {
+	poll.Until(t, 10*time.Second, "the last JobManager standing for election", func() error {
 		resp, err := pb.NewClusterServiceClient(conn).GetJobManagerStatus(ctx, &pb.GetJobManagerStatusRequest{})
 		if err != nil {
 			return err

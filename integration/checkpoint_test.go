@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"bufio"
@@ -14,6 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -100,13 +103,10 @@ func runFounding(t *testing.T, config string) (*pb.JobDetails, string, []*pb.Che
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 	out := filepath.Join(t.TempDir(), "out")
 	spec := foundingSpec(120, 40, 31, out, config+"\n  execution.checkpointing.dir: "+filepath.Join(t.TempDir(), "checkpoints"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	cps, err := cl.Checkpoints(ctx, id)
 	if err != nil {
@@ -211,7 +211,7 @@ func maxOf(m map[int64]int) int64 {
 func TestCorruptCheckpointFallsBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	spec := fmt.Sprintf(`name: corrupt
 parallelism: 1
 config:
@@ -226,10 +226,7 @@ operators:
   - {name: total, type: sum, field: value}
   - {name: out, type: discard}
 `, filepath.Join(t.TempDir(), "checkpoints"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	waitRunning(t, ctx, cl, id, 2)
 	var taken []*pb.CheckpointInfo
 	for len(taken) < 2 {
@@ -266,7 +263,7 @@ operators:
 		t.Fatal(err)
 	}
 	var d *pb.JobDetails
-	waitFor(t, ctx, 30*time.Second, "the job to restart", func() error {
+	poll.Until(t, 30*time.Second, "the job to restart", func() error {
 		if d, err = cl.Job(ctx, id); err != nil {
 			return err
 		}
@@ -296,7 +293,7 @@ operators:
 func TestFinishedPipelineNotReplayed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	short, long := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "long")
 	spec := fmt.Sprintf(`name: two-pipelines
 parallelism: 1
@@ -312,14 +309,8 @@ operators:
   - {name: fail_at_end, type: fail, when: "value == 60", attempt: 0}
   - {name: long-out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "checkpoints"), short, long)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, 1)
 	checkEachValueOnce(t, short, 50)
 	checkEachValueOnce(t, long, 60)
 }
@@ -354,7 +345,7 @@ func committedValues(t *testing.T, dir string) map[int64]int {
 func TestBadRestartStrategyRejectedAtSubmit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 	spec := `name: bad-restart
 config:
   restart-strategy.type: exponential-delay

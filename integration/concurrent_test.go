@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -20,20 +22,8 @@ func TestConcurrentReadersOfARunningJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: 1, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte("name: r\nparallelism: 2\noperators:\n  - {name: n, type: sequence, from: 0, rate: 2000}\n  - {name: k, type: key-by, key: value % 5}\n  - {name: s, type: sum, field: value}\n  - {name: o, type: discard}\n")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings})
+	id := submit(t, ctx, cl, "name: r\nparallelism: 2\noperators:\n  - {name: n, type: sequence, from: 0, rate: 2000}\n  - {name: k, type: key-by, key: value % 5}\n  - {name: s, type: sum, field: value}\n  - {name: o, type: discard}\n")
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -48,7 +38,7 @@ func TestConcurrentReadersOfARunningJob(t *testing.T) {
 	// A watcher must see records_in grow although no task changes state.
 	wctx, stop := context.WithCancel(ctx)
 	var seen []int64
-	_, err = cl.Watch(wctx, id, func(d *pb.JobDetails) error {
+	_, err := cl.Watch(wctx, id, func(d *pb.JobDetails) error {
 		var in int64
 		for _, task := range d.GetTasks() {
 			in += task.GetRecordsIn()

@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/leaderrpc"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -26,10 +29,10 @@ import (
 // and a restart of the whole group from disk.
 
 // waitLeader waits until exactly one running JobManager leads and returns its index.
-func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Duration) int {
+func waitLeader(t *testing.T, c *minicluster.Cluster, timeout time.Duration) int {
 	t.Helper()
 	leader := -1
-	waitFor(t, ctx, timeout, "a leader", func() error {
+	poll.Until(t, timeout, "a leader", func() error {
 		n := 0
 		for i, jm := range c.JMs {
 			if jm != nil && jm.IsLeader() {
@@ -50,8 +53,8 @@ func waitLeader(t *testing.T, ctx context.Context, c *Cluster, timeout time.Dura
 func TestFollowerHintsTheLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, _, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1})
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	c, _ := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1})
+	leader := waitLeader(t, c, 10*time.Second)
 	follower := (leader + 1) % 3
 	conn, err := grpc.NewClient(c.JMs[follower].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -59,7 +62,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 	}
 	defer conn.Close()
 	forwarded := metadata.AppendToOutgoingContext(ctx, leaderrpc.ForwardedByHeader, "jm-other")
-	waitFor(t, ctx, 10*time.Second, "a leader hint", func() error {
+	poll.Until(t, 10*time.Second, "a leader hint", func() error {
 		_, err := pb.NewJobServiceClient(conn).ListJobs(forwarded, &pb.ListJobsRequest{})
 		st := status.Convert(err)
 		if st.Code() != codes.FailedPrecondition {
@@ -75,7 +78,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 		}
 		return fmt.Errorf("no NOT_LEADER detail in %v", err)
 	})
-	waitFor(t, ctx, 10*time.Second, "the whole group in GetCluster", func() error {
+	poll.Until(t, 10*time.Second, "the whole group in GetCluster", func() error {
 		resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})
 		if err != nil {
 			return err
@@ -107,7 +110,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 func TestLeaderFailoverKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
 	const n = 1200
 	out := filepath.Join(t.TempDir(), "out")
 	spec := fmt.Sprintf(`name: ha
@@ -122,10 +125,7 @@ operators:
   - {name: numbers, type: sequence, from: 1, to: %d, rate: 400}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	var seen []int64 // completed checkpoint IDs as observed, in order
 	observe := func() error {
 		d, err := cl.Job(ctx, id)
@@ -140,7 +140,7 @@ operators:
 		}
 		return nil
 	}
-	waitFor(t, ctx, 20*time.Second, "checkpoints before the failover", observe)
+	poll.Until(t, 20*time.Second, "checkpoints before the failover", observe)
 	watched := make(chan map[string]bool, 1)
 	go func() { // follows the job to its end, as flinkctl run does, collecting leader changes
 		changes := map[string]bool{}
@@ -154,15 +154,15 @@ operators:
 		})
 		watched <- changes
 	}()
-	old := waitLeader(t, ctx, c, 10*time.Second)
+	old := waitLeader(t, c, 10*time.Second)
 	stopped := time.Now()
 	if err := c.StopJobManager(old); err != nil {
 		t.Fatalf("stop leader: %v", err)
 	}
-	leader := waitLeader(t, ctx, c, 10*time.Second)
+	leader := waitLeader(t, c, 10*time.Second)
 	elected := time.Since(stopped)
 	before := len(seen)
-	waitFor(t, ctx, 30*time.Second, "checkpoints under the new leader", func() error {
+	poll.Until(t, 30*time.Second, "checkpoints under the new leader", func() error {
 		if err := observe(); err != nil {
 			return err
 		}
@@ -177,10 +177,7 @@ operators:
 			t.Errorf("checkpoint IDs %v do not grow strictly", seen)
 		}
 	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
-	}
+	last := watchFinished(t, ctx, cl, id, -1)
 	checkEachValueOnce(t, out, n)
 	checkLeaderChangeEntry(t, last, fmt.Sprintf("jm-%d", old+1), fmt.Sprintf("jm-%d", leader+1), seen[before-1])
 	select {
@@ -201,18 +198,10 @@ operators:
 func TestGroupRestartRecoversJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
-	done, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte("name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := watchEnd(t, ctx, cl, done); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("short job ended %v", last.GetStatus())
-	}
-	live, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 2, DataDir: t.TempDir()})
+	done := submit(t, ctx, cl, "name: short\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: discard}\n")
+	watchFinished(t, ctx, cl, done, -1)
+	live := submit(t, ctx, cl, unboundedSpec)
 	waitRunning(t, ctx, cl, live, 2)
 	for i := range c.JMs {
 		if err := c.StopJobManager(i); err != nil {
@@ -224,7 +213,7 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitLeader(t, ctx, c, 10*time.Second)
+	waitLeader(t, c, 10*time.Second)
 	d := waitRunning(t, ctx, cl, live, 2)
 	if d.GetRestarts() < 1 {
 		t.Errorf("recovered job has %d restarts, want a new run counted", d.GetRestarts())

@@ -1,12 +1,10 @@
-package minicluster
+package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,93 +12,30 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
 // testTimeout bounds every cluster test.
 const testTimeout = 60 * time.Second
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (print sinks) and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
-// startCluster starts a mini cluster and a client for it, waits until it is ready and closes
-// both when the test ends. Close may be called earlier by the test: it is idempotent here.
-func startCluster(t *testing.T, ctx context.Context, opts Options) (*Cluster, *client.Client, func()) {
+// submit submits a job and returns its ID.
+func submit(t *testing.T, ctx context.Context, cl *client.Client, spec string) string {
 	t.Helper()
-	c, err := Start(opts)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
 	if err != nil {
-		t.Fatalf("Start(%+v) = %v", opts, err)
+		t.Fatalf("Submit() = %v", err)
 	}
-	cl, err := client.New(c.Addr())
-	if err != nil {
-		c.Close()
-		t.Fatalf("client.New(%s) = %v", c.Addr(), err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close() = %v", err)
-			}
-			cl.Close()
-		})
-	}
-	t.Cleanup(stop)
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatalf("WaitReady() = %v", err)
-	}
-	return c, cl, stop
-}
-
-// waitFor polls cond until it returns nil or the timeout passes; then it fails the test with
-// cond's last error.
-func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		}
-	}
+	return id
 }
 
 // waitRunning waits until the job is RUNNING with every task RUNNING, and returns its details.
 func waitRunning(t *testing.T, ctx context.Context, cl *client.Client, id string, wantTasks int) *pb.JobDetails {
 	t.Helper()
 	var d *pb.JobDetails
-	waitFor(t, ctx, 30*time.Second, "job "+id+" and its tasks to run", func() error {
+	poll.Until(t, 30*time.Second, "job "+id+" and its tasks to run", func() error {
 		var err error
 		if d, err = cl.Job(ctx, id); err != nil {
 			return err
@@ -134,6 +69,17 @@ func watchEnd(t *testing.T, ctx context.Context, cl *client.Client, id string) *
 	return last
 }
 
+// watchFinished follows a job until it ends and fails the test unless it FINISHED, after
+// restarts restarts (any number when restarts < 0); it returns the job's last details.
+func watchFinished(t *testing.T, ctx context.Context, cl *client.Client, id string, restarts int32) *pb.JobDetails {
+	t.Helper()
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || restarts >= 0 && last.GetRestarts() != restarts {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after %d", last.GetStatus(), last.GetRestarts(), last.GetFailureCause(), restarts)
+	}
+	return last
+}
+
 const unboundedSpec = `name: endless
 parallelism: 2
 operators:
@@ -144,12 +90,9 @@ operators:
 func TestCancelRunningJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, unboundedSpec)
 	d := waitRunning(t, ctx, cl, id, 2)
 	tms := map[string]bool{}
 	for _, task := range d.GetTasks() {
@@ -195,7 +138,7 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 
 	// Every slot is free again.
-	waitFor(t, ctx, 10*time.Second, "slots to be released", func() error {
+	poll.Until(t, 10*time.Second, "slots to be released", func() error {
 		info, err := cl.Cluster(ctx)
 		if err != nil {
 			return err
@@ -212,7 +155,7 @@ func TestCancelRunningJob(t *testing.T) {
 func TestFailOperatorFailsJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 
 	spec := `name: failing
 parallelism: 1
@@ -221,10 +164,7 @@ operators:
   - {name: boom, type: fail, when: "value == 7"}
   - {name: out, type: discard}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED {
 		t.Fatalf("job ended %v, want FAILED", last.GetStatus())
@@ -263,8 +203,8 @@ operators:
 func TestPrintSinkWritesJSONLines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	out := &syncBuffer{}
-	_, cl, _ := startCluster(t, ctx, Options{Slots: 2, Stdout: out})
+	out := &miniclustertest.Buffer{}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{Slots: 2, Stdout: out})
 
 	for _, tc := range []struct {
 		name   string
@@ -302,13 +242,8 @@ operators:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out.Reset()
-			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(tc.spec)})
-			if err != nil {
-				t.Fatalf("Submit() = %v", err)
-			}
-			if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-				t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-			}
+			id := submit(t, ctx, cl, tc.spec)
+			watchFinished(t, ctx, cl, id, -1)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			if tc.sorted {
 				slices.Sort(got)
@@ -325,27 +260,22 @@ func TestFinishedJobSurvivesRestart(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	_, cl, stop := startCluster(t, ctx, Options{DataDir: dir})
+	c1, cl := miniclustertest.StartT(t, minicluster.Options{DataDir: dir})
 	spec := `name: durable
 parallelism: 1
 operators:
   - {name: numbers, type: sequence, from: 1, to: 100}
   - {name: out, type: discard}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, -1)
 	before, err := cl.List(ctx)
 	if err != nil {
 		t.Fatalf("List() = %v", err)
 	}
-	stop()
+	c1.Close()
 
-	_, cl2, _ := startCluster(t, ctx, Options{DataDir: dir})
+	_, cl2 := miniclustertest.StartT(t, minicluster.Options{DataDir: dir})
 	after, err := cl2.List(ctx)
 	if err != nil {
 		t.Fatalf("List() after restart = %v", err)
@@ -376,22 +306,19 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	dir := t.TempDir()
-	opts := Options{DataDir: dir, TaskManagers: 2, Slots: 1}
+	opts := minicluster.Options{DataDir: dir, TaskManagers: 2, Slots: 1}
 
-	_, cl, stop := startCluster(t, ctx, opts)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	c1, cl := miniclustertest.StartT(t, opts)
+	id := submit(t, ctx, cl, unboundedSpec)
 	first := waitRunning(t, ctx, cl, id, 2)
 	for _, task := range first.GetTasks() {
 		if task.GetAttempt() != 0 {
 			t.Errorf("first run: task %s/%d attempt = %d, want 0", task.GetOperator(), task.GetSubtask(), task.GetAttempt())
 		}
 	}
-	stop()
+	c1.Close()
 
-	_, cl2, _ := startCluster(t, ctx, opts)
+	_, cl2 := miniclustertest.StartT(t, opts)
 	d := waitRunning(t, ctx, cl2, id, 2)
 	if d.GetRestarts() < 1 {
 		t.Errorf("recovered job restarts = %d, want >= 1", d.GetRestarts())
@@ -411,7 +338,7 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 
 // crash stops the JobManager before the TaskManagers, so the Raft log ends as after a crash of
 // the whole cluster: nothing is recorded on the way down.
-func crash(t *testing.T, c *Cluster) {
+func crash(t *testing.T, c *minicluster.Cluster) {
 	t.Helper()
 	for i := range c.JMs {
 		if err := c.StopJobManager(i); err != nil {
@@ -432,17 +359,14 @@ func crash(t *testing.T, c *Cluster) {
 func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	opts := Options{DataDir: t.TempDir(), TaskManagers: 2, Slots: 1}
+	opts := minicluster.Options{DataDir: t.TempDir(), TaskManagers: 2, Slots: 1}
 
-	c, cl, _ := startCluster(t, ctx, opts)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(unboundedSpec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	c, cl := miniclustertest.StartT(t, opts)
+	id := submit(t, ctx, cl, unboundedSpec)
 	waitRunning(t, ctx, cl, id, 2)
 	for run := int32(1); run <= 2; run++ {
 		crash(t, c)
-		c, cl, _ = startCluster(t, ctx, opts)
+		c, cl = miniclustertest.StartT(t, opts)
 		d := waitRunning(t, ctx, cl, id, 2)
 		if d.GetRestarts() != run {
 			t.Errorf("after crash %d: restarts = %d, want %d", run, d.GetRestarts(), run)
@@ -464,7 +388,7 @@ func TestRunningJobRecoveredAfterEveryCrash(t *testing.T) {
 func TestInvalidSpecRejected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
 
 	for _, tc := range []struct {
 		name string
@@ -522,19 +446,16 @@ operators:
 func TestJobWaitsForTaskManagers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 
 	for round := 1; round <= 20; round++ {
 		par := len(c.TMs) + 1
 		spec := fmt.Sprintf("name: wait-%d\nparallelism: %d\noperators:\n"+
 			"  - {name: numbers, type: sequence, from: 1, rate: 100}\n  - {name: out, type: discard}\n", round, par)
-		id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-		if err != nil {
-			t.Fatalf("round %d: Submit() = %v", round, err)
-		}
+		id := submit(t, ctx, cl, spec)
 		// While it waits, the job is RUNNING with every task listed SCHEDULED (as in Flink),
 		// not RUNNING without tasks.
-		waitFor(t, ctx, 10*time.Second, "the job RUNNING with its tasks SCHEDULED", func() error {
+		poll.Until(t, 10*time.Second, "the job RUNNING with its tasks SCHEDULED", func() error {
 			d, err := cl.Job(ctx, id)
 			if err != nil {
 				return err

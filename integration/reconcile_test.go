@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -20,16 +23,7 @@ func TestNoTaskOutlivesItsJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: 2, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2, Settings: settings})
 	spec := []byte("name: endless\nparallelism: 4\noperators:\n  - {name: n, type: sequence, from: 0, rate: 1000}\n  - {name: k, type: key-by, key: value % 3}\n  - {name: c, type: count}\n  - {name: o, type: discard}\n")
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := range 25 {
@@ -48,22 +42,14 @@ func TestNoTaskOutlivesItsJob(t *testing.T) {
 			t.Fatalf("round %d: job ended %v, %v", i, last.GetStatus(), err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the tasks of the cancelled jobs to end", func() error {
 		var left []string
 		for _, tm := range c.TMs {
 			left = append(left, tm.RunningTasks()...)
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Errorf("tasks still running: %v", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tasks still running after their jobs were cancelled: %v", left)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatal(fmt.Errorf("gave up: %w", ctx.Err()))
-		}
-	}
+		return nil
+	})
 }

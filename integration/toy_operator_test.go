@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -15,7 +17,7 @@ import (
 
 // A new operator type is one definition — name, role, fields, plan, runtime — and one line
 // that registers it: this file holds all of "shout", which upper-cases a string field, and
-// the test registers it with the cluster's JobManager and TaskManagers (Options.Operators), as
+// the test registers it with the cluster's JobManager and TaskManagers (minicluster.Options.Operators), as
 // operator/registry.go's builtins table registers the built-in types.
 var shout = operator.Define(operator.Type{Name: "shout", Fields: []string{"field"}},
 	func(p *operator.Planner) (shoutConfig, *operator.Shape) {
@@ -52,7 +54,7 @@ func (s *shoutOp) Process(row record.Row) error {
 func TestToyOperatorTypeInOneFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 2, Operators: []operator.Type{shout}})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Operators: []operator.Type{shout}})
 	out := filepath.Join(t.TempDir(), "out")
 	spec := `name: toy
 operators:
@@ -61,13 +63,8 @@ operators:
   - {name: loud, type: shout, field: w}
   - {name: out, type: file, path: ` + out + `}
 `
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v: %s", last.GetStatus(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, -1)
 	files, _ := filepath.Glob(filepath.Join(out, "part-*"))
 	var got []string
 	for _, f := range files {
@@ -81,7 +78,7 @@ operators:
 		t.Errorf("output %v, want WORD1..WORD3", got)
 	}
 	// Its plan runs at submit like a built-in's: a problem names the field and its line.
-	_, err = cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(strings.Replace(spec, "field: w", "field: value", 1))})
+	_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(strings.Replace(spec, "field: w", "field: value", 1))})
 	if err == nil || !strings.Contains(err.Error(), `line 5: operators[2] "loud".field: no field "value" in the input {w: string}`) {
 		t.Errorf("submit with a bad field = %v", err)
 	}

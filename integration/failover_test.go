@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -39,17 +42,11 @@ func runForward(t *testing.T, strategy string, failAt int) *pb.JobDetails {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
 	const p, n = 4, 400
 	out := filepath.Join(t.TempDir(), "out")
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, forwardSpec(p, n, 200, failAt, strategy, out, filepath.Join(t.TempDir(), "cp")))
+	last := watchFinished(t, ctx, cl, id, 1)
 	checkEachValueOnce(t, out, n)
 	var failures []*pb.ExceptionEntry
 	for _, e := range last.GetExceptions() {
@@ -107,7 +104,7 @@ func TestFullFailoverRestartsEveryTask(t *testing.T) {
 func TestUnrecoverableFailureIsNotRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 1})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
 	// A restart strategy that would restart forever, and a modulo by zero at value 5.
 	spec := fmt.Sprintf(`name: bad-expression
 config:
@@ -121,10 +118,7 @@ operators:
   - {name: ratio, type: map, fields: {r: "100 %% (value - 5)"}}
   - {name: out, type: discard}
 `, filepath.Join(t.TempDir(), "cp"))
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
 		t.Fatalf("job ended %v after %d restarts, want FAILED without restarts", last.GetStatus(), last.GetRestarts())
@@ -144,7 +138,7 @@ operators:
 func TestConcurrentRegionFailuresMergeIntoOneRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
 	const n = 400
 	out := filepath.Join(t.TempDir(), "out")
 	// Values 202 and 203 are the 51st values of subtasks 1 and 2: emitted about together.
@@ -161,14 +155,8 @@ operators:
   - {name: boom, type: fail, when: "value == 202 || value == 203", attempt: 0}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
-		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after 1", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
-	}
+	id := submit(t, ctx, cl, spec)
+	last := watchFinished(t, ctx, cl, id, 1)
 	var got []pb.FailureHandling
 	for _, e := range last.GetExceptions() {
 		got = append(got, e.GetHandling())
@@ -198,7 +186,7 @@ operators:
 func TestRegionWithItsSlotIsNotHeldBackByOneWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 2, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
 	const n = 600 // 300 per subtask at 100/s each: 3 s
 	out := filepath.Join(t.TempDir(), "out")
 	// Each subtask fails on its first attempt at its 151st value (301 and 302), about 1.5 s in.
@@ -215,10 +203,7 @@ operators:
   - {name: boom, type: fail, when: "value == 301 || value == 302", attempt: 0}
   - {name: out, type: file, path: %q}
 `, filepath.Join(t.TempDir(), "cp"), n, out)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	d := waitRunning(t, ctx, cl, id, 2)
 	// Stop the TaskManager of subtask 0: its region waits for a slot (attempt 1, SCHEDULED).
 	var gone int
@@ -234,7 +219,7 @@ operators:
 	}
 	// Subtask 1 fails at 302 on attempt 0 and is redeployed in its own slot while subtask 0
 	// still waits.
-	waitFor(t, ctx, 20*time.Second, "subtask 1 running again while subtask 0 waits", func() error {
+	poll.Until(t, 20*time.Second, "subtask 1 running again while subtask 0 waits", func() error {
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			return err
@@ -256,10 +241,7 @@ operators:
 	if _, err := c.AddTaskManager(); err != nil {
 		t.Fatal(err)
 	}
-	last := watchEnd(t, ctx, cl, id)
-	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
-	}
+	watchFinished(t, ctx, cl, id, -1)
 	checkEachValueOnce(t, out, n)
 }
 

@@ -1,4 +1,4 @@
-package minicluster
+package integration
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goflink/goflink/minicluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -55,7 +56,7 @@ type boundedRun struct {
 // runBounded starts an embedded cluster with 2 TaskManagers and enough slots, runs spec to its
 // end and reads its committed output from the file sink at out.
 func runBounded(ctx context.Context, spec string, parallelism int, out string, overrides map[string]string) boundedRun {
-	c, err := StartReady(ctx, Options{TaskManagers: 2, Slots: (parallelism + 1) / 2, Stdout: io.Discard})
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: (parallelism + 1) / 2, Stdout: io.Discard})
 	if err != nil {
 		return boundedRun{err: err}
 	}
@@ -178,7 +179,7 @@ func TestFoundingExampleNeverHangsAtTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the founding example many times (about 2 minutes)")
 	}
-	spec, err := os.ReadFile("../../examples/odd-even.yaml")
+	spec, err := os.ReadFile("../examples/odd-even.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

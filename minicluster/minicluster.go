@@ -1,6 +1,7 @@
 // Package minicluster runs a whole goflink cluster in one process — one JobManager (or a Raft
 // group of several) with real Raft and N TaskManagers — over real gRPC on loopback ports.
-// flinkctl run --local and the integration tests use it.
+// flinkctl run --local uses it, and so can a build of goflink with its own operator types
+// (examples/custom-operator); package miniclustertest starts one for a test.
 package minicluster
 
 import (
@@ -13,11 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/worker"
 )
@@ -90,31 +91,37 @@ func Start(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// startJobManagers starts the JobManagers: one with the historical node ID "jm-local", or a
-// Raft group jm-1..jm-N on fixed loopback Raft ports (picked free) and RPC addresses kept
-// across restarts of a member.
+// startJobManagers binds every JobManager's RPC and Raft sockets on loopback, so that the
+// group's addresses are known and taken before any member starts, then starts them: one
+// with the historical node ID "jm-local", or a Raft group jm-1..jm-N. A member restarted
+// after StopJobManager binds the same addresses again.
 func (c *Cluster) startJobManagers() error {
 	n := max(c.opts.JobManagers, 1)
-	if n == 1 {
-		c.jmCfgs = []coordinator.Config{{NodeID: "jm-local", RPCAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(c.dataDir, "jobmanager")}}
-	} else {
-		var peers []coordinator.Peer
-		for i := range n {
-			raftAddr, err := freeAddr()
-			if err != nil {
-				return err
-			}
-			rpcAddr, err := freeAddr()
-			if err != nil {
-				return err
-			}
-			id := fmt.Sprintf("jm-%d", i+1)
-			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: raftAddr})
-			c.jmCfgs = append(c.jmCfgs, coordinator.Config{NodeID: id, RPCAddr: rpcAddr, RaftAddr: raftAddr, DataDir: filepath.Join(c.dataDir, id)})
+	var peers []coordinator.Peer
+	for i := range n {
+		id := "jm-local"
+		if n > 1 {
+			id = fmt.Sprintf("jm-%d", i+1)
 		}
-		for i := range c.jmCfgs {
-			c.jmCfgs[i].Peers = peers
+		cfg := coordinator.Config{NodeID: id, DataDir: filepath.Join(c.dataDir, id)}
+		if n == 1 {
+			cfg.DataDir = filepath.Join(c.dataDir, "jobmanager")
 		}
+		c.jmCfgs = append(c.jmCfgs, cfg) // before binding: Close closes what is bound
+		var err error
+		if c.jmCfgs[i].RPCListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		if c.jmCfgs[i].RaftListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		c.jmCfgs[i].RPCAddr, c.jmCfgs[i].RaftAddr = c.jmCfgs[i].RPCListener.Addr().String(), c.jmCfgs[i].RaftListener.Addr().String()
+		if n > 1 {
+			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: c.jmCfgs[i].RaftAddr})
+		}
+	}
+	for i := range c.jmCfgs {
+		c.jmCfgs[i].Peers = peers
 	}
 	c.JMs = make([]*coordinator.JobManager, n)
 	for i := range n {
@@ -126,22 +133,13 @@ func (c *Cluster) startJobManagers() error {
 	return nil
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // StartJobManager starts JobManager i (again, after StopJobManager) on its data directory.
 func (c *Cluster) StartJobManager(i int) error {
 	if c.JMs[i] != nil {
 		return fmt.Errorf("jobmanager %d is running", i)
 	}
 	cfg := c.jmCfgs[i]
+	c.jmCfgs[i].RPCListener, c.jmCfgs[i].RaftListener = nil, nil // Start owns them; a restart binds the addresses
 	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLogger = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLogger
 	jm, err := coordinator.Start(cfg)
 	if err != nil {
@@ -214,17 +212,11 @@ func (c *Cluster) Client() (*client.Client, error) { return client.New(c.Addr())
 // Addr returns the JobManagers' RPC addresses, comma-separated (one for a single JobManager).
 func (c *Cluster) Addr() string { return strings.Join(c.jmAddrs(), ",") }
 
-// jmAddrs returns the RPC addresses of the running JobManagers, or with a group their fixed
-// addresses whether running or not.
+// jmAddrs returns the JobManagers' RPC addresses, whether they run or not.
 func (c *Cluster) jmAddrs() []string {
 	var out []string
-	for i, jm := range c.JMs {
-		switch {
-		case len(c.JMs) > 1:
-			out = append(out, c.jmCfgs[i].RPCAddr)
-		case jm != nil:
-			out = append(out, jm.Addr())
-		}
+	for _, cfg := range c.jmCfgs {
+		out = append(out, cfg.RPCAddr)
 	}
 	return out
 }
@@ -236,17 +228,20 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	for {
+	err = poll.Wait(ctx, func() error {
 		info, err := cl.Cluster(ctx)
-		if err == nil && len(info.GetTaskmanagers()) == len(c.TMs) {
-			return nil
+		if err != nil {
+			return err
 		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			return fmt.Errorf("mini cluster not ready: %w (last error: %v)", ctx.Err(), err)
+		if n := len(info.GetTaskmanagers()); n != len(c.TMs) {
+			return fmt.Errorf("%d of %d taskmanagers registered", n, len(c.TMs))
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mini cluster not ready: %w", err)
 	}
+	return nil
 }
 
 // Close stops the JobManager, then the TaskManagers, and removes temporary files. Stopping the
@@ -259,6 +254,13 @@ func (c *Cluster) Close() error {
 	}
 	for _, tm := range c.TMs {
 		errs = append(errs, tm.Close())
+	}
+	for _, cfg := range c.jmCfgs { // bound, but a JobManager did not start to take them
+		for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
+			if l != nil {
+				l.Close()
+			}
+		}
 	}
 	c.cleanup()
 	return errors.Join(errs...)

@@ -1,8 +1,7 @@
-package minicluster
+package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/goflink/goflink/connector/kafka/kafkatest"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -29,43 +29,16 @@ func TestKafkaExactlyOnceThroughTaskManagerLoss(t *testing.T) {
 	}
 }
 
-// startKafka starts an in-process Kafka with the topics "in" and "out" of the given number of
-// partitions, closed when the test ends, and returns it with its brokers for a job spec.
-func startKafka(t *testing.T, partitions int32) (*kfake.Cluster, string) {
-	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	return kc, strings.Join(kc.ListenAddrs(), ",")
-}
-
 func kafkaExactlyOnce(t *testing.T, seed uint64) {
 	const keys, perKey = 4, 150
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
-	kc, brokers := startKafka(t, 2)
-
+	kc := kafkatest.Start(t, 2, "in", "out")
+	brokers := strings.Join(kc.ListenAddrs(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	for seq := range perKey {
-		for k := range keys {
-			v, _ := json.Marshal(map[string]int64{"key": int64(k), "seq": int64(seq)})
-			// One key per partition order: the key's records stay in order.
-			rec := &kgo.Record{Key: []byte(fmt.Sprint(k)), Value: v,
-				Headers: []kgo.RecordHeader{{Key: "origin", Value: fmt.Appendf(nil, "%d/%d", k, seq)}}}
-			if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	kafkatest.ProduceKeyedSeqs(t, ctx, kc.ListenAddrs(), "in", keys, perKey)
 
-	c, cl, _ := startCluster(t, ctx, Options{TaskManagers: 3, Slots: 1})
+	c, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 3, Slots: 1})
 	spec := fmt.Sprintf(`name: kafka-eo-%d
 parallelism: 2
 config:
@@ -80,10 +53,7 @@ operators:
   - {name: counts, type: count}
   - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: exactly-once, transaction-timeout: 1 min, key: "string(key)", headers: headers}
 `, seed, filepath.Join(t.TempDir(), "cp"), brokers, brokers)
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	waitRunning(t, ctx, cl, id, 4)
 
 	// Lose TaskManagers running tasks at seeded moments; a new one replaces each.
@@ -111,35 +81,15 @@ operators:
 	}
 
 	// Read the output with read_committed until every (key, seq) arrived.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("out"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	seen := map[[2]int64]int{}
-	rows := 0
-	deadline := time.Now().Add(60 * time.Second)
-	for len(seen) < keys*perKey && time.Now().Before(deadline) {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		fs := cons.PollFetches(pctx)
-		pcancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			var row struct{ Key, Seq, Count int64 }
-			if err := json.Unmarshal(r.Value, &row); err != nil {
-				t.Fatalf("output record %q: %v", r.Value, err)
-			}
-			// The input's headers pass through the job (a map field) to the output record.
-			if want := fmt.Sprintf("%d/%d", row.Key, row.Seq); len(r.Headers) != 1 || r.Headers[0].Key != "origin" || string(r.Headers[0].Value) != want {
-				t.Errorf("output record %s has headers %v, want origin=%s", r.Value, r.Headers, want)
-			}
-			rows++
-			seen[[2]int64{row.Key, row.Seq}]++
-			if row.Count != row.Seq+1 {
-				t.Errorf("key %d seq %d has count %d, want %d", row.Key, row.Seq, row.Count, row.Seq+1)
-			}
-		})
-	}
+	seen, rows := kafkatest.ReadKeyedCounts(t, ctx, kc.ListenAddrs(), "out", keys, perKey, func(r *kgo.Record, row kafkatest.KeyedCount) {
+		// The input's headers pass through the job (a map field) to the output record.
+		if want := fmt.Sprintf("%d/%d", row.Key, row.Seq); len(r.Headers) != 1 || r.Headers[0].Key != "origin" || string(r.Headers[0].Value) != want {
+			t.Errorf("output record %s has headers %v, want origin=%s", r.Value, r.Headers, want)
+		}
+		if row.Count != row.Seq+1 {
+			t.Errorf("key %d seq %d has count %d, want %d", row.Key, row.Seq, row.Count, row.Seq+1)
+		}
+	})
 	d, _ := cl.Job(ctx, id)
 	if err := cl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
@@ -147,17 +97,7 @@ operators:
 	watchEnd(t, ctx, cl, id)
 	// No transaction lingers: the cancelled sinks aborted their open ones, so read_committed
 	// consumers are not held back.
-	adm := kadm.NewClient(cons)
-	waitFor(t, ctx, 20*time.Second, "no ongoing transaction", func() error {
-		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
-		if err != nil {
-			return err
-		}
-		if len(txns) > 0 {
-			return fmt.Errorf("%d ongoing transactions: %v", len(txns), txns.TransactionalIDs())
-		}
-		return nil
-	})
+	kafkatest.WaitNoOngoingTransactions(t, ctx, kc.ListenAddrs())
 	for k := range int64(keys) {
 		for s := range int64(perKey) {
 			if n := seen[[2]int64{k, s}]; n != 1 {
@@ -178,7 +118,8 @@ operators:
 // the job fails without restarts, with an unrecoverable data-loss error naming the checkpoint.
 func TestKafkaTimedOutTransactionFailsJob(t *testing.T) {
 	const txnTimeout = 500 * time.Millisecond
-	kc, brokers := startKafka(t, 1)
+	kc := kafkatest.Start(t, 1, "in", "out")
+	brokers := strings.Join(kc.ListenAddrs(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -208,7 +149,7 @@ func TestKafkaTimedOutTransactionFailsJob(t *testing.T) {
 		}
 	}
 
-	_, cl, _ := startCluster(t, ctx, Options{TaskManagers: 1, Slots: 2})
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
 	spec := fmt.Sprintf(`name: kafka-timeout
 config:
   execution.checkpointing.interval: 100ms
@@ -220,10 +161,7 @@ operators:
   - {name: in, type: kafka, brokers: %q, topic: in, rate: 200}
   - {name: out, type: kafka, brokers: %q, topic: out, format: raw, value: value, delivery-guarantee: exactly-once, transaction-timeout: %dms}
 `, filepath.Join(t.TempDir(), "cp"), brokers, brokers, txnTimeout.Milliseconds())
-	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
-	if err != nil {
-		t.Fatalf("Submit() = %v", err)
-	}
+	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
 		t.Fatalf("job ended %v after %d restarts (cause %q), want FAILED without restarts",

@@ -1,0 +1,72 @@
+// Package miniclustertest starts embedded clusters for tests: StartT starts one, waits until
+// it is ready and closes it when the test ends, failing the test on error (as
+// net/http/httptest does for servers).
+package miniclustertest
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/minicluster"
+)
+
+// readyTimeout bounds the wait until a started cluster is ready.
+const readyTimeout = 30 * time.Second
+
+// StartT starts a mini cluster, waits until its JobManager leads and every TaskManager
+// registered, and returns it with a client of it. Both are closed when the test ends; the
+// test may close the cluster earlier (Close is idempotent), for instance to start another on
+// the same DataDir.
+func StartT(t testing.TB, opts minicluster.Options) (*minicluster.Cluster, *client.Client) {
+	t.Helper()
+	c, err := minicluster.Start(opts)
+	if err != nil {
+		t.Fatalf("start mini cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close mini cluster: %v", err)
+		}
+	})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatalf("client of the mini cluster at %s: %v", c.Addr(), err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
+}
+
+// Buffer is a bytes.Buffer safe for concurrent use: a cluster's print sinks (Options.Stdout)
+// or a command write it while the test reads it.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Reset empties the buffer.
+func (b *Buffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}

@@ -2,6 +2,7 @@
 GO      ?= go
 BIN     ?= bin
 BUF     := $(GO) tool -modfile=tools/go.mod buf
+LINTER  := $(GO) tool -modfile=tools/go.mod golangci-lint
 IMAGE   ?= goflink:latest
 # docker compose (v2 plugin) or docker-compose (v1), whichever the machine has.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
@@ -36,15 +37,20 @@ proto: ## regenerate Go code from proto/ (offline, pinned plugins)
 	$(BUF) lint
 	$(BUF) generate
 
-proto-check: proto ## fail if the generated code is stale
+proto-check: proto ## fail if the generated code is stale, or the protos break wire compatibility with branch main
 	git diff --exit-code -- proto/
+	@if git rev-parse --verify -q main >/dev/null; then $(BUF) breaking --against '.git#branch=main'; \
+	else echo "proto-check: no branch main to compare with; breaking check skipped"; fi
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet (also of the e2e tests) and golangci-lint with the layering rules of .golangci.yml
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
+	$(LINTER) run ./...
 
-tidy-check: ## fail if go.mod/go.sum are untidy
+tidy-check: ## fail if go.mod/go.sum (of the project and of tools/) are untidy
 	$(GO) mod tidy -diff
+	cd tools && $(GO) mod tidy -diff
 
 ci: lint tidy-check test ## what .ci/run runs
 

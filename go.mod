@@ -1,6 +1,6 @@
 module github.com/goflink/goflink
 
-go 1.26.0
+go 1.26.7
 
 require (
 	github.com/expr-lang/expr v1.17.8

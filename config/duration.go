@@ -38,7 +38,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	n, err := strconv.ParseInt(t[:i], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: %v", s, err)
+		return 0, fmt.Errorf("invalid duration %q: %w", s, err)
 	}
 	unit := strings.ToLower(strings.TrimSpace(t[i:]))
 	if unit == "" {

@@ -164,10 +164,10 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 	cfg := config.New()
 	if err := cfg.SetAll(g.GetConfig()); err != nil {
-		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
+		return fmt.Errorf("%w: %w", job.ErrInvalidSpec, err)
 	}
 	if _, err := restartStrategy(g, cluster, checkpointSettingsFrom(cfg).enabled()); err != nil {
-		return fmt.Errorf("%w: %v", job.ErrInvalidSpec, err)
+		return fmt.Errorf("%w: %w", job.ErrInvalidSpec, err)
 	}
 	jobLayer := config.New()
 	_ = jobLayer.SetAll(g.GetJobConfig()) // checked by restartStrategy

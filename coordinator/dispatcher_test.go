@@ -60,8 +60,7 @@ func TestLaunchPublishesWithoutTheDispatcherLock(t *testing.T) {
 	waitForStack(t, "coordinator.(*dispatcher).notify(")
 	if !d.mu.TryLock() {
 		d.notifyMu.Unlock()
-		<-launched
-		t.Fatal("launch holds dispatcher.mu while publishing (which takes notifyMu)")
+		t.Fatalf("launch holds dispatcher.mu while publishing (which takes notifyMu); launch = %v", <-launched)
 	}
 	d.mu.Unlock()
 	d.notifyMu.Unlock()

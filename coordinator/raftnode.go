@@ -189,7 +189,7 @@ func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any,
 	f := n.r.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+			return nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
 		}
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return nil, ErrShuttingDown

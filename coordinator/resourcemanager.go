@@ -100,7 +100,7 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 		return nil, fmt.Errorf("register %s: slots must be at least 1, got %d", req.GetTaskmanagerId(), req.GetSlots())
 	}
 	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
-		return nil, fmt.Errorf("register %s: address %q: %v", req.GetTaskmanagerId(), req.GetAddress(), err)
+		return nil, fmt.Errorf("register %s: address %q: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
 	}
 	conn, err := grpc.NewClient(req.GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -265,11 +265,11 @@ operators:
 name: x
 operators:
   - {name: in, type: kafka, brokers: "k:9092", topic: t, format: json, schema: {id: int64, name: strin}}
-  - {name: f, type: filter, condition: "name != '' && nmae != ''"}
+  - {name: f, type: filter, condition: "name != '' && nmea != ''"}
   - {name: o, type: print}
 `, Env{}, []string{
 			`line 4: operators[0] "in".schema.name: unknown type "strin" (want one of int64, float64, string, bool, bytes, timestamp, map)`,
-			`line 5: operators[1] "f".condition: expression "name != '' && nmae != ''": unknown name nmae (fields: id, name, topic, partition, offset, timestamp, headers); did you mean "name"? (column 15)`,
+			`line 5: operators[1] "f".condition: expression "name != '' && nmea != ''": unknown name nmea (fields: id, name, topic, partition, offset, timestamp, headers); did you mean "name"? (column 15)`,
 		}},
 		{"custom operator behind a broken map", `
 name: x

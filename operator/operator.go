@@ -33,9 +33,9 @@ type Operator interface {
 // Source produces records.
 type Source interface {
 	Open(ctx *Context, out Output) error
-	// Emit emits at most max records. It returns wait > 0 when it may not emit yet (rate
+	// Emit emits at most limit records. It returns wait > 0 when it may not emit yet (rate
 	// limit), and done once it is exhausted.
-	Emit(max int) (n int, wait time.Duration, done bool, err error)
+	Emit(limit int) (n int, wait time.Duration, done bool, err error)
 	Close() error
 }
 
@@ -106,10 +106,17 @@ type Base struct {
 	out Output
 }
 
+// Open keeps the context and the output.
 func (b *Base) Open(ctx *Context, out Output) error { b.ctx, b.out = ctx, out; return nil }
-func (b *Base) Flush() error                        { return nil }
-func (b *Base) EndInput() error                     { return nil }
-func (b *Base) Close() error                        { return nil }
+
+// Flush does nothing.
+func (b *Base) Flush() error { return nil }
+
+// EndInput does nothing.
+func (b *Base) EndInput() error { return nil }
+
+// Close does nothing.
+func (b *Base) Close() error { return nil }
 
 // UserError is a recoverable UserError of this operator.
 func (b *Base) UserError(err error) error { return &UserError{Operator: b.ctx.OperatorName, Err: err} }

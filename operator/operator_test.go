@@ -64,22 +64,22 @@ func openSeq(t *testing.T, s sequenceConfig, ctx *Context) (*sequence, *capture)
 }
 
 // drain emits from src in batches of max until it reports done, checking each call's contract.
-func drain(t *testing.T, src *sequence, out *capture, max int) {
+func drain(t *testing.T, src *sequence, out *capture, limit int) {
 	t.Helper()
 	for calls := 0; ; calls++ {
 		if calls > 1000 {
 			t.Fatalf("source not done after %d Emit calls", calls)
 		}
 		before := len(out.rows)
-		n, wait, done, err := src.Emit(max)
+		n, wait, done, err := src.Emit(limit)
 		if err != nil {
-			t.Fatalf("Emit(%d): %v", max, err)
+			t.Fatalf("Emit(%d): %v", limit, err)
 		}
-		if got := len(out.rows) - before; n != got || n > max {
-			t.Fatalf("Emit(%d) = n %d, emitted %d rows", max, n, got)
+		if got := len(out.rows) - before; n != got || n > limit {
+			t.Fatalf("Emit(%d) = n %d, emitted %d rows", limit, n, got)
 		}
 		if wait != 0 {
-			t.Fatalf("Emit(%d) of an unlimited source = wait %v, want 0", max, wait)
+			t.Fatalf("Emit(%d) of an unlimited source = wait %v, want 0", limit, wait)
 		}
 		if done {
 			return

@@ -367,7 +367,6 @@ var (
 	_ CheckpointListener          = (*fileSink)(nil)
 )
 
-// discardSink drops every record.
 // Discard drops every record (for benchmarks).
 var Discard = Define(Type{Name: "discard", Role: RoleSink},
 	func(*Planner) (struct{}, *Shape) { return struct{}{}, nil },

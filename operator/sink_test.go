@@ -248,14 +248,14 @@ func TestFileSinkExactlyOnce(t *testing.T) {
 			}
 
 			// Crash (no Close, no complete(2)); attempt 1 restores checkpoint 1.
-			b := mustOpenFileRun(t, dir, 0, 1, 1, 1, chk1)
+			mustOpenFileRun(t, dir, 0, 1, 1, 1, chk1)
 			wantCommitted(t, "after restoring checkpoint 1", dir, kv("a", 1), kv("a", 2))
 			if _, hidden := dirNames(t, dir); len(hidden) != 0 {
 				t.Errorf("hidden files after the restore: %v, want the newer transactions removed", hidden)
 			}
 
 			// A second crash before any checkpoint: the restore re-commits idempotently.
-			b = mustOpenFileRun(t, dir, 0, 1, 2, 1, chk1)
+			b := mustOpenFileRun(t, dir, 0, 1, 2, 1, chk1)
 			wantCommitted(t, "after restoring checkpoint 1 again", dir, kv("a", 1), kv("a", 2))
 
 			// The source replays everything after barrier 1.

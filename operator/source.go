@@ -65,7 +65,7 @@ type sequence struct {
 	step  int64
 	row   record.Row
 	done  bool
-	limit RateLimiter
+	pace  RateLimiter
 	count int64 // records emitted by this subtask in total, across restores
 
 	list       ListState
@@ -98,7 +98,7 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 	s.step = int64(ctx.Parallelism)
 	s.next = s.from + int64(ctx.Subtask)
 	s.row = make(record.Row, 1)
-	s.limit = RateLimiter{Rate: s.rate / float64(ctx.Parallelism), Now: ctx.Now}
+	s.pace = RateLimiter{Rate: s.rate / float64(ctx.Parallelism), Now: ctx.Now}
 	s.done = s.bounded && s.next > s.to
 	if s.restoredID > 0 {
 		return s.restore()
@@ -176,19 +176,19 @@ func (s *sequence) SnapshotState(id int64) error {
 // Position returns the next value this subtask will emit.
 func (s *sequence) Position() int64 { return s.next }
 
-func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
+func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 	if s.done {
 		return 0, 0, true, nil
 	}
-	max, wait := s.limit.Allowance(max)
-	if max == 0 {
+	limit, wait := s.pace.Allowance(limit)
+	if limit == 0 {
 		return 0, wait, false, nil
 	}
 	n := 0
-	for n < max {
+	for n < limit {
 		s.row[0] = record.IntValue(s.next)
 		if err := s.out.Emit(s.row); err != nil {
-			s.limit.Emitted(n)
+			s.pace.Emitted(n)
 			s.count += int64(n)
 			return n, 0, false, err
 		}
@@ -199,7 +199,7 @@ func (s *sequence) Emit(max int) (int, time.Duration, bool, error) {
 		}
 		s.next += s.step
 	}
-	s.limit.Emitted(n)
+	s.pace.Emitted(n)
 	s.count += int64(n)
 	return n, 0, s.done, nil
 }

@@ -42,11 +42,11 @@ func mustOpenSeqRun(t *testing.T, spec sequenceConfig, ctx *Context, restoredID 
 	return r
 }
 
-func (r *seqRun) emit(t *testing.T, max int) (n int, done bool) {
+func (r *seqRun) emit(t *testing.T, limit int) (n int, done bool) {
 	t.Helper()
-	n, _, done, err := r.Emit(max)
+	n, _, done, err := r.Emit(limit)
 	if err != nil {
-		t.Fatalf("Emit(%d): %v", max, err)
+		t.Fatalf("Emit(%d): %v", limit, err)
 	}
 	return n, done
 }

@@ -242,6 +242,7 @@ func (s *TwoPhaseSink[Txn]) recover() error {
 	return nil
 }
 
+// Process writes a record into the open transaction.
 func (s *TwoPhaseSink[Txn]) Process(row record.Row) error {
 	if !s.hasCur {
 		return s.errorf("record after end of input")

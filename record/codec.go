@@ -88,7 +88,7 @@ func DecodeRow(buf []byte, s *Schema, dst Row) (int, error) {
 			}
 			if f.Type == Map {
 				if err := checkMap(dst[i].s); err != nil {
-					return 0, fmt.Errorf("%w: field %q: %v", ErrCorrupt, f.Name, err)
+					return 0, fmt.Errorf("%w: field %q: %w", ErrCorrupt, f.Name, err)
 				}
 			}
 			off += int(l)

@@ -352,7 +352,7 @@ func (b *boltBackend) reader() (*bbolt.Tx, error) {
 
 func (b *boltBackend) closeReader() {
 	if b.rtx != nil {
-		b.rtx.Rollback() // a read transaction's rollback cannot fail
+		_ = b.rtx.Rollback() // a read transaction's rollback cannot fail
 		b.rtx = nil
 	}
 }
@@ -480,7 +480,7 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.File
 		if err == nil {
 			err = tx.Commit()
 		} else {
-			tx.Rollback()
+			err = errors.Join(err, tx.Rollback())
 		}
 	}
 	if err != nil {
@@ -555,7 +555,7 @@ func (s *boltSnapshot) WriteSnapshot(w io.Writer) ([]int64, error) {
 
 // Release ends the read transaction and drops the layers. Safe on any goroutine, once.
 func (s *boltSnapshot) Release() {
-	s.tx.Rollback() // a read transaction's rollback cannot fail
+	_ = s.tx.Rollback() // a read transaction's rollback cannot fail
 	s.pending = nil
 }
 

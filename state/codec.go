@@ -135,7 +135,7 @@ func (c valueCodec) Decode(b []byte) (record.Value, error) {
 	case record.Map:
 		v, err := record.DecodeMap(b)
 		if err != nil {
-			return record.Value{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+			return record.Value{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return v, nil
 	}

@@ -77,7 +77,7 @@ func TestCreateFileRejects(t *testing.T) {
 	jobDir := t.TempDir()
 	for _, name := range []string{"", "a/b", "../x", "..", ".hidden", "_metadata", `a\b`} {
 		if w, err := CreateFile(jobDir, 1, name); err == nil {
-			w.Abort()
+			_ = w.Abort()
 			t.Errorf("CreateFile(%q) = nil error, want one", name)
 		}
 	}
@@ -93,7 +93,9 @@ func TestFileWriterAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Write([]byte("partial"))
+	if _, err := w.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Abort(); err != nil {
 		t.Fatalf("Abort: %v", err)
 	}

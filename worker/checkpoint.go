@@ -282,8 +282,7 @@ func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, 
 	}
 	offsets, err := snap.WriteSnapshot(f)
 	if err != nil {
-		f.Abort()
-		return nil, fmt.Errorf("write keyed state: %w", err)
+		return nil, errors.Join(fmt.Errorf("write keyed state: %w", err), f.Abort())
 	}
 	h, err := f.Commit()
 	if err != nil {

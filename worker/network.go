@@ -396,7 +396,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 		m, err := stream.Recv()
 		if err != nil {
 			if ctx.Err() == nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					err = errors.New("stream ended before end-of-partition")
 				}
 				fail(err)

@@ -540,7 +540,8 @@ func (tm *TaskManager) heartbeat(reg *jmRegistration) error {
 			_ = stream.Send(&pb.HeartbeatRequest{RegistrationId: reg.resp.GetRegistrationId(), Closing: true})
 			_ = stream.CloseSend()
 			select { // wait briefly for the JobManager to end the stream
-			case <-broken:
+			case err := <-broken:
+				tm.log.Debug("heartbeat stream ended after goodbye", "err", err)
 			case <-time.After(time.Second):
 			}
 			return tm.ctx.Err()

@@ -44,7 +44,7 @@ type testWriter struct {
 	out *int64
 }
 
-func newTestWriter(t *testing.T, ctx context.Context, s writerSetup) *testWriter {
+func newTestWriter(ctx context.Context, t *testing.T, s writerSetup) *testWriter {
 	t.Helper()
 	if s.maxPar == 0 {
 		s.maxPar = 128
@@ -149,7 +149,7 @@ func TestRecordWriterHash(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{
+			w := newTestWriter(t.Context(), t, writerSetup{
 				schema: tc.schema, part: pb.Partitioner_PARTITIONER_HASH, key: "key", n: tc.n, maxPar: tc.maxPar,
 			})
 			const total = 2000
@@ -186,7 +186,7 @@ func TestRecordWriterHash(t *testing.T) {
 
 func TestRecordWriterHashKeyExpression(t *testing.T) {
 	// The key is an expression over the record, not necessarily a field.
-	w := newTestWriter(t, t.Context(), writerSetup{
+	w := newTestWriter(t.Context(), t, writerSetup{
 		schema: intIntSchema, part: pb.Partitioner_PARTITIONER_HASH, key: "key % 10", n: 3,
 	})
 	want := make([][]record.Row, 3)
@@ -218,7 +218,7 @@ func TestRecordWriterForward(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{
+			w := newTestWriter(t.Context(), t, writerSetup{
 				schema: intSchema, part: pb.Partitioner_PARTITIONER_FORWARD, subtask: tc.subtask, n: tc.n,
 			})
 			var want []record.Row
@@ -280,7 +280,7 @@ func TestRecordWriterRebalance(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{
+			w := newTestWriter(t.Context(), t, writerSetup{
 				schema: intSchema, part: pb.Partitioner_PARTITIONER_REBALANCE, subtask: tc.subtask, n: tc.n,
 			})
 			const total = 101
@@ -326,7 +326,7 @@ func TestRecordWriterPacksBuffers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{
+			w := newTestWriter(t.Context(), t, writerSetup{
 				schema: tc.schema, part: pb.Partitioner_PARTITIONER_REBALANCE, n: tc.n, capacity: 4096,
 			})
 			want := make([][]record.Row, tc.n)
@@ -385,7 +385,7 @@ func TestRecordWriterPacksBuffers(t *testing.T) {
 }
 
 func TestRecordWriterBuffersUntilFull(t *testing.T) {
-	w := newTestWriter(t, t.Context(), writerSetup{schema: intSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
+	w := newTestWriter(t.Context(), t, writerSetup{schema: intSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
 	perBuffer := maxBufferBytes / 8 // int64 rows take 8 bytes
 	for i := range perBuffer - 1 {
 		w.emit(t, record.Row{record.IntValue(int64(i))})
@@ -426,7 +426,7 @@ func TestRecordWriterOversizedRecord(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
+			w := newTestWriter(t.Context(), t, writerSetup{schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
 			w.emit(t, tc.rows...)
 			if err := w.Flush(); err != nil {
 				t.Fatal(err)
@@ -467,7 +467,7 @@ func TestRecordWriterRecordLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
+			w := newTestWriter(t.Context(), t, writerSetup{schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
 			w.emit(t, tc.before...)
 			r := atLimit
 			if tc.wantErr {
@@ -509,7 +509,7 @@ func TestRecordWriterEndOfPartition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTestWriter(t, t.Context(), writerSetup{schema: intSchema, part: pb.Partitioner_PARTITIONER_REBALANCE, n: tc.n})
+			w := newTestWriter(t.Context(), t, writerSetup{schema: intSchema, part: pb.Partitioner_PARTITIONER_REBALANCE, n: tc.n})
 			want := make([][]record.Row, tc.n)
 			for i := range tc.total {
 				r := record.Row{record.IntValue(int64(i))}
@@ -573,7 +573,7 @@ func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				w := newTestWriter(t, ctx, writerSetup{
+				w := newTestWriter(ctx, t, writerSetup{
 					schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1, capacity: 1,
 				})
 				w.emit(t, fill) // fills the queue

@@ -442,12 +442,12 @@ func (k *kafkaSource) startOffsets(ctx context.Context) error {
 	return nil
 }
 
-func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
+func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 	if k.discovered != nil {
 		k.adoptDiscovered()
 	}
-	max, wait := k.rate.Allowance(max)
-	if max == 0 {
+	limit, wait := k.rate.Allowance(limit)
+	if limit == 0 {
 		return 0, wait, false, nil
 	}
 	if len(k.pending) == 0 {
@@ -455,7 +455,7 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 			return 0, 100 * time.Millisecond, false, nil
 		}
 		// A nil context drains what is buffered without waiting.
-		fetches := k.cl.PollRecords(nil, max) //nolint:staticcheck // nil: do not block
+		fetches := k.cl.PollRecords(nil, limit) //nolint:staticcheck // nil: do not block
 		var ferr error
 		fetches.EachError(func(topic string, p int32, err error) {
 			var loss *kgo.ErrDataLoss
@@ -477,7 +477,7 @@ func (k *kafkaSource) Emit(max int) (int, time.Duration, bool, error) {
 		}
 	}
 	n := 0
-	for n < max && len(k.pending) > 0 {
+	for n < limit && len(k.pending) > 0 {
 		r := k.pending[0]
 		if err := k.fill(r); err != nil {
 			k.rate.Emitted(n)
@@ -586,7 +586,7 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
-			return record.Value{}, fmt.Errorf("want a base64 string: %v", err)
+			return record.Value{}, fmt.Errorf("want a base64 string: %w", err)
 		}
 		return record.BytesValue(b), nil
 	case record.Timestamp:

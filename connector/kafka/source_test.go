@@ -308,7 +308,9 @@ func TestKafkaSourceRestoreRescaledWithoutDuplicatesOrGaps(t *testing.T) {
 			mine += n + 2
 			for v := range seen {
 				var p, i int
-				fmt.Sscanf(v, "p%d-%d", &p, &i)
+				if _, err := fmt.Sscanf(v, "p%d-%d", &p, &i); err != nil {
+					t.Fatalf("record %q: %v", v, err)
+				}
 				if int32(p) == tp.partition {
 					mine--
 				}

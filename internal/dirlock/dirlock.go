@@ -45,7 +45,8 @@ func Acquire(dir, who string) (*Lock, error) {
 		return nil, fmt.Errorf("lock data dir %s: %w", dir, err)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {

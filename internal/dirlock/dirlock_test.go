@@ -69,11 +69,15 @@ func TestLockOfDeadProcessIsFree(t *testing.T) {
 	if _, err := Acquire(dir, "jobmanager"); !strings.Contains(fmt.Sprint(err), fmt.Sprintf("pid %d", cmd.Process.Pid)) {
 		t.Fatalf("Acquire while the child holds it = %v, want the child's pid %d", err, cmd.Process.Pid)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait() // killed: it exits with the signal
 	l, err := Acquire(dir, "jobmanager")
 	if err != nil {
 		t.Fatalf("Acquire after the holder was killed = %v", err)
 	}
-	l.Release()
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
 }

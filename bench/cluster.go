@@ -140,7 +140,7 @@ func (c *cluster) waitTaskManagers(ids []string, timeout time.Duration) error {
 func (c *cluster) flinkctl(args ...string) ([]byte, error) {
 	out, errOut, err := c.Flinkctl(context.Background(), args...)
 	if err != nil {
-		return []byte(out), fmt.Errorf("flinkctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut))
+		return []byte(out), fmt.Errorf("flinkctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut))
 	}
 	return []byte(out), nil
 }

@@ -76,7 +76,7 @@ func (c *cluster) waitStatus(id string, timeout, every time.Duration, what strin
 			return st, fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
 		}
 		if time.Now().After(deadline) {
-			return st, fmt.Errorf("job %s: not %s after %v (status %s, err %v)", id, what, timeout, st.Status, err)
+			return st, fmt.Errorf("job %s: not %s after %v (status %s): %w", id, what, timeout, st.Status, err)
 		}
 		time.Sleep(every)
 	}

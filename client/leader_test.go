@@ -662,7 +662,7 @@ func TestWatchStoppedByCallback(t *testing.T) {
 	cl := newClient(t, c.jms[0].addr)
 	stop := errors.New("enough")
 	last, err := cl.Watch(testContext(t), "j1", func(*pb.JobDetails) error { return stop })
-	if err != stop || last.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+	if !errors.Is(err, stop) || last.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
 		t.Errorf("Watch = %v, %v; want RUNNING and fn's error", last.GetStatus(), err)
 	}
 

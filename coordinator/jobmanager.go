@@ -170,8 +170,12 @@ type JobManager struct {
 
 // Start opens the Raft store, serves gRPC and starts following leadership.
 func Start(cfg Config) (_ *JobManager, err error) {
+	var undo []func() error // what a failed start releases, in reverse
 	defer func() {
 		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				_ = undo[i]() // best effort: the start failed already
+			}
 			closeListeners(cfg.RPCListener, cfg.RaftListener)
 		}
 	}()
@@ -190,43 +194,38 @@ func Start(cfg Config) (_ *JobManager, err error) {
 		raftLog = log
 	}
 	log, raftLog = log.With("jm_id", cfg.NodeID), raftLog.With("jm_id", cfg.NodeID)
+	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	// The data dir first: a second JobManager on it fails at once, naming the first.
 	lock, err := dirlock.Acquire(cfg.DataDir, "jobmanager")
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, lock.Release)
 	lis := cfg.RPCListener
 	if lis == nil {
 		if lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
-			lock.Release()
 			return nil, fmt.Errorf("jobmanager listen: %w", err)
 		}
 	}
+	undo = append(undo, lis.Close)
 	rpcAddr, err := netaddr.Advertised(cfg.RPCAddr, lis.Addr())
 	if err != nil {
-		lis.Close()
-		lock.Release()
 		return nil, err
 	}
 	f := newFSM()
 	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
 	if err != nil {
-		lis.Close()
-		lock.Release()
 		return nil, err
 	}
+	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
 	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, lock: lock, ctx: ctx, cancel: cancel,
 		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
-	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
-	if err != nil {
-		node.close()
-		lis.Close()
-		lock.Release()
-		return nil, fmt.Errorf("jobmanager: %w", err)
-	}
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
 
 	jm.srv = grpc.NewServer(

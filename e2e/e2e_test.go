@@ -358,7 +358,9 @@ func (e *e2e) down() {
 		paused := slices.Collect(maps.Keys(e.paused))
 		e.mu.Unlock()
 		for _, c := range paused {
-			e.run(time.Minute, "docker", "unpause", c) // a paused container would not stop
+			if out, err := e.run(time.Minute, "docker", "unpause", c); err != nil { // a paused container would not stop
+				e.logf("unpause %s: %v: %s", c, err, out)
+			}
 		}
 		at := time.Now()
 		if out, err := e.composeRun(3*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
@@ -653,12 +655,12 @@ func (e *e2e) waitCluster(what string, since map[string]time.Time, check func(cl
 func (e *e2e) output() string {
 	mount := e.docker("volume", "inspect", volume, "-f", "{{.Mountpoint}}")
 	dir := filepath.Join(mount, e2eOut)
-	if _, err := os.ReadDir(dir); err == nil {
+	_, err := os.ReadDir(dir)
+	if err == nil {
 		e.logf("reading the committed output from the volume at %s", dir)
 		return dir
-	} else {
-		e.logf("volume directory %s: %v; copying /data/%s out of tm1 with docker cp", dir, err, e2eOut)
 	}
+	e.logf("volume directory %s: %v; copying /data/%s out of tm1 with docker cp", dir, err, e2eOut)
 	tmp := e.t.TempDir()
 	e.docker("cp", e.container("tm1")+":/data/"+e2eOut, tmp)
 	return filepath.Join(tmp, filepath.Base(e2eOut))

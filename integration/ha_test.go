@@ -66,7 +66,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 		_, err := pb.NewJobServiceClient(conn).ListJobs(forwarded, &pb.ListJobsRequest{})
 		st := status.Convert(err)
 		if st.Code() != codes.FailedPrecondition {
-			return fmt.Errorf("ListJobs at a follower = %v, want FAILED_PRECONDITION", err)
+			return fmt.Errorf("ListJobs at a follower = %w, want FAILED_PRECONDITION", err)
 		}
 		for _, d := range st.Details() {
 			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "NOT_LEADER" {
@@ -76,7 +76,7 @@ func TestFollowerHintsTheLeader(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no NOT_LEADER detail in %v", err)
+		return fmt.Errorf("no NOT_LEADER detail in %w", err)
 	})
 	poll.Until(t, 10*time.Second, "the whole group in GetCluster", func() error {
 		resp, err := pb.NewClusterServiceClient(conn).GetCluster(ctx, &pb.GetClusterRequest{})

@@ -307,7 +307,7 @@ func TestFailoverExponentialDelayGrows(t *testing.T) {
 	if _, stderr, code := c.flinkctl("cancel", id); code != 0 {
 		t.Fatalf("flinkctl cancel: exit %d: %s", code, stderr)
 	}
-	st = c.waitStatus(id, 30*time.Second, "the job to be canceled", func(st *proccluster.JobStatus) error {
+	c.waitStatus(id, 30*time.Second, "the job to be canceled", func(st *proccluster.JobStatus) error {
 		if st.Status != "CANCELED" {
 			return fmt.Errorf("job is %s", st.Status)
 		}

@@ -106,7 +106,7 @@ operators:
   - {name: sink, type: discard}
 `)
 	id := c.submit(spec)
-	st := c.waitStatus(id, 30*time.Second, "all 8 tasks to run", func(st *proccluster.JobStatus) error {
+	c.waitStatus(id, 30*time.Second, "all 8 tasks to run", func(st *proccluster.JobStatus) error {
 		if len(st.Tasks) != 8 {
 			return fmt.Errorf("%d tasks", len(st.Tasks))
 		}
@@ -119,7 +119,7 @@ operators:
 	})
 	killed := time.Now()
 	c.TMs[1].Kill()
-	st = c.waitStatus(id, 30*time.Second, "the job to fail", func(st *proccluster.JobStatus) error {
+	st := c.waitStatus(id, 30*time.Second, "the job to fail", func(st *proccluster.JobStatus) error {
 		if st.Status != "FAILED" {
 			return fmt.Errorf("job is %s", st.Status)
 		}

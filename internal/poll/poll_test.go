@@ -72,7 +72,7 @@ func TestWaitStopsAtStopAndAtContext(t *testing.T) {
 		ended := errors.New("job ended")
 		calls := 0
 		err := Wait(context.Background(), func() error { calls++; return Stop(ended) })
-		if err != ended || calls != 1 {
+		if !errors.Is(err, ended) || calls != 1 {
 			t.Errorf("Wait = %v after %d calls, want %v after 1", err, calls, ended)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		for name, l := range ls {
 			c, err := l.Accept()
 			if err == nil {
-				c.Write([]byte(name))
+				_, _ = c.Write([]byte(name)) // the parent reads it, or the test fails there
 				c.Close()
 			}
 			l.Close()
@@ -62,7 +62,10 @@ func child(t *testing.T, known string, ls map[string]net.Listener, env ...string
 	for _, l := range ls {
 		l.Close() // the child's copy stays open
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // it may have ended already
+		_ = cmd.Wait()
+	})
 	var line []byte
 	b := make([]byte, 1)
 	for {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -56,21 +57,13 @@ func listen(t *testing.T) net.Listener {
 // serveOn serves the services on lis for the test.
 func serveOn(t *testing.T, lis net.Listener, jobs pb.JobServiceServer, cluster pb.ClusterServiceServer) {
 	t.Helper()
-	srv := grpc.NewServer()
-	if jobs != nil {
-		pb.RegisterJobServiceServer(srv, jobs)
-	}
-	if cluster != nil {
-		pb.RegisterClusterServiceServer(srv, cluster)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
+	grpctest.ServeOn(t, lis, func(srv *grpc.Server) {
+		if jobs != nil {
+			pb.RegisterJobServiceServer(srv, jobs)
+		}
+		if cluster != nil {
+			pb.RegisterClusterServiceServer(srv, cluster)
+		}
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
@@ -142,23 +143,7 @@ func (endlessJM) WatchJob(_ *pb.WatchJobRequest, stream pb.JobService_WatchJobSe
 // serveStoppable serves jobs on a loopback port and returns its address and a func that stops it.
 func serveStoppable(t *testing.T, jobs pb.JobServiceServer) (string, func()) {
 	t.Helper()
-	lis := listen(t)
-	srv := grpc.NewServer()
-	pb.RegisterJobServiceServer(srv, jobs)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Stop()
-			<-done
-		})
-	}
-	t.Cleanup(stop)
-	return lis.Addr().String(), stop
+	return grpctest.Serve(t, func(srv *grpc.Server) { pb.RegisterJobServiceServer(srv, jobs) })
 }
 
 // When every JobManager is gone, flinkctl run says the job may still be running, how to check,

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -89,21 +90,8 @@ func rawTCP(t *testing.T) string {
 // grpcWithoutJobs is a gRPC server without the JobManager's services, like a TaskManager.
 func grpcWithoutJobs(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	addr, _ := grpctest.Serve(t, func(*grpc.Server) {})
+	return addr
 }
 
 // An address that answers, but not as a goflink JobManager, fails a call at once when it is the

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -60,22 +60,8 @@ func (f *fakeJobs) TriggerCheckpoint(_ context.Context, req *pb.TriggerCheckpoin
 
 func serveFake(t *testing.T, f *fakeJobs) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterJobServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	addr, _ := grpctest.Serve(t, func(srv *grpc.Server) { pb.RegisterJobServiceServer(srv, f) })
+	return addr
 }
 
 func TestCheckpointCalls(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -63,22 +64,8 @@ func (s *servingJM) WatchJob(req *pb.WatchJobRequest, stream pb.JobService_Watch
 func startServing(t *testing.T, names string) (*servingJM, string) {
 	t.Helper()
 	s := &servingJM{names: names, calls: map[string]int{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterJobServiceServer(srv, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return s, lis.Addr().String()
+	addr, _ := grpctest.Serve(t, func(srv *grpc.Server) { pb.RegisterJobServiceServer(srv, s) })
+	return s, addr
 }
 
 // After a follower forwarded a call and named the leader, the next calls (a watch too) go to

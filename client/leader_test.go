@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/internal/grpctest"
 	"github.com/goflink/goflink/internal/leaderrpc"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -69,27 +69,10 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 
 func serveJM(t *testing.T, jm *fakeJM) (string, func()) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterJobServiceServer(srv, jm)
-	pb.RegisterClusterServiceServer(srv, jm)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Stop()
-			<-done
-		})
-	}
-	t.Cleanup(stop)
-	return lis.Addr().String(), stop
+	return grpctest.Serve(t, func(srv *grpc.Server) {
+		pb.RegisterJobServiceServer(srv, jm)
+		pb.RegisterClusterServiceServer(srv, jm)
+	})
 }
 
 // update changes the cluster under its lock and broadcasts the change.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/execid"
+	"github.com/goflink/goflink/internal/grpctest"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/job"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -51,11 +52,7 @@ func startFakeJM(t *testing.T, name string) *fakeJM {
 		t.Fatal(err)
 	}
 	f := &fakeJM{name: name, addr: lis.Addr().String(), heartbeats: map[string]int{}, refusal: noLeaderStatus(true)}
-	srv := grpc.NewServer()
-	pb.RegisterTaskManagerServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
+	grpctest.ServeOn(t, lis, func(srv *grpc.Server) { pb.RegisterTaskManagerServiceServer(srv, f) })
 	return f
 }
 

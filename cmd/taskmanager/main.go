@@ -4,10 +4,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -21,41 +18,23 @@ func main() {
 	var pf process.Flags
 	var jobmanagers []string
 	var slots int
-	cmd := &cobra.Command{
-		Use:           "taskmanager",
-		Short:         "Run a goflink TaskManager",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			settings, err := pf.Settings()
-			if err != nil {
-				return err
+	slotsFlag := func(cmd *cobra.Command, settings *config.Config) error {
+		if cmd.Flags().Changed("slots") {
+			if err := settings.Set(config.TaskSlots, strconv.Itoa(slots)); err != nil {
+				return fmt.Errorf("--slots: %w", err)
 			}
-			if cmd.Flags().Changed("slots") {
-				if err := settings.Set(config.TaskSlots, strconv.Itoa(slots)); err != nil {
-					return fmt.Errorf("--slots: %w", err)
-				}
-			}
-			if cfg.Logger, err = pf.Logger(); err != nil {
-				return err
-			}
-			cfg.Settings = settings
+		}
+		return nil
+	}
+	cmd := pf.Command("taskmanager", "Run a goflink TaskManager", nil, slotsFlag,
+		func(ctx context.Context, env process.Env) error {
+			var err error
 			if cfg.JobManagers, err = worker.ParseJobManagers(jobmanagers); err != nil {
 				return fmt.Errorf("--jobmanager: %w", err)
 			}
-			sockets, err := process.Listeners("debug")
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := pf.ServeDebug(ctx, cfg.Logger, sockets["debug"]); err != nil {
-				return err
-			}
+			cfg.Settings, cfg.Logger = env.Settings, env.Logger
 			return worker.Run(ctx, cfg)
-		},
-	}
+		})
 	fs := cmd.Flags()
 	fs.StringSliceVar(&jobmanagers, "jobmanager", cfg.JobManagers,
 		"JobManager RPC address(es), host:port; comma-separated or repeated. The TaskManager finds and follows the leader among them")
@@ -63,10 +42,6 @@ func main() {
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default tm-<advertised address>)")
 	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")
 	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files")
-	pf.Bind(fs)
 	cmd.AddCommand(process.HealthCommand("127.0.0.1:6122", "TaskManager"))
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "taskmanager:", err)
-		os.Exit(1)
-	}
+	process.Execute(cmd)
 }

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +31,61 @@ type Flags struct {
 	LogLevel   string
 	LogFormat  string
 	DebugAddr  string
+}
+
+// Env is what a process's run function gets from its common flags and its parent.
+type Env struct {
+	Settings *config.Config // --config, then -D
+	Logger   *slog.Logger   // --log-level, --log-format
+	// Sockets are the listeners the parent passed by name (see Listeners); a missing one is
+	// nil, and the process binds its address flag instead.
+	Sockets map[string]net.Listener
+}
+
+// Command is the cobra command of a goflink process: it binds the common flags, and runs run
+// with what they give (settings, logger and the sockets named, besides "debug") under a
+// context that SIGINT or SIGTERM ends, with the debug server when one is asked for. prepare,
+// when set, may adjust the settings from the command's own flags first.
+func (f *Flags) Command(use, short string, sockets []string, prepare func(cmd *cobra.Command, settings *config.Config) error,
+	run func(ctx context.Context, env Env) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: use, Short: short, Args: cobra.NoArgs, SilenceUsage: true, SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			settings, err := f.Settings()
+			if err != nil {
+				return err
+			}
+			if prepare != nil {
+				if err := prepare(cmd, settings); err != nil {
+					return err
+				}
+			}
+			log, err := f.Logger()
+			if err != nil {
+				return err
+			}
+			passed, err := Listeners(append([]string{"debug"}, sockets...)...)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := f.ServeDebug(ctx, log, passed["debug"]); err != nil {
+				return err
+			}
+			return run(ctx, Env{Settings: settings, Logger: log, Sockets: passed})
+		},
+	}
+	f.Bind(cmd.Flags())
+	return cmd
+}
+
+// Execute runs a process's command and exits 1, naming the process, on an error.
+func Execute(cmd *cobra.Command) {
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.Name(), err)
+		os.Exit(1)
+	}
 }
 
 // Bind registers the flags.

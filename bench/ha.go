@@ -75,7 +75,7 @@ var haRows = []struct {
 // to its first new committed output. One job runs through all rounds; the killed JobManager
 // is started again (same data directory and ports) after each round.
 func haRecovery(o options, v *verdicts) (err error) {
-	c, err := startClusterOf(o.bin, haJobManagers, haTaskManagers, haSlots)
+	c, err := startCluster(o.bin, haJobManagers, haTaskManagers, haSlots)
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		time.Sleep(recoveryPoll)
 	}
 	restarted := time.Now()
-	if err := c.startJM(leader); err != nil {
+	if _, err := c.StartJobManager(leader); err != nil {
 		return r, err
 	}
 	if _, err := waitGroupReady(conns); err != nil {

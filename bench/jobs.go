@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -36,9 +35,8 @@ func (c *cluster) writeSpec(name, spec string) (string, error) {
 // to end time).
 func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) {
 	var st proccluster.JobStatus
-	out, err := c.flinkctl("run", spec, "-o", "json")
-	if jerr := json.Unmarshal(out, &st); err != nil || jerr != nil {
-		return st, 0, errors.Join(err, jerr)
+	if err := c.FlinkctlJSON(context.Background(), &st, "run", spec); err != nil {
+		return st, 0, err
 	}
 	if st.Status != "FINISHED" {
 		return st, 0, fmt.Errorf("bench job ended %s", st.Status)
@@ -50,9 +48,6 @@ func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) 
 	}
 	return st, e.Sub(s).Seconds(), nil
 }
-
-// submit submits a job detached and returns its ID.
-func (c *cluster) submit(spec string) (string, error) { return c.Submit(context.Background(), spec) }
 
 func (c *cluster) status(id string) (proccluster.JobStatus, error) {
 	var st proccluster.JobStatus
@@ -101,8 +96,8 @@ func allRunning(st proccluster.JobStatus) bool {
 
 // cancel cancels a job and waits until it is CANCELED.
 func (c *cluster) cancel(id string) error {
-	if _, err := c.flinkctl("cancel", id); err != nil {
-		return err
+	if _, errOut, err := c.Flinkctl(context.Background(), "cancel", id); err != nil {
+		return fmt.Errorf("flinkctl cancel %s: %w: %s", id, err, strings.TrimSpace(errOut))
 	}
 	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st proccluster.JobStatus) bool { return st.Status == "CANCELED" })
 	return err
@@ -115,7 +110,7 @@ func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error
 	if err != nil {
 		return "", err
 	}
-	id, err := c.submit(path)
+	id, err := c.Submit(context.Background(), path)
 	if err != nil {
 		return "", err
 	}

@@ -74,7 +74,7 @@ const recoveryTarget = 500 * time.Millisecond
 // index its own pipelined region) and for a keyed job (one region). Every kill is a new job on
 // two busy TaskManagers plus a spare; the kills of the variants are interleaved.
 func recovery(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, recoveryBusyTMs, recoverySlots)
+	c, err := startCluster(o.bin, 1, recoveryBusyTMs, recoverySlots)
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	}
 	// The spare registers after the job took the other TaskManagers' slots: the JobManager
 	// spreads a job over the TaskManagers with the most free slots.
-	if err := c.startTM(spare); err != nil {
+	if _, err := c.StartTaskManager(spare); err != nil {
 		return r, err
 	}
 	if err := c.waitTaskManagers(append(slices.Clone(live), spare), 30*time.Second); err != nil {

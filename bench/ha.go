@@ -317,10 +317,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 
 // allTasksDeployed reports whether every task of the job was deployed to a TaskManager.
 func allTasksDeployed(d *pb.JobDetails) bool {
-	for _, t := range d.GetTasks() {
-		if t.GetStatus() < pb.ExecutionState_EXECUTION_STATE_DEPLOYING || t.GetTaskmanager() == "" {
-			return false
-		}
-	}
-	return len(d.GetTasks()) > 0
+	return len(d.GetTasks()) > 0 && !slices.ContainsFunc(d.GetTasks(), func(t *pb.TaskDetails) bool {
+		return t.GetStatus() < pb.ExecutionState_EXECUTION_STATE_DEPLOYING || t.GetTaskmanager() == ""
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,15 +84,8 @@ func ended(status string) bool {
 
 // allRunning reports whether the job and all its tasks are RUNNING.
 func allRunning(st proccluster.JobStatus) bool {
-	if st.Status != "RUNNING" || len(st.Tasks) == 0 {
-		return false
-	}
-	for _, t := range st.Tasks {
-		if t.Status != "RUNNING" {
-			return false
-		}
-	}
-	return true
+	return st.Status == "RUNNING" && len(st.Tasks) > 0 &&
+		!slices.ContainsFunc(st.Tasks, func(t proccluster.Task) bool { return t.Status != "RUNNING" })
 }
 
 // cancel cancels a job and waits until it is CANCELED.

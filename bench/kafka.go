@@ -109,7 +109,6 @@ func fillKafka(ctx context.Context, addrs []string, topic string, n int64, keys 
 		return err
 	}
 	defer cl.Close()
-	var firstErr error
 	errc := make(chan error, 1)
 	for i := range n {
 		k := i % int64(keys)
@@ -127,13 +126,11 @@ func fillKafka(ctx context.Context, addrs []string, topic string, n int64, keys 
 		return err
 	}
 	select {
-	case firstErr = <-errc:
+	case err := <-errc:
+		return fmt.Errorf("fill topic %s: %w", topic, err)
 	default:
+		return nil
 	}
-	if firstErr != nil {
-		return fmt.Errorf("fill topic %s: %w", topic, firstErr)
-	}
-	return nil
 }
 
 // kafkaRun runs the job once into topic and returns the seconds from all tasks RUNNING to

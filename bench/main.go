@@ -33,6 +33,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -245,20 +246,15 @@ func throughput(c *cluster, o options, v *verdicts) error {
 	for i := range runs {
 		var prof []byte
 		var profErr error
-		done := make(chan struct{})
+		var fetched sync.WaitGroup
 		if profile && i == runs-1 {
-			go func() {
-				defer close(done)
-				prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second)
-			}()
-		} else {
-			close(done)
+			fetched.Go(func() { prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second) })
 		}
 		_, secs, err := c.runToEnd(specPath)
 		if err != nil {
 			return err
 		}
-		<-done
+		fetched.Wait()
 		rate := float64(n) / secs
 		rates = append(rates, rate)
 		fmt.Printf("  run %d: %.2fs, %.2f M records/s\n", i+1, secs, rate/1e6)

@@ -27,8 +27,8 @@ func overhead(c *cluster, o options, v *verdicts) error {
 	cpDir := filepath.Join(c.dir, "checkpoints")
 	variants := []*overheadVariant{
 		{name: "off"},
-		{name: "1 s", interval: "1s", target: 0.97},
-		{name: "100 ms", interval: "100ms", target: 0.90},
+		{name: "1 s", interval: "1s", target: 0.97, reasons: map[string]int{}},
+		{name: "100 ms", interval: "100ms", target: 0.90, reasons: map[string]int{}},
 	}
 	fmt.Printf("\n== checkpoint overhead ==\n")
 	fmt.Printf("the throughput job (sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2, 2 TaskManagers)\n", o.ovhN, o.keys)
@@ -75,9 +75,6 @@ func overhead(c *cluster, o options, v *verdicts) error {
 						skipped++
 					case cp.Status == "FAILED":
 						failed++
-						if vr.reasons == nil {
-							vr.reasons = map[string]int{}
-						}
 						vr.reasons[strings.TrimSpace(cp.FailureReason+" "+cp.Failure)]++
 					}
 				}

@@ -106,13 +106,7 @@ parallelism: %d
   - {name: sink, type: discard}
 `, keysText(keys), backend, parallelism, cfg, o.cpdRate, keys)
 	id, err := c.startJob(fmt.Sprintf("duration-%d-%s", keys, backend), spec, 100*time.Millisecond)
-	if id != "" {
-		defer func() {
-			if cerr := c.cancel(id); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-	}
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
 		return r, err
 	}

@@ -97,6 +97,17 @@ func (c *cluster) cancel(id string) error {
 	return err
 }
 
+// cancelAtReturn cancels the job id, if startJob submitted it, when the caller returns: a
+// failed cancel is the caller's error unless it has one. defer c.cancelAtReturn(id, &err)
+func (c *cluster) cancelAtReturn(id string, err *error) {
+	if id == "" {
+		return
+	}
+	if cerr := c.cancel(id); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}
+
 // startJob writes a spec, submits it and waits until all its tasks run (polling every
 // poll). The caller cancels the job.
 func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -135,7 +134,7 @@ func fillKafka(ctx context.Context, addrs []string, topic string, n int64, keys 
 
 // kafkaRun runs the job once into topic and returns the seconds from all tasks RUNNING to
 // the last of n records committed, and the job's restarts.
-func kafkaRun(c *cluster, o options, addrs []string, vr *kafkaVariant, topic, cpDir string) (float64, int, error) {
+func kafkaRun(c *cluster, o options, addrs []string, vr *kafkaVariant, topic, cpDir string) (secs float64, restarts int, err error) {
 	brokers := strings.Join(addrs, ",")
 	name := fmt.Sprintf("bench-kafka-%s", topic)
 	sink := fmt.Sprintf("{name: out, type: kafka, brokers: %q, topic: %s, format: json, key: \"string(key)\", delivery-guarantee: %s", brokers, topic, vr.guarantee)
@@ -179,10 +178,8 @@ parallelism: 2
 	}()
 
 	id, err := c.startJob(name, spec, 10*time.Millisecond)
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
-		if id != "" {
-			_ = c.cancel(id)
-		}
 		return 0, 0, err
 	}
 	start := time.Now()
@@ -193,11 +190,10 @@ parallelism: 2
 		cancel()
 		res = <-done
 		st, _ := c.status(id)
-		_ = c.cancel(id)
 		return 0, 0, fmt.Errorf("%d of %d records committed to %s after %v (job %s, %d restarts)", res.seen, o.kafkaN, topic, o.kafkaTimeout, st.Status, st.Restarts)
 	}
-	st, serr := c.status(id)
-	if err := errors.Join(serr, c.cancel(id)); err != nil {
+	st, err := c.status(id)
+	if err != nil {
 		return 0, 0, err
 	}
 	if res.seen < o.kafkaN {

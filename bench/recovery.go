@@ -300,13 +300,7 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	spec := recoverySpec(o, fmt.Sprintf("bench-recovery-%d-%s-%s", kill, rv.job, rv.strategy), recoveryParallelism, ops, out,
 		filepath.Join(c.dir, "checkpoints"), "jobmanager.execution.failover-strategy", rv.strategy)
 	id, err := c.startJob(fmt.Sprintf("recovery-%d", kill), spec, 20*time.Millisecond)
-	if id != "" {
-		defer func() {
-			if cerr := c.cancel(id); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-	}
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
 		return r, err
 	}

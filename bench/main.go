@@ -345,15 +345,10 @@ func loadAvg() string {
 }
 
 func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			if _, v, ok := strings.Cut(line, ":"); ok {
-				return strings.TrimSpace(v)
-			}
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(data)) {
+		if _, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "model name") {
+			return strings.TrimSpace(v)
 		}
 	}
 	return runtime.GOARCH

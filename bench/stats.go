@@ -15,9 +15,7 @@ func median[T cmp.Ordered](xs []T) T {
 	if len(xs) == 0 {
 		return zero
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return slices.Sorted(slices.Values(xs))[len(xs)/2]
 }
 
 // percentile by nearest rank: the smallest value with at least p of the values at or below
@@ -27,17 +25,12 @@ func percentile[T cmp.Ordered](xs []T, p float64) T {
 	if len(xs) == 0 {
 		return zero
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
+	s := slices.Sorted(slices.Values(xs))
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func sortedCopy(xs []string) []string {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s
-}
+func sortedCopy(xs []string) []string { return slices.Sorted(slices.Values(xs)) }
 
 // ms formats a duration in milliseconds with a resolution that fits its size.
 func ms(d time.Duration) string {

@@ -71,13 +71,6 @@ func haRecovery(o options, v *verdicts) (err error) {
 	}
 	defer c.finish(&err)
 	conns := make([]*grpc.ClientConn, len(c.JMs))
-	defer func() {
-		for _, conn := range conns {
-			if conn != nil {
-				conn.Close()
-			}
-		}
-	}()
 	for i := range c.JMs {
 		// Reconnect to a restarted JobManager within a fraction of a second, not gRPC's
 		// default backoff of up to two minutes.
@@ -89,6 +82,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 		if err != nil {
 			return err
 		}
+		defer conns[i].Close()
 	}
 	fmt.Printf("\n== recovery from a leader JobManager SIGKILL ==\n")
 	fmt.Printf("%d JobManager processes in one Raft group (--peers; Raft heartbeat and election timeouts 500 ms); %d TaskManager processes with %d %s,\n",

@@ -16,8 +16,8 @@ type overheadVariant struct {
 
 	rates     []float64
 	completed []int
-	failed    []int // counted failures (ID > 0)
-	skipped   []int // triggers that could not start a checkpoint (ID 0)
+	failed    int // counted failures (ID > 0), over all runs
+	skipped   int // triggers that could not start a checkpoint (ID 0), over all runs
 	reasons   map[string]int
 }
 
@@ -79,8 +79,8 @@ func overhead(c *cluster, o options, v *verdicts) error {
 					}
 				}
 				vr.completed = append(vr.completed, done)
-				vr.failed = append(vr.failed, failed)
-				vr.skipped = append(vr.skipped, skipped)
+				vr.failed += failed
+				vr.skipped += skipped
 				part += fmt.Sprintf(" (%d cp", done)
 				if failed > 0 {
 					part += fmt.Sprintf(", %d failed", failed)
@@ -99,11 +99,11 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		cps, target, verdict := "–", "–", "(reference)"
 		if vr.interval != "" {
 			cps = joinInts(vr.completed)
-			if f := sum(vr.failed); f > 0 {
-				cps += fmt.Sprintf(" (%d failed)", f)
+			if vr.failed > 0 {
+				cps += fmt.Sprintf(" (%d failed)", vr.failed)
 			}
-			if s := sum(vr.skipped); s > 0 {
-				cps += fmt.Sprintf(" (%d not started)", s)
+			if vr.skipped > 0 {
+				cps += fmt.Sprintf(" (%d not started)", vr.skipped)
 			}
 			target = fmt.Sprintf(">= %.2f", vr.target)
 			verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
@@ -135,12 +135,4 @@ func joinInts(xs []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
-}
-
-func sum(xs []int) int {
-	t := 0
-	for _, x := range xs {
-		t += x
-	}
-	return t
 }

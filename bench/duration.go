@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -119,7 +120,7 @@ parallelism: %d
 	perSubtask := int64(keys / gcd(parallelism, keys))
 	var emitted int64 = -1
 	for {
-		st, err := c.status(id)
+		st, err := c.Status(context.Background(), id)
 		if err != nil {
 			return r, err
 		}

@@ -50,29 +50,24 @@ func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) 
 	return st, e.Sub(s).Seconds(), nil
 }
 
-func (c *cluster) status(id string) (proccluster.JobStatus, error) {
-	var st proccluster.JobStatus
-	return st, c.FlinkctlJSON(context.Background(), &st, "status", id)
-}
-
 func (c *cluster) checkpoints(id string) ([]proccluster.Checkpoint, error) {
 	var cps []proccluster.Checkpoint
 	return cps, c.FlinkctlJSON(context.Background(), &cps, "checkpoints", id)
 }
 
 // waitStatus polls the job until cond holds, it ended otherwise, or timeout.
-func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(proccluster.JobStatus) bool) (proccluster.JobStatus, error) {
+func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(*proccluster.JobStatus) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := c.status(id)
+		st, err := c.Status(context.Background(), id)
 		if err == nil && cond(st) {
-			return st, nil
+			return nil
 		}
 		if err == nil && ended(st.Status) {
-			return st, fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
+			return fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
 		}
 		if time.Now().After(deadline) {
-			return st, fmt.Errorf("job %s: not %s after %v (status %s): %w", id, what, timeout, st.Status, err)
+			return fmt.Errorf("job %s: not %s after %v (status %s): %w", id, what, timeout, st.Status, err)
 		}
 		time.Sleep(every)
 	}
@@ -83,7 +78,7 @@ func ended(status string) bool {
 }
 
 // allRunning reports whether the job and all its tasks are RUNNING.
-func allRunning(st proccluster.JobStatus) bool {
+func allRunning(st *proccluster.JobStatus) bool {
 	return st.Status == "RUNNING" && len(st.Tasks) > 0 &&
 		!slices.ContainsFunc(st.Tasks, func(t proccluster.Task) bool { return t.Status != "RUNNING" })
 }
@@ -93,8 +88,7 @@ func (c *cluster) cancel(id string) error {
 	if _, errOut, err := c.Flinkctl(context.Background(), "cancel", id); err != nil {
 		return fmt.Errorf("flinkctl cancel %s: %w: %s", id, err, strings.TrimSpace(errOut))
 	}
-	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st proccluster.JobStatus) bool { return st.Status == "CANCELED" })
-	return err
+	return c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st *proccluster.JobStatus) bool { return st.Status == "CANCELED" })
 }
 
 // cancelAtReturn cancels the job id, if startJob submitted it, when the caller returns: a
@@ -119,7 +113,7 @@ func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error
 	if err != nil {
 		return "", err
 	}
-	if _, err := c.waitStatus(id, 30*time.Second, poll, "RUNNING", allRunning); err != nil {
+	if err := c.waitStatus(id, 30*time.Second, poll, "RUNNING", allRunning); err != nil {
 		return id, err
 	}
 	return id, nil

@@ -189,10 +189,10 @@ parallelism: 2
 	case <-time.After(o.kafkaTimeout):
 		cancel()
 		res = <-done
-		st, _ := c.status(id)
+		st, _ := c.Status(context.Background(), id)
 		return 0, 0, fmt.Errorf("%d of %d records committed to %s after %v (job %s, %d restarts)", res.seen, o.kafkaN, topic, o.kafkaTimeout, st.Status, st.Restarts)
 	}
-	st, err := c.status(id)
+	st, err := c.Status(context.Background(), id)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -93,11 +93,7 @@ func durations(c *cluster, o options, v *verdicts) error {
 // state held every key, then cancels it.
 func measureCheckpoints(c *cluster, o options, keys int, backend string, interval time.Duration, count int, cpDir string) (r cpDurations, err error) {
 	const parallelism = 2
-	cfg := jobConfig(
-		"execution.checkpointing.interval", fmt.Sprintf("%dms", interval.Milliseconds()),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir,
-		"state.backend.type", backend)
+	cfg := checkpointConfig(fmt.Sprintf("%dms", interval.Milliseconds()), cpDir, "state.backend.type", backend)
 	spec := fmt.Sprintf(`name: bench-checkpoint-%s-%s
 parallelism: %d
 %soperators:

@@ -26,6 +26,13 @@ func jobConfig(kv ...string) string {
 	return b.String()
 }
 
+// checkpointConfig renders a spec's config: block with EXACTLY_ONCE checkpoints every
+// interval to dir, then the keys and values more.
+func checkpointConfig(interval, dir string, more ...string) string {
+	return jobConfig(append([]string{"execution.checkpointing.interval", interval,
+		"execution.checkpointing.mode", "EXACTLY_ONCE", "execution.checkpointing.dir", dir}, more...)...)
+}
+
 // writeSpec writes a job spec into the cluster's directory and returns its path.
 func (c *cluster) writeSpec(name, spec string) (string, error) {
 	p := filepath.Join(c.dir, name+".yaml")

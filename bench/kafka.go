@@ -149,10 +149,7 @@ parallelism: 2
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - %s
-`, name, jobConfig(
-		"execution.checkpointing.interval", o.kafkaInterval.String(),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir), brokers, sink)
+`, name, checkpointConfig(o.kafkaInterval.String(), cpDir), brokers, sink)
 
 	// The consumer runs from before the submission, so that the poll adds no delay.
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),

@@ -36,14 +36,11 @@ func overhead(c *cluster, o options, v *verdicts) error {
 	fmt.Printf("variants interval off / 1 s / 100 ms, %d runs each, interleaved round by round with rotating order; medians compared\n\n", o.ovhRuns)
 	specs := make([]string, len(variants))
 	for i, vr := range variants {
-		cfg := []string{"state.backend.type", "hashmap"}
+		cfg := jobConfig("state.backend.type", "hashmap")
 		if vr.interval != "" {
-			cfg = append(cfg,
-				"execution.checkpointing.interval", vr.interval,
-				"execution.checkpointing.mode", "EXACTLY_ONCE",
-				"execution.checkpointing.dir", cpDir)
+			cfg = checkpointConfig(vr.interval, cpDir, "state.backend.type", "hashmap")
 		}
-		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, jobConfig(cfg...)))
+		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, cfg))
 		if err != nil {
 			return err
 		}

@@ -267,10 +267,7 @@ const forwardOps = `  - {name: double, type: map, fields: {value: "value * 2"}}`
 // then ops, then a file sink writing to out; checkpoints every -recovery-interval
 // (EXACTLY_ONCE, hashmap) to cpDir, fixed-delay restarts, and the config keys and values more.
 func recoverySpec(o options, name string, parallelism int, ops, out, cpDir string, more ...string) string {
-	cfg := jobConfig(append([]string{
-		"execution.checkpointing.interval", fmt.Sprintf("%dms", o.recInterval.Milliseconds()),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir,
+	cfg := checkpointConfig(fmt.Sprintf("%dms", o.recInterval.Milliseconds()), cpDir, append([]string{
 		"state.backend.type", "hashmap",
 		"restart-strategy.type", "fixed-delay",
 		"restart-strategy.fixed-delay.delay", fmt.Sprintf("%dms", o.recDelay.Milliseconds()),

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -55,10 +56,7 @@ func handleInterrupts() {
 		s := <-ch
 		fmt.Fprintf(os.Stderr, "\nbench: %v: stopping the processes and removing the temporary files\n", s)
 		cleanups.Lock()
-		fns := make([]func(), 0, len(cleanups.fns))
-		for _, f := range cleanups.fns {
-			fns = append(fns, f)
-		}
+		fns := slices.Collect(maps.Values(cleanups.fns))
 		cleanups.Unlock()
 		for _, f := range fns {
 			f()
@@ -67,17 +65,11 @@ func handleInterrupts() {
 	}()
 }
 
-// startCluster starts a JobManager and TaskManagers tm-0 … tm-<tms-1> with slots slots each
-// and waits until all registered. On error nothing is left behind.
-func startCluster(bin string, tms, slots int) (*cluster, error) {
-	return startClusterOf(bin, 1, tms, slots)
-}
-
-// startClusterOf starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group; the
+// startCluster starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group; the
 // TaskManagers are given every address) and TaskManagers tm-0 … tm-<tms-1> with slots slots
 // each, and waits until all TaskManagers registered with the leader. On error it prints the
 // end of the logs and leaves nothing behind.
-func startClusterOf(bin string, jms, tms, slots int) (*cluster, error) {
+func startCluster(bin string, jms, tms, slots int) (*cluster, error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -95,24 +87,12 @@ func startClusterOf(bin string, jms, tms, slots int) (*cluster, error) {
 		JobManagerArgs: quiet, TaskManagerArgs: quiet, Debug: true})
 	c := &cluster{Cluster: pc, dir: dir}
 	if err != nil {
-		c.dumpLog(os.Stderr)
+		c.dumpLog()
 		c.stop()
 		return nil, err
 	}
 	onInterrupt(c.stop)
 	return c, nil
-}
-
-// startJM starts JobManager i again, on its data directory and ports.
-func (c *cluster) startJM(i int) error {
-	_, err := c.StartJobManager(i)
-	return err
-}
-
-// startTM starts a TaskManager with the cluster's slots.
-func (c *cluster) startTM(id string) error {
-	_, err := c.StartTaskManager(id)
-	return err
 }
 
 // kill sends SIGKILL to the running process named name (a TaskManager ID or a JobManager's
@@ -137,21 +117,10 @@ func (c *cluster) waitTaskManagers(ids []string, timeout time.Duration) error {
 	return c.WaitTaskManagers(ctx, ids)
 }
 
-func (c *cluster) flinkctl(args ...string) ([]byte, error) {
-	out, errOut, err := c.Flinkctl(context.Background(), args...)
-	if err != nil {
-		return []byte(out), fmt.Errorf("flinkctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut))
-	}
-	return []byte(out), nil
-}
-
 // dumpLog prints the end of each process's log (after an error).
-func (c *cluster) dumpLog(w *os.File) {
-	if c.Cluster == nil {
-		return
-	}
+func (c *cluster) dumpLog() {
 	for _, p := range c.Procs() {
-		fmt.Fprintf(w, "--- last lines of %s's log ---\n%s\n", p.Name, p.Tail(30))
+		fmt.Fprintf(os.Stderr, "--- last lines of %s's log ---\n%s\n", p.Name, p.Tail(30))
 	}
 }
 
@@ -159,7 +128,7 @@ func (c *cluster) dumpLog(w *os.File) {
 // the section failed (*err is set).
 func (c *cluster) finish(err *error) {
 	if *err != nil {
-		c.dumpLog(os.Stderr)
+		c.dumpLog()
 	}
 	c.stop()
 }
@@ -168,9 +137,7 @@ func (c *cluster) finish(err *error) {
 // the interrupt handler.
 func (c *cluster) stop() {
 	c.stopOnce.Do(func() {
-		if c.Cluster != nil {
-			c.Stop()
-		}
+		c.Stop()
 		os.RemoveAll(c.dir)
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -92,11 +93,7 @@ func durations(c *cluster, o options, v *verdicts) error {
 // state held every key, then cancels it.
 func measureCheckpoints(c *cluster, o options, keys int, backend string, interval time.Duration, count int, cpDir string) (r cpDurations, err error) {
 	const parallelism = 2
-	cfg := jobConfig(
-		"execution.checkpointing.interval", fmt.Sprintf("%dms", interval.Milliseconds()),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir,
-		"state.backend.type", backend)
+	cfg := checkpointConfig(fmt.Sprintf("%dms", interval.Milliseconds()), cpDir, "state.backend.type", backend)
 	spec := fmt.Sprintf(`name: bench-checkpoint-%s-%s
 parallelism: %d
 %soperators:
@@ -106,13 +103,7 @@ parallelism: %d
   - {name: sink, type: discard}
 `, keysText(keys), backend, parallelism, cfg, o.cpdRate, keys)
 	id, err := c.startJob(fmt.Sprintf("duration-%d-%s", keys, backend), spec, 100*time.Millisecond)
-	if id != "" {
-		defer func() {
-			if cerr := c.cancel(id); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-	}
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
 		return r, err
 	}
@@ -125,7 +116,7 @@ parallelism: %d
 	perSubtask := int64(keys / gcd(parallelism, keys))
 	var emitted int64 = -1
 	for {
-		st, err := c.status(id)
+		st, err := c.Status(context.Background(), id)
 		if err != nil {
 			return r, err
 		}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,25 +43,16 @@ type haResult struct {
 	victim, leader string // node IDs of the killed leader and the new one
 	oldTerm, term  uint64
 	restartsBefore int32
-	restarts       int32
-	restoredID     int64
 
-	elected    time.Duration // a surviving JobManager reports itself leader
-	running    time.Duration // the job is RUNNING again under the new leader, restarts increased
-	deployed   time.Duration // every task is deployed to a TaskManager (they registered with the new leader)
-	allRunning time.Duration // every task of the job is RUNNING
-	rejoined   time.Duration // from the killed JobManager's restart until the group has all members, caught up
+	elected  time.Duration // a surviving JobManager reports itself leader
+	deployed time.Duration // every task is deployed to a TaskManager (they registered with the new leader)
+	rejoined time.Duration // from the killed JobManager's restart until the group has all members, caught up
 
-	attemptBefore int32
-
-	newOutput
+	afterKill // running: the job is RUNNING again under the new leader
 }
 
 // haRows are the figures of the ha table.
-var haRows = []struct {
-	name string
-	f    func(haResult) time.Duration
-}{
+var haRows = []row[haResult]{
 	{"new leader elected", func(r haResult) time.Duration { return r.elected }},
 	{"job RUNNING again", func(r haResult) time.Duration { return r.running }},
 	{"all tasks deployed", func(r haResult) time.Duration { return r.deployed }},
@@ -75,19 +65,12 @@ var haRows = []struct {
 // to its first new committed output. One job runs through all rounds; the killed JobManager
 // is started again (same data directory and ports) after each round.
 func haRecovery(o options, v *verdicts) (err error) {
-	c, err := startClusterOf(o.bin, haJobManagers, haTaskManagers, haSlots)
+	c, err := startCluster(o.bin, haJobManagers, haTaskManagers, haSlots)
 	if err != nil {
 		return err
 	}
 	defer c.finish(&err)
 	conns := make([]*grpc.ClientConn, len(c.JMs))
-	defer func() {
-		for _, conn := range conns {
-			if conn != nil {
-				conn.Close()
-			}
-		}
-	}()
 	for i := range c.JMs {
 		// Reconnect to a restarted JobManager within a fraction of a second, not gRPC's
 		// default backoff of up to two minutes.
@@ -99,6 +82,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 		if err != nil {
 			return err
 		}
+		defer conns[i].Close()
 	}
 	fmt.Printf("\n== recovery from a leader JobManager SIGKILL ==\n")
 	fmt.Printf("%d JobManager processes in one Raft group (--peers; Raft heartbeat and election timeouts 500 ms); %d TaskManager processes with %d %s,\n",
@@ -114,7 +98,7 @@ func haRecovery(o options, v *verdicts) (err error) {
 	fmt.Printf("(same data directory and ports) and wait until it is a caught-up follower. %d %s\n\n", o.haRounds, plural(o.haRounds, "round"))
 
 	out := filepath.Join(c.dir, "ha-out")
-	id, err := c.startJob("ha", haSpec(o, out, filepath.Join(c.dir, "checkpoints")), 20*time.Millisecond)
+	id, err := c.startJob("ha", recoverySpec(o, "bench-ha", haParallelism, forwardOps, out, filepath.Join(c.dir, "checkpoints")), 20*time.Millisecond)
 	if err != nil {
 		return err
 	}
@@ -127,27 +111,13 @@ func haRecovery(o options, v *verdicts) (err error) {
 		results = append(results, r)
 		fmt.Printf("  round %d: SIGKILL leader %s (term %d); %s leads (term %d); restarts %d -> %d, restored checkpoint %d\n",
 			round, r.victim, r.oldTerm, r.leader, r.term, r.restartsBefore, r.restarts, r.restoredID)
-		fmt.Printf("           new leader %s, job RUNNING again %s, all tasks deployed %s, all tasks RUNNING %s, first new committed output %s: %s",
-			ms(r.elected), ms(r.running), ms(r.deployed), ms(r.allRunning), ms(r.committed), partsText(r.firstParts, r.attemptBefore))
-		if r.olderData > 0 {
-			fmt.Printf("; not counted: %d part %s committed after the kill with data written before it", r.olderData, plural(r.olderData, "file"))
-		}
-		if r.early > 0 {
-			fmt.Printf("; not counted: %d part %s committed after the kill, before the job was RUNNING again", r.early, plural(r.early, "file"))
-		}
-		fmt.Printf("\n           %s started again: a caught-up follower after %s\n", r.victim, ms(r.rejoined))
+		fmt.Printf("           new leader %s, job RUNNING again %s, all tasks deployed %s, all tasks RUNNING %s, first new committed output %s: %s\n",
+			ms(r.elected), ms(r.running), ms(r.deployed), ms(r.allRunning), ms(r.committed), r.outputText())
+		fmt.Printf("           %s started again: a caught-up follower after %s\n", r.victim, ms(r.rejoined))
 	}
 
 	fmt.Printf("\n  leader JobManager kills, %d %s\n", len(results), plural(len(results), "round"))
-	fmt.Printf("    %-40s %9s  %9s   %s\n", "", "median", "max", "each")
-	for _, row := range haRows {
-		ds := figures(results, row.f)
-		each := make([]string, len(ds))
-		for i, d := range ds {
-			each[i] = ms(d)
-		}
-		fmt.Printf("    kill -> %-32s %9s  %9s   %s\n", row.name+":", ms(median(ds)), ms(slices.Max(ds)), strings.Join(each, ", "))
-	}
+	printTable(haRows, results, 32)
 	fmt.Printf("\n  targets (issue), judged on the max over the rounds:\n")
 	for _, t := range []struct {
 		name, short string
@@ -165,25 +135,6 @@ func haRecovery(o options, v *verdicts) (err error) {
 	fmt.Printf("    the first new committed output waits for the first checkpoint under the new leader (a random initial delay of up to one interval);\n")
 	fmt.Printf("    the status, the job and the directory are polled every %s\n", durText(recoveryPoll))
 	return nil
-}
-
-// haSpec is the job that runs through the rounds.
-func haSpec(o options, out, cpDir string) string {
-	cfg := jobConfig(
-		"execution.checkpointing.interval", fmt.Sprintf("%dms", o.recInterval.Milliseconds()),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir,
-		"state.backend.type", "hashmap",
-		"restart-strategy.type", "fixed-delay",
-		"restart-strategy.fixed-delay.delay", fmt.Sprintf("%dms", o.recDelay.Milliseconds()),
-		"restart-strategy.fixed-delay.attempts", "10")
-	return fmt.Sprintf(`name: bench-ha
-parallelism: %d
-%soperators:
-  - {name: numbers, type: sequence, from: 0, rate: %d}
-  - {name: double, type: map, fields: {value: "value * 2"}}
-  - {name: out, type: file, path: %q}
-`, haParallelism, cfg, o.recRate, out)
 }
 
 // jmStatus asks one JobManager for its own Raft status.
@@ -301,21 +252,12 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		return r, fmt.Errorf("job %s is %v before the kill, not all tasks RUNNING", id, before.GetStatus())
 	}
 	r.victim, r.oldTerm, r.restartsBefore = c.JMs[leader].Name, st.GetTerm(), before.GetRestarts()
-	for _, t := range before.GetTasks() {
-		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
-	}
-	if err := r.watch(out); err != nil {
+	if err := r.kill(c, r.victim, out, before); err != nil {
 		return r, err
 	}
-	killed, err := c.kill(r.victim)
-	if err != nil {
-		return r, err
-	}
-	r.killed = killed
 	next := -1 // the new leader
-	recovered := false
 	for r.committed == 0 || r.allRunning == 0 {
-		if err := r.scan(recovered); err != nil {
+		if err := r.scan(); err != nil {
 			return r, err
 		}
 		if next < 0 {
@@ -326,7 +268,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 				if st, err := jmStatus(ctx, conn); err == nil && st.GetLeader() {
 					next, r.leader, r.term = i, c.JMs[i].Name, st.GetTerm()
 					if r.elected == 0 {
-						r.elected = time.Since(killed)
+						r.elected = time.Since(r.killed)
 					}
 					break
 				}
@@ -334,19 +276,11 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		}
 		if next >= 0 {
 			d, err := jmJob(ctx, conns[next], id)
-			now := time.Since(killed)
 			switch {
 			case err == nil:
-				restarted := d.GetRestarts() > before.GetRestarts()
-				if r.running == 0 && restarted && d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING {
-					r.running, r.restarts, r.restoredID = now, d.GetRestarts(), d.GetRestoredCheckpointId()
-					recovered = true
-				}
+				now, restarted := r.observe(d, before)
 				if r.deployed == 0 && restarted && allTasksDeployed(d) {
 					r.deployed = now
-				}
-				if r.allRunning == 0 && restarted && allTasksRunning(d) {
-					r.allRunning = now
 				}
 				if client.IsTerminal(d.GetStatus()) {
 					return r, fmt.Errorf("job %s ended %v after the leader kill: %s", id, d.GetStatus(), d.GetFailureCause())
@@ -365,7 +299,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 		time.Sleep(recoveryPoll)
 	}
 	restarted := time.Now()
-	if err := c.startJM(leader); err != nil {
+	if _, err := c.StartJobManager(leader); err != nil {
 		return r, err
 	}
 	if _, err := waitGroupReady(conns); err != nil {
@@ -377,10 +311,7 @@ func haKillOnce(c *cluster, conns []*grpc.ClientConn, o options, id, out string)
 
 // allTasksDeployed reports whether every task of the job was deployed to a TaskManager.
 func allTasksDeployed(d *pb.JobDetails) bool {
-	for _, t := range d.GetTasks() {
-		if t.GetStatus() < pb.ExecutionState_EXECUTION_STATE_DEPLOYING || t.GetTaskmanager() == "" {
-			return false
-		}
-	}
-	return len(d.GetTasks()) > 0
+	return len(d.GetTasks()) > 0 && !slices.ContainsFunc(d.GetTasks(), func(t *pb.TaskDetails) bool {
+		return t.GetStatus() < pb.ExecutionState_EXECUTION_STATE_DEPLOYING || t.GetTaskmanager() == ""
+	})
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +26,13 @@ func jobConfig(kv ...string) string {
 	return b.String()
 }
 
+// checkpointConfig renders a spec's config: block with EXACTLY_ONCE checkpoints every
+// interval to dir, then the keys and values more.
+func checkpointConfig(interval, dir string, more ...string) string {
+	return jobConfig(append([]string{"execution.checkpointing.interval", interval,
+		"execution.checkpointing.mode", "EXACTLY_ONCE", "execution.checkpointing.dir", dir}, more...)...)
+}
+
 // writeSpec writes a job spec into the cluster's directory and returns its path.
 func (c *cluster) writeSpec(name, spec string) (string, error) {
 	p := filepath.Join(c.dir, name+".yaml")
@@ -36,9 +43,8 @@ func (c *cluster) writeSpec(name, spec string) (string, error) {
 // to end time).
 func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) {
 	var st proccluster.JobStatus
-	out, err := c.flinkctl("run", spec, "-o", "json")
-	if jerr := json.Unmarshal(out, &st); err != nil || jerr != nil {
-		return st, 0, errors.Join(err, jerr)
+	if err := c.FlinkctlJSON(context.Background(), &st, "run", spec); err != nil {
+		return st, 0, err
 	}
 	if st.Status != "FINISHED" {
 		return st, 0, fmt.Errorf("bench job ended %s", st.Status)
@@ -51,32 +57,24 @@ func (c *cluster) runToEnd(spec string) (proccluster.JobStatus, float64, error) 
 	return st, e.Sub(s).Seconds(), nil
 }
 
-// submit submits a job detached and returns its ID.
-func (c *cluster) submit(spec string) (string, error) { return c.Submit(context.Background(), spec) }
-
-func (c *cluster) status(id string) (proccluster.JobStatus, error) {
-	var st proccluster.JobStatus
-	return st, c.FlinkctlJSON(context.Background(), &st, "status", id)
-}
-
 func (c *cluster) checkpoints(id string) ([]proccluster.Checkpoint, error) {
 	var cps []proccluster.Checkpoint
 	return cps, c.FlinkctlJSON(context.Background(), &cps, "checkpoints", id)
 }
 
 // waitStatus polls the job until cond holds, it ended otherwise, or timeout.
-func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(proccluster.JobStatus) bool) (proccluster.JobStatus, error) {
+func (c *cluster) waitStatus(id string, timeout, every time.Duration, what string, cond func(*proccluster.JobStatus) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := c.status(id)
+		st, err := c.Status(context.Background(), id)
 		if err == nil && cond(st) {
-			return st, nil
+			return nil
 		}
 		if err == nil && ended(st.Status) {
-			return st, fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
+			return fmt.Errorf("job %s ended %s while waiting until %s", id, st.Status, what)
 		}
 		if time.Now().After(deadline) {
-			return st, fmt.Errorf("job %s: not %s after %v (status %s): %w", id, what, timeout, st.Status, err)
+			return fmt.Errorf("job %s: not %s after %v (status %s): %w", id, what, timeout, st.Status, err)
 		}
 		time.Sleep(every)
 	}
@@ -87,25 +85,28 @@ func ended(status string) bool {
 }
 
 // allRunning reports whether the job and all its tasks are RUNNING.
-func allRunning(st proccluster.JobStatus) bool {
-	if st.Status != "RUNNING" || len(st.Tasks) == 0 {
-		return false
-	}
-	for _, t := range st.Tasks {
-		if t.Status != "RUNNING" {
-			return false
-		}
-	}
-	return true
+func allRunning(st *proccluster.JobStatus) bool {
+	return st.Status == "RUNNING" && len(st.Tasks) > 0 &&
+		!slices.ContainsFunc(st.Tasks, func(t proccluster.Task) bool { return t.Status != "RUNNING" })
 }
 
 // cancel cancels a job and waits until it is CANCELED.
 func (c *cluster) cancel(id string) error {
-	if _, err := c.flinkctl("cancel", id); err != nil {
-		return err
+	if _, errOut, err := c.Flinkctl(context.Background(), "cancel", id); err != nil {
+		return fmt.Errorf("flinkctl cancel %s: %w: %s", id, err, strings.TrimSpace(errOut))
 	}
-	_, err := c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st proccluster.JobStatus) bool { return st.Status == "CANCELED" })
-	return err
+	return c.waitStatus(id, 30*time.Second, 50*time.Millisecond, "CANCELED", func(st *proccluster.JobStatus) bool { return st.Status == "CANCELED" })
+}
+
+// cancelAtReturn cancels the job id, if startJob submitted it, when the caller returns: a
+// failed cancel is the caller's error unless it has one. defer c.cancelAtReturn(id, &err)
+func (c *cluster) cancelAtReturn(id string, err *error) {
+	if id == "" {
+		return
+	}
+	if cerr := c.cancel(id); cerr != nil && *err == nil {
+		*err = cerr
+	}
 }
 
 // startJob writes a spec, submits it and waits until all its tasks run (polling every
@@ -115,11 +116,11 @@ func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error
 	if err != nil {
 		return "", err
 	}
-	id, err := c.submit(path)
+	id, err := c.Submit(context.Background(), path)
 	if err != nil {
 		return "", err
 	}
-	if _, err := c.waitStatus(id, 30*time.Second, poll, "RUNNING", allRunning); err != nil {
+	if err := c.waitStatus(id, 30*time.Second, poll, "RUNNING", allRunning); err != nil {
 		return id, err
 	}
 	return id, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -109,7 +108,6 @@ func fillKafka(ctx context.Context, addrs []string, topic string, n int64, keys 
 		return err
 	}
 	defer cl.Close()
-	var firstErr error
 	errc := make(chan error, 1)
 	for i := range n {
 		k := i % int64(keys)
@@ -127,18 +125,16 @@ func fillKafka(ctx context.Context, addrs []string, topic string, n int64, keys 
 		return err
 	}
 	select {
-	case firstErr = <-errc:
+	case err := <-errc:
+		return fmt.Errorf("fill topic %s: %w", topic, err)
 	default:
+		return nil
 	}
-	if firstErr != nil {
-		return fmt.Errorf("fill topic %s: %w", topic, firstErr)
-	}
-	return nil
 }
 
 // kafkaRun runs the job once into topic and returns the seconds from all tasks RUNNING to
 // the last of n records committed, and the job's restarts.
-func kafkaRun(c *cluster, o options, addrs []string, vr *kafkaVariant, topic, cpDir string) (float64, int, error) {
+func kafkaRun(c *cluster, o options, addrs []string, vr *kafkaVariant, topic, cpDir string) (secs float64, restarts int, err error) {
 	brokers := strings.Join(addrs, ",")
 	name := fmt.Sprintf("bench-kafka-%s", topic)
 	sink := fmt.Sprintf("{name: out, type: kafka, brokers: %q, topic: %s, format: json, key: \"string(key)\", delivery-guarantee: %s", brokers, topic, vr.guarantee)
@@ -153,10 +149,7 @@ parallelism: 2
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - %s
-`, name, jobConfig(
-		"execution.checkpointing.interval", o.kafkaInterval.String(),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir), brokers, sink)
+`, name, checkpointConfig(o.kafkaInterval.String(), cpDir), brokers, sink)
 
 	// The consumer runs from before the submission, so that the poll adds no delay.
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
@@ -182,10 +175,8 @@ parallelism: 2
 	}()
 
 	id, err := c.startJob(name, spec, 10*time.Millisecond)
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
-		if id != "" {
-			_ = c.cancel(id)
-		}
 		return 0, 0, err
 	}
 	start := time.Now()
@@ -195,12 +186,11 @@ parallelism: 2
 	case <-time.After(o.kafkaTimeout):
 		cancel()
 		res = <-done
-		st, _ := c.status(id)
-		_ = c.cancel(id)
+		st, _ := c.Status(context.Background(), id)
 		return 0, 0, fmt.Errorf("%d of %d records committed to %s after %v (job %s, %d restarts)", res.seen, o.kafkaN, topic, o.kafkaTimeout, st.Status, st.Restarts)
 	}
-	st, serr := c.status(id)
-	if err := errors.Join(serr, c.cancel(id)); err != nil {
+	st, err := c.Status(context.Background(), id)
+	if err != nil {
 		return 0, 0, err
 	}
 	if res.seen < o.kafkaN {

@@ -33,6 +33,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -194,7 +195,7 @@ func run(o options) error {
 
 // runOnTwo runs the sections that use a JobManager and 2 TaskManager processes with 1 slot each.
 func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 2, 1)
+	c, err := startCluster(o.bin, 1, 2, 1)
 	if err != nil {
 		return err
 	}
@@ -245,20 +246,15 @@ func throughput(c *cluster, o options, v *verdicts) error {
 	for i := range runs {
 		var prof []byte
 		var profErr error
-		done := make(chan struct{})
+		var fetched sync.WaitGroup
 		if profile && i == runs-1 {
-			go func() {
-				defer close(done)
-				prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second)
-			}()
-		} else {
-			close(done)
+			fetched.Go(func() { prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second) })
 		}
 		_, secs, err := c.runToEnd(specPath)
 		if err != nil {
 			return err
 		}
-		<-done
+		fetched.Wait()
 		rate := float64(n) / secs
 		rates = append(rates, rate)
 		fmt.Printf("  run %d: %.2fs, %.2f M records/s\n", i+1, secs, rate/1e6)
@@ -349,15 +345,10 @@ func loadAvg() string {
 }
 
 func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			if _, v, ok := strings.Cut(line, ":"); ok {
-				return strings.TrimSpace(v)
-			}
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(data)) {
+		if _, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "model name") {
+			return strings.TrimSpace(v)
 		}
 	}
 	return runtime.GOARCH

@@ -16,8 +16,8 @@ type overheadVariant struct {
 
 	rates     []float64
 	completed []int
-	failed    []int // counted failures (ID > 0)
-	skipped   []int // triggers that could not start a checkpoint (ID 0)
+	failed    int // counted failures (ID > 0), over all runs
+	skipped   int // triggers that could not start a checkpoint (ID 0), over all runs
 	reasons   map[string]int
 }
 
@@ -27,8 +27,8 @@ func overhead(c *cluster, o options, v *verdicts) error {
 	cpDir := filepath.Join(c.dir, "checkpoints")
 	variants := []*overheadVariant{
 		{name: "off"},
-		{name: "1 s", interval: "1s", target: 0.97},
-		{name: "100 ms", interval: "100ms", target: 0.90},
+		{name: "1 s", interval: "1s", target: 0.97, reasons: map[string]int{}},
+		{name: "100 ms", interval: "100ms", target: 0.90, reasons: map[string]int{}},
 	}
 	fmt.Printf("\n== checkpoint overhead ==\n")
 	fmt.Printf("the throughput job (sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2, 2 TaskManagers)\n", o.ovhN, o.keys)
@@ -36,14 +36,11 @@ func overhead(c *cluster, o options, v *verdicts) error {
 	fmt.Printf("variants interval off / 1 s / 100 ms, %d runs each, interleaved round by round with rotating order; medians compared\n\n", o.ovhRuns)
 	specs := make([]string, len(variants))
 	for i, vr := range variants {
-		cfg := []string{"state.backend.type", "hashmap"}
+		cfg := jobConfig("state.backend.type", "hashmap")
 		if vr.interval != "" {
-			cfg = append(cfg,
-				"execution.checkpointing.interval", vr.interval,
-				"execution.checkpointing.mode", "EXACTLY_ONCE",
-				"execution.checkpointing.dir", cpDir)
+			cfg = checkpointConfig(vr.interval, cpDir, "state.backend.type", "hashmap")
 		}
-		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, jobConfig(cfg...)))
+		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, cfg))
 		if err != nil {
 			return err
 		}
@@ -75,15 +72,12 @@ func overhead(c *cluster, o options, v *verdicts) error {
 						skipped++
 					case cp.Status == "FAILED":
 						failed++
-						if vr.reasons == nil {
-							vr.reasons = map[string]int{}
-						}
 						vr.reasons[strings.TrimSpace(cp.FailureReason+" "+cp.Failure)]++
 					}
 				}
 				vr.completed = append(vr.completed, done)
-				vr.failed = append(vr.failed, failed)
-				vr.skipped = append(vr.skipped, skipped)
+				vr.failed += failed
+				vr.skipped += skipped
 				part += fmt.Sprintf(" (%d cp", done)
 				if failed > 0 {
 					part += fmt.Sprintf(", %d failed", failed)
@@ -102,11 +96,11 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		cps, target, verdict := "–", "–", "(reference)"
 		if vr.interval != "" {
 			cps = joinInts(vr.completed)
-			if f := sum(vr.failed); f > 0 {
-				cps += fmt.Sprintf(" (%d failed)", f)
+			if vr.failed > 0 {
+				cps += fmt.Sprintf(" (%d failed)", vr.failed)
 			}
-			if s := sum(vr.skipped); s > 0 {
-				cps += fmt.Sprintf(" (%d not started)", s)
+			if vr.skipped > 0 {
+				cps += fmt.Sprintf(" (%d not started)", vr.skipped)
 			}
 			target = fmt.Sprintf(">= %.2f", vr.target)
 			verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
@@ -138,12 +132,4 @@ func joinInts(xs []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
-}
-
-func sum(xs []int) int {
-	t := 0
-	for _, x := range xs {
-		t += x
-	}
-	return t
 }

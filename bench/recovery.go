@@ -29,22 +29,17 @@ func (rv recoveryVariant) String() string {
 
 // recoveryResult is what one TaskManager kill measured, each time from the SIGKILL.
 type recoveryResult struct {
-	victim     string
-	hosted     []string // tasks on the victim, "<vertex> (<i>/<p>)"
-	restarted  []string // tasks whose attempt changed
-	jmRestart  []string // the restarted tasks the JobManager recorded (ExceptionEntry.restarted_tasks)
-	tasks      int      // tasks of the job
-	restoredID int64
-	cause      string
+	victim    string
+	hosted    []string // tasks on the victim, "<vertex> (<i>/<p>)"
+	restarted []string // tasks whose attempt changed
+	jmRestart []string // the restarted tasks the JobManager recorded (ExceptionEntry.restarted_tasks)
+	tasks     int      // tasks of the job
+	cause     string
 
-	detected   time.Duration // the job left RUNNING
-	running    time.Duration // the job is RUNNING again (the restarted tasks are being deployed)
-	allRunning time.Duration // every task of the job is RUNNING
-	cpTrigger  time.Duration // the first checkpoint completed after recovery was triggered (JobManager clock)
+	detected  time.Duration // the job left RUNNING
+	cpTrigger time.Duration // the first checkpoint completed after recovery was triggered (JobManager clock)
 
-	attemptBefore int32 // the highest task attempt before the kill
-
-	newOutput
+	afterKill
 }
 
 // recoveryPoll is how often the job status and the output directory are looked at after the
@@ -74,7 +69,7 @@ const recoveryTarget = 500 * time.Millisecond
 // index its own pipelined region) and for a keyed job (one region). Every kill is a new job on
 // two busy TaskManagers plus a spare; the kills of the variants are interleaved.
 func recovery(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, recoveryBusyTMs, recoverySlots)
+	c, err := startCluster(o.bin, 1, recoveryBusyTMs, recoverySlots)
 	if err != nil {
 		return err
 	}
@@ -129,15 +124,8 @@ func recovery(o options, v *verdicts) (err error) {
 			live = slices.DeleteFunc(append(live, spare), func(id string) bool { return id == r.victim })
 			fmt.Printf("  kill %2d, %s: SIGKILL %s (hosting %s), restarted %s, restored checkpoint %d\n",
 				kill, rv, r.victim, groupTasks(r.hosted), restartedText(r), r.restoredID)
-			fmt.Printf("           RUNNING again %s, all tasks RUNNING %s, first new committed output %s: %s",
-				ms(r.running), ms(r.allRunning), ms(r.committed), partsText(r.firstParts, r.attemptBefore))
-			if r.olderData > 0 {
-				fmt.Printf("; not counted: %d part %s committed after the kill with data written before it", r.olderData, plural(r.olderData, "file"))
-			}
-			if r.early > 0 {
-				fmt.Printf("; not counted: %d part %s committed after the kill, before the job was RUNNING again", r.early, plural(r.early, "file"))
-			}
-			fmt.Println()
+			fmt.Printf("           RUNNING again %s, all tasks RUNNING %s, first new committed output %s: %s\n",
+				ms(r.running), ms(r.allRunning), ms(r.committed), r.outputText())
 			if !slices.Equal(sortedCopy(r.jmRestart), sortedCopy(r.restarted)) {
 				fmt.Printf("           note: the JobManager's exception history names %s as restarted\n", groupTasks(r.jmRestart))
 			}
@@ -147,8 +135,9 @@ func recovery(o options, v *verdicts) (err error) {
 		}
 	}
 	for _, rv := range []recoveryVariant{full, region, keyed} {
-		if rv.runs > 0 {
-			printRecoveryTable(rv, results[rv])
+		if rs := results[rv]; rv.runs > 0 {
+			fmt.Printf("\n  %s, %d %s; restarted: %s\n", rv, len(rs), plural(len(rs), "kill"), restartedSummary(rs))
+			printTable(recoveryRows, rs, 28)
 		}
 	}
 	fmt.Printf("\n  target (issue): job RUNNING again under %s after a TaskManager kill, with a spare slot (judged on the max over the kills):\n", ms(recoveryTarget))
@@ -179,11 +168,14 @@ func recovery(o options, v *verdicts) (err error) {
 	return nil
 }
 
-// recoveryRows are the figures of a recovery table.
-var recoveryRows = []struct {
+// row is one figure of a table of results R.
+type row[R any] struct {
 	name string
-	f    func(recoveryResult) time.Duration
-}{
+	f    func(R) time.Duration
+}
+
+// recoveryRows are the figures of a recovery table.
+var recoveryRows = []row[recoveryResult]{
 	{"failover started", func(r recoveryResult) time.Duration { return r.detected }},
 	{"job RUNNING again", func(r recoveryResult) time.Duration { return r.running }},
 	{"all tasks RUNNING", func(r recoveryResult) time.Duration { return r.allRunning }},
@@ -200,16 +192,17 @@ func figures[R any](rs []R, f func(R) time.Duration) []time.Duration {
 	return ds
 }
 
-func printRecoveryTable(rv recoveryVariant, rs []recoveryResult) {
-	fmt.Printf("\n  %s, %d %s; restarted: %s\n", rv, len(rs), plural(len(rs), "kill"), restartedSummary(rs))
-	fmt.Printf("    %-36s %9s  %9s   %s\n", "", "median", "max", "each")
-	for _, row := range recoveryRows {
+// printTable prints each row's median, max and every value over rs, its name in a column
+// width wide.
+func printTable[R any](rows []row[R], rs []R, width int) {
+	fmt.Printf("    %-*s %9s  %9s   %s\n", width+8, "", "median", "max", "each")
+	for _, row := range rows {
 		ds := figures(rs, row.f)
 		each := make([]string, len(ds))
 		for i, d := range ds {
 			each[i] = ms(d)
 		}
-		fmt.Printf("    kill -> %-28s %9s  %9s   %s\n", row.name+":", ms(median(ds)), ms(slices.Max(ds)), strings.Join(each, ", "))
+		fmt.Printf("    kill -> %-*s %9s  %9s   %s\n", width, row.name+":", ms(median(ds)), ms(slices.Max(ds)), strings.Join(each, ", "))
 	}
 }
 
@@ -267,29 +260,25 @@ func groupTasks(names []string) string {
 	return strings.Join(out, ", ")
 }
 
-// recoverySpec is the job of one kill.
-func recoverySpec(o options, rv recoveryVariant, kill int, out, cpDir string) string {
-	cfg := jobConfig(
-		"execution.checkpointing.interval", fmt.Sprintf("%dms", o.recInterval.Milliseconds()),
-		"execution.checkpointing.mode", "EXACTLY_ONCE",
-		"execution.checkpointing.dir", cpDir,
+// forwardOps are the operators between the source and the sink of the forward-only job.
+const forwardOps = `  - {name: double, type: map, fields: {value: "value * 2"}}`
+
+// recoverySpec is a job of the recovery and ha sections: a sequence from 0 at -recovery-rate,
+// then ops, then a file sink writing to out; checkpoints every -recovery-interval
+// (EXACTLY_ONCE, hashmap) to cpDir, fixed-delay restarts, and the config keys and values more.
+func recoverySpec(o options, name string, parallelism int, ops, out, cpDir string, more ...string) string {
+	cfg := checkpointConfig(fmt.Sprintf("%dms", o.recInterval.Milliseconds()), cpDir, append([]string{
 		"state.backend.type", "hashmap",
 		"restart-strategy.type", "fixed-delay",
 		"restart-strategy.fixed-delay.delay", fmt.Sprintf("%dms", o.recDelay.Milliseconds()),
-		"restart-strategy.fixed-delay.attempts", "10",
-		"jobmanager.execution.failover-strategy", rv.strategy)
-	middle := `  - {name: double, type: map, fields: {value: "value * 2"}}`
-	if rv.job == "keyed" {
-		middle = `  - {name: by-key, type: key-by, key: "value % 1024"}
-  - {name: counts, type: count}`
-	}
-	return fmt.Sprintf(`name: bench-recovery-%d-%s-%s
+		"restart-strategy.fixed-delay.attempts", "10"}, more...)...)
+	return fmt.Sprintf(`name: %s
 parallelism: %d
 %soperators:
   - {name: numbers, type: sequence, from: 0, rate: %d}
 %s
   - {name: out, type: file, path: %q}
-`, kill, rv.job, rv.strategy, recoveryParallelism, cfg, o.recRate, middle, out)
+`, name, parallelism, cfg, o.recRate, ops, out)
 }
 
 // recoverOnce runs one job on the live TaskManagers, starts the spare, kills the TaskManager
@@ -300,21 +289,21 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 		return r, err
 	}
 	out := filepath.Join(c.dir, fmt.Sprintf("recovery-out-%d", kill))
-	spec := recoverySpec(o, rv, kill, out, filepath.Join(c.dir, "checkpoints"))
-	id, err := c.startJob(fmt.Sprintf("recovery-%d", kill), spec, 20*time.Millisecond)
-	if id != "" {
-		defer func() {
-			if cerr := c.cancel(id); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
+	ops := forwardOps
+	if rv.job == "keyed" {
+		ops = `  - {name: by-key, type: key-by, key: "value % 1024"}
+  - {name: counts, type: count}`
 	}
+	spec := recoverySpec(o, fmt.Sprintf("bench-recovery-%d-%s-%s", kill, rv.job, rv.strategy), recoveryParallelism, ops, out,
+		filepath.Join(c.dir, "checkpoints"), "jobmanager.execution.failover-strategy", rv.strategy)
+	id, err := c.startJob(fmt.Sprintf("recovery-%d", kill), spec, 20*time.Millisecond)
+	defer c.cancelAtReturn(id, &err)
 	if err != nil {
 		return r, err
 	}
 	// The spare registers after the job took the other TaskManagers' slots: the JobManager
 	// spreads a job over the TaskManagers with the most free slots.
-	if err := c.startTM(spare); err != nil {
+	if _, err := c.StartTaskManager(spare); err != nil {
 		return r, err
 	}
 	if err := c.waitTaskManagers(append(slices.Clone(live), spare), 30*time.Second); err != nil {
@@ -350,7 +339,6 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	oldAttempt := map[string]int32{}
 	for _, t := range before.GetTasks() {
 		oldAttempt[taskName(t, before)] = t.GetAttempt()
-		r.attemptBefore = max(r.attemptBefore, t.GetAttempt())
 		if t.GetSubtask() == 0 && r.victim == "" {
 			r.victim = t.GetTaskmanager()
 		}
@@ -364,42 +352,23 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 		}
 	}
 	r.tasks = len(before.GetTasks())
-	// seen holds the part files that are not new output: those visible at the kill, and
-	// every one that appeared before the job was RUNNING again (a checkpoint that completed
-	// before the failover did commit it) or holds only data written before the kill (a
-	// restored transaction re-committed, a late commit, an older pending file).
-	if err := r.watch(out); err != nil {
+	if err := r.kill(c, r.victim, out, before); err != nil {
 		return r, err
 	}
-	killed, err := c.kill(r.victim)
-	if err != nil {
-		return r, err
-	}
-	r.killed = killed
-	recovered := false // RUNNING again in a status read before the listing at hand
 	for r.committed == 0 || r.allRunning == 0 {
 		// The listing comes first: a part file in it was committed before the status below.
-		if err := r.scan(recovered); err != nil {
+		if err := r.scan(); err != nil {
 			return r, err
 		}
 		d, err := cl.Job(ctx, id)
 		if err != nil {
 			return r, fmt.Errorf("job status after the kill: %w", err)
 		}
-		now := time.Since(killed)
-		restarted := d.GetRestarts() > before.GetRestarts()
+		now, restarted := r.observe(d, before)
 		if r.detected == 0 && (d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING || restarted) {
 			r.detected = now
 		}
-		if r.running == 0 && restarted && d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING {
-			r.running = now
-			r.restoredID = d.GetRestoredCheckpointId()
-			recovered = true
-		}
-		if r.allRunning == 0 && restarted && allTasksRunning(d) {
-			r.allRunning = now
-		}
-		r.firstCheckpoint(d, killed)
+		r.firstCheckpoint(d)
 		if client.IsTerminal(d.GetStatus()) {
 			return r, fmt.Errorf("job %s ended %v after the kill: %s", id, d.GetStatus(), d.GetFailureCause())
 		}
@@ -412,7 +381,7 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 	if err != nil {
 		return r, err
 	}
-	r.firstCheckpoint(d, killed)
+	r.firstCheckpoint(d)
 	for _, t := range d.GetTasks() {
 		if n := taskName(t, d); t.GetAttempt() != oldAttempt[n] {
 			r.restarted = append(r.restarted, n)
@@ -433,9 +402,9 @@ func recoverOnce(c *cluster, cl *client.Client, o options, rv recoveryVariant, k
 
 // firstCheckpoint records when the first checkpoint completed after recovery was triggered,
 // if d shows it.
-func (r *recoveryResult) firstCheckpoint(d *pb.JobDetails, killed time.Time) {
+func (r *recoveryResult) firstCheckpoint(d *pb.JobDetails) {
 	if cp := d.GetLastCheckpoint(); r.cpTrigger == 0 && r.running != 0 && cp.GetId() > r.restoredID && cp.GetTriggerTime() != nil {
-		r.cpTrigger = cp.GetTriggerTime().AsTime().Sub(killed)
+		r.cpTrigger = cp.GetTriggerTime().AsTime().Sub(r.killed)
 	}
 }
 
@@ -446,15 +415,8 @@ func taskName(t *pb.TaskDetails, d *pb.JobDetails) string {
 
 // allTasksRunning reports whether the job and every task are RUNNING.
 func allTasksRunning(d *pb.JobDetails) bool {
-	if d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING || len(d.GetTasks()) == 0 {
-		return false
-	}
-	for _, t := range d.GetTasks() {
-		if t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
-			return false
-		}
-	}
-	return true
+	return d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && len(d.GetTasks()) > 0 &&
+		!slices.ContainsFunc(d.GetTasks(), func(t *pb.TaskDetails) bool { return t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING })
 }
 
 // committedParts lists the committed part files of a file sink directory: visible files
@@ -476,77 +438,115 @@ func committedParts(dir string) ([]string, error) {
 	return out, nil
 }
 
-// partsText describes new part files "part-<subtask>-<attempt>-<n>.jsonl" by who wrote them:
-// restarted tasks run an attempt above every attempt before the kill (attemptBefore).
-func partsText(names []string, attemptBefore int32) string {
-	restarted := 0
-	for _, name := range names {
-		if f := strings.Split(name, "-"); len(f) >= 4 {
-			if a, err := strconv.Atoi(f[2]); err == nil && int32(a) > attemptBefore {
-				restarted++
-			}
-		}
-	}
-	return fmt.Sprintf("%d part %s, %d by restarted tasks, %d by tasks that kept running",
-		len(names), plural(len(names), "file"), restarted, len(names)-restarted)
-}
+// afterKill is what the recovery and ha sections measure alike after a SIGKILL, each time
+// from it: the job RUNNING again, all its tasks RUNNING, and its first new committed output.
+// It tells that output from part files that are not new output: those visible at the kill,
+// those that appeared before the job was RUNNING again (a checkpoint completed before the
+// failover committed them) and those holding only data written before the kill (a restored
+// transaction re-committed, a late commit, an older pending file).
+type afterKill struct {
+	killed        time.Time
+	attemptBefore int32 // the highest task attempt before the kill
 
-// newOutput tells the first new committed output after a kill from part files that are not
-// new output: those visible at the kill, those that appeared before the job was RUNNING again
-// (a checkpoint completed before the failover committed them) and those holding only data
-// written before the kill (a restored transaction re-committed, a late commit).
-type newOutput struct {
-	committed  time.Duration // since the kill, when the first new part file was listed
+	running    time.Duration // the job is RUNNING again, restarted (the restarted tasks are being deployed)
+	allRunning time.Duration // every task of the job is RUNNING
+	restarts   int32         // the job's restarts when it was RUNNING again
+	restoredID int64
+
+	committed  time.Duration // when the first new part file was listed
 	firstParts []string      // the new part files of that listing
 	olderData  int           // part files committed after the kill with data only from before it
 	early      int           // part files committed after the kill, before the job was RUNNING again
 
-	dir    string
-	killed time.Time
-	seen   map[string]bool
+	dir  string
+	seen map[string]bool // part files that are not new output
 }
 
-// watch records the part files visible now, just before the kill.
-func (o *newOutput) watch(dir string) error {
+// kill records the part files in dir visible now and the highest task attempt of before,
+// the job's details just read, then SIGKILLs the process victim.
+func (a *afterKill) kill(c *cluster, victim, dir string, before *pb.JobDetails) error {
 	files, err := committedParts(dir)
 	if err != nil {
 		return err
 	}
-	o.dir, o.seen = dir, map[string]bool{}
+	a.dir, a.seen = dir, map[string]bool{}
 	for _, f := range files {
-		o.seen[f] = true
+		a.seen[f] = true
+	}
+	for _, t := range before.GetTasks() {
+		a.attemptBefore = max(a.attemptBefore, t.GetAttempt())
+	}
+	a.killed, err = c.kill(victim)
+	return err
+}
+
+// observe records from the job's details d, read after the kill, whether it is RUNNING again
+// and all its tasks are, restarted since before. It returns the time since the kill and
+// whether the job restarted.
+func (a *afterKill) observe(d, before *pb.JobDetails) (now time.Duration, restarted bool) {
+	now = time.Since(a.killed)
+	restarted = d.GetRestarts() > before.GetRestarts()
+	if a.running == 0 && restarted && d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING {
+		a.running, a.restarts, a.restoredID = now, d.GetRestarts(), d.GetRestoredCheckpointId()
+	}
+	if a.allRunning == 0 && restarted && allTasksRunning(d) {
+		a.allRunning = now
+	}
+	return now, restarted
+}
+
+// scan lists the directory once. A part file in the listing that is new output was committed
+// before the next status read, and after the job was RUNNING again if a status read before
+// the listing showed it.
+func (a *afterKill) scan() error {
+	files, err := committedParts(a.dir)
+	if err != nil {
+		return err
+	}
+	listed := time.Since(a.killed)
+	for _, f := range files {
+		if a.seen[f] || (a.committed != 0 && a.committed != listed) {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(a.dir, f))
+		if err != nil {
+			return err
+		}
+		if !st.ModTime().After(a.killed) {
+			a.seen[f] = true
+			a.olderData++
+			continue
+		}
+		if a.running == 0 {
+			a.seen[f] = true
+			a.early++
+			continue
+		}
+		a.committed = listed
+		a.firstParts = append(a.firstParts, f)
 	}
 	return nil
 }
 
-// scan lists the directory once. recovered says the job was RUNNING again in a status read
-// before this listing: a part file in it was committed before that status.
-func (o *newOutput) scan(recovered bool) error {
-	files, err := committedParts(o.dir)
-	if err != nil {
-		return err
+// outputText describes the first new part files "part-<subtask>-<attempt>-<n>.jsonl" by who
+// wrote them (restarted tasks run an attempt above every attempt before the kill) and the
+// part files not counted.
+func (a *afterKill) outputText() string {
+	restarted := 0
+	for _, name := range a.firstParts {
+		if f := strings.Split(name, "-"); len(f) >= 4 {
+			if n, err := strconv.Atoi(f[2]); err == nil && int32(n) > a.attemptBefore {
+				restarted++
+			}
+		}
 	}
-	listed := time.Since(o.killed)
-	for _, f := range files {
-		if o.seen[f] || (o.committed != 0 && o.committed != listed) {
-			continue
-		}
-		st, err := os.Stat(filepath.Join(o.dir, f))
-		if err != nil {
-			return err
-		}
-		if !st.ModTime().After(o.killed) {
-			o.seen[f] = true
-			o.olderData++
-			continue
-		}
-		if !recovered {
-			o.seen[f] = true
-			o.early++
-			continue
-		}
-		o.committed = listed
-		o.firstParts = append(o.firstParts, f)
+	s := fmt.Sprintf("%d part %s, %d by restarted tasks, %d by tasks that kept running",
+		len(a.firstParts), plural(len(a.firstParts), "file"), restarted, len(a.firstParts)-restarted)
+	if a.olderData > 0 {
+		s += fmt.Sprintf("; not counted: %d part %s committed after the kill with data written before it", a.olderData, plural(a.olderData, "file"))
 	}
-	return nil
+	if a.early > 0 {
+		s += fmt.Sprintf("; not counted: %d part %s committed after the kill, before the job was RUNNING again", a.early, plural(a.early, "file"))
+	}
+	return s
 }

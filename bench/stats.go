@@ -15,9 +15,7 @@ func median[T cmp.Ordered](xs []T) T {
 	if len(xs) == 0 {
 		return zero
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return slices.Sorted(slices.Values(xs))[len(xs)/2]
 }
 
 // percentile by nearest rank: the smallest value with at least p of the values at or below
@@ -27,17 +25,12 @@ func percentile[T cmp.Ordered](xs []T, p float64) T {
 	if len(xs) == 0 {
 		return zero
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
+	s := slices.Sorted(slices.Values(xs))
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func sortedCopy(xs []string) []string {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s
-}
+func sortedCopy(xs []string) []string { return slices.Sorted(slices.Values(xs)) }
 
 // ms formats a duration in milliseconds with a resolution that fits its size.
 func ms(d time.Duration) string {
@@ -74,13 +67,17 @@ func keysText(k int) string {
 }
 
 // verdicts collects every figure that has a target, for the summary at the end.
-type verdicts struct{ lines []string }
+type verdicts struct {
+	lines  []string
+	failed int
+}
 
 // check records and returns the verdict of a figure against its target.
 func (v *verdicts) check(figure string, met bool) string {
 	word := "target met"
 	if !met {
 		word = "BELOW TARGET"
+		v.failed++
 	}
 	v.lines = append(v.lines, fmt.Sprintf("  %-64s %s", figure, word))
 	return word
@@ -90,13 +87,7 @@ func (v *verdicts) print() {
 	if len(v.lines) == 0 {
 		return
 	}
-	failed := 0
-	for _, l := range v.lines {
-		if strings.HasSuffix(l, "BELOW TARGET") {
-			failed++
-		}
-	}
-	fmt.Printf("\n== summary: %d of %d targets met ==\n%s\n", len(v.lines)-failed, len(v.lines), strings.Join(v.lines, "\n"))
+	fmt.Printf("\n== summary: %d of %d targets met ==\n%s\n", len(v.lines)-v.failed, len(v.lines), strings.Join(v.lines, "\n"))
 }
 
 // durText writes whole-unit durations as in the README: "0 ms", "100 ms", "1 s".

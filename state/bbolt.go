@@ -11,9 +11,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/bbolt"
+
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
-	"go.etcd.io/bbolt"
 )
 
 // boltBackend keeps keyed state in a local bbolt file: one bucket per state, keys
@@ -315,15 +316,10 @@ func (b *boltBackend) curKey() ([]byte, error) {
 	return b.keyBuf, nil
 }
 
-func (b *boltBackend) register(name string, kind stateKind) error {
-	if err := checkName(name); err != nil {
+// register adds t as state name of kind.
+func (b *boltBackend) register(name string, kind stateKind, t boltFlusher) error {
+	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
 		return err
-	}
-	if b.closed {
-		return fmt.Errorf("state %q: %w", name, ErrClosed)
-	}
-	if _, ok := b.tables[name]; ok {
-		return fmt.Errorf("state %q: %w", name, ErrStateExists)
 	}
 	if k, ok := b.kinds[name]; ok {
 		if err := checkKind(name, kind, k); err != nil {
@@ -331,6 +327,7 @@ func (b *boltBackend) register(name string, kind stateKind) error {
 		}
 	}
 	b.kinds[name] = kind
+	b.tables[name] = t
 	return nil
 }
 
@@ -665,12 +662,23 @@ type dirtyVal struct {
 	deleted bool
 }
 
-// boltTable is the cache of a value, reducing or list state: database key -> value.
-type boltTable struct {
+// boltCache is a registered state's bucket and write-back cache of entries E.
+type boltCache[E any] struct {
 	b   *boltBackend
 	ref bucketRef
-	cacheLayers[*dirtyVal]
+	cacheLayers[E]
 }
+
+func newBoltCache[E any](b *boltBackend, name string, build func(map[string]E) dirtyView) boltCache[E] {
+	return boltCache[E]{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(build)}
+}
+
+func (c *boltCache[E]) flushTo(tx *bbolt.Tx) error {
+	return writeView(tx, c.ref.name, c.pending())
+}
+
+// boltTable is the cache of a value, reducing or list state: database key -> value.
+type boltTable struct{ boltCache[*dirtyVal] }
 
 // tableView is the view of one layer of a boltTable.
 func tableView(m map[string]*dirtyVal) dirtyView {
@@ -683,16 +691,19 @@ func tableView(m map[string]*dirtyVal) dirtyView {
 }
 
 func newBoltTable(b *boltBackend, name string, kind stateKind) (*boltTable, error) {
-	if err := b.register(name, kind); err != nil {
+	t := &boltTable{newBoltCache(b, name, tableView)}
+	if err := b.register(name, kind, t); err != nil {
 		return nil, err
 	}
-	t := &boltTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(tableView)}
-	b.tables[name] = t
 	return t, nil
 }
 
-// get returns the current value of key (cache, then file); valid until the next write.
-func (t *boltTable) get(key []byte) ([]byte, bool, error) {
+// get returns the current key's value (cache, then file); valid until the next write.
+func (t *boltTable) get() ([]byte, bool, error) {
+	key, err := t.b.curKey()
+	if err != nil {
+		return nil, false, err
+	}
 	if e, ok := t.dirty[string(key)]; ok {
 		return e.val, !e.deleted, nil
 	}
@@ -744,10 +755,6 @@ func (t *boltTable) del() error {
 	return nil
 }
 
-func (t *boltTable) flushTo(tx *bbolt.Tx) error {
-	return writeView(tx, t.ref.name, t.pending())
-}
-
 // boltValue is value or reducing state in a bbolt backend.
 type boltValue[T any] struct {
 	t *boltTable
@@ -764,11 +771,7 @@ func newBoltValue[T any](b *boltBackend, name string, kind stateKind, c Codec[T]
 
 func (s *boltValue[T]) get() (T, bool, error) {
 	var zero T
-	key, err := s.t.b.curKey()
-	if err != nil {
-		return zero, false, err
-	}
-	raw, ok, err := s.t.get(key)
+	raw, ok, err := s.t.get()
 	if err != nil || !ok {
 		return zero, false, err
 	}
@@ -807,11 +810,7 @@ func newBoltList[T any](b *boltBackend, name string, c Codec[T]) (*boltList[T], 
 }
 
 func (s *boltList[T]) get() ([]T, error) {
-	key, err := s.t.b.curKey()
-	if err != nil {
-		return nil, err
-	}
-	raw, ok, err := s.t.get(key)
+	raw, ok, err := s.t.get()
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -877,11 +876,7 @@ func (ov *mapOverlay) lookup(uk []byte) (val []byte, ok, found bool) {
 }
 
 // boltMapTable is the cache of a map state: database key prefix -> overlay.
-type boltMapTable struct {
-	b   *boltBackend
-	ref bucketRef
-	cacheLayers[*mapOverlay]
-}
+type boltMapTable struct{ boltCache[*mapOverlay] }
 
 // mapView is the view of one layer of a boltMapTable: an entry per user key of each overlay.
 func mapView(m map[string]*mapOverlay) dirtyView {
@@ -898,23 +893,13 @@ func mapView(m map[string]*mapOverlay) dirtyView {
 	return v
 }
 
-func (t *boltMapTable) flushTo(tx *bbolt.Tx) error {
-	return writeView(tx, t.ref.name, t.pending())
-}
-
 // lookup returns the value of full key prefix+uk in the layers, newest first, or found false
 // when it is left to the file.
 func (t *boltMapTable) lookup(prefix, uk []byte) (val []byte, ok, found bool) {
-	if ov := t.dirty[string(prefix)]; ov != nil {
+	var buf [maxFrozenLayers + 1]*mapOverlay
+	for _, ov := range t.overlays(buf[:0], prefix) {
 		if val, ok, found = ov.lookup(uk); found {
 			return val, ok, true
-		}
-	}
-	for i := len(t.frozen) - 1; i >= 0; i-- {
-		if ov := t.frozen[i].m[string(prefix)]; ov != nil {
-			if val, ok, found = ov.lookup(uk); found {
-				return val, ok, true
-			}
 		}
 	}
 	return nil, false, false
@@ -949,11 +934,10 @@ type boltMap[K comparable, V any] struct {
 }
 
 func newBoltMap[K comparable, V any](b *boltBackend, name string, kc Codec[K], vc Codec[V]) (*boltMap[K, V], error) {
-	if err := b.register(name, kindMap); err != nil {
+	t := &boltMapTable{newBoltCache(b, name, mapView)}
+	if err := b.register(name, kindMap, t); err != nil {
 		return nil, err
 	}
-	t := &boltMapTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(mapView)}
-	b.tables[name] = t
 	return &boltMap[K, V]{t: t, kc: kc, vc: vc}, nil
 }
 

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -231,10 +233,7 @@ func (tm *TaskManager) RunningTasks() []string {
 func (tm *TaskManager) Close() error {
 	tm.cancel()
 	tm.mu.Lock()
-	tasks := make([]*task, 0, len(tm.tasks))
-	for _, t := range tm.tasks {
-		tasks = append(tasks, t)
-	}
+	tasks := slices.Collect(maps.Values(tm.tasks))
 	tm.mu.Unlock()
 	for _, t := range tasks {
 		t.requestCancel()
@@ -337,10 +336,7 @@ func (tm *TaskManager) connectLoop() {
 		tm.mu.Lock()
 		tm.registration, tm.jmClient = "", nil
 		tm.endReg(err)
-		tasks := make([]*task, 0, len(tm.tasks))
-		for _, t := range tm.tasks {
-			tasks = append(tasks, t)
-		}
+		tasks := slices.Collect(maps.Values(tm.tasks))
 		tm.mu.Unlock()
 		if tm.ctx.Err() != nil {
 			return

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -132,18 +133,9 @@ func Start(cfg Config) (*TaskManager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	settings := cfg.Settings
-	if settings == nil {
-		settings = config.New()
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	stdout := cfg.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
+	settings := cmp.Or(cfg.Settings, config.New())
+	log := cmp.Or(cfg.Logger, slog.Default())
+	stdout := cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
 	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)
@@ -157,10 +149,7 @@ func Start(cfg Config) (*TaskManager, error) {
 		lis.Close()
 		return nil, err
 	}
-	id := cfg.ID
-	if id == "" {
-		id = "tm-" + addr
-	}
+	id := cmp.Or(cfg.ID, "tm-"+addr)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())

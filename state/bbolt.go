@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -269,25 +270,18 @@ func newBoltBackend(o KeyedBackendOptions) (*boltBackend, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("bbolt state backend: %w", err)
 	}
-	mmap := o.MmapSize
-	if mmap == 0 {
-		mmap = DefaultMmapSize
-	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		NoSync:          true,
 		NoGrowSync:      true,
 		NoFreelistSync:  true,
 		FreelistType:    bbolt.FreelistMapType,
-		InitialMmapSize: mmap,
+		InitialMmapSize: cmp.Or(o.MmapSize, DefaultMmapSize),
 	})
 	if err != nil {
 		os.Remove(path)
 		return nil, fmt.Errorf("bbolt state backend: open %s: %w", path, err)
 	}
-	maxDirty := o.CacheEntries
-	if maxDirty == 0 {
-		maxDirty = DefaultCacheEntries
-	}
+	maxDirty := cmp.Or(o.CacheEntries, DefaultCacheEntries)
 	return &boltBackend{
 		keyContext: newKeyContext(o),
 		db:         db,
@@ -493,11 +487,7 @@ func (b *boltBackend) Close() error {
 	}
 	b.closed = true
 	b.closeReader()
-	err := b.db.Close()
-	if rerr := os.Remove(b.path); rerr != nil {
-		err = errors.Join(err, rerr)
-	}
-	if err != nil {
+	if err := errors.Join(b.db.Close(), os.Remove(b.path)); err != nil {
 		return fmt.Errorf("bbolt state backend: close: %w", err)
 	}
 	return nil

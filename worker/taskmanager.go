@@ -582,8 +582,9 @@ func (tm *TaskManager) reportLoop() {
 			}
 		}
 		tm.deliver(r)
-		if isTerminal(r.GetState()) {
-			tm.forget(r.GetExecution())
+		switch r.GetState() {
+		case pb.ExecutionState_EXECUTION_STATE_FINISHED, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
+			tm.forget(r.GetExecution()) // the task ended
 		}
 	}
 }
@@ -635,14 +636,6 @@ func (tm *TaskManager) forget(id *pb.ExecutionAttemptID) {
 	delete(tm.tasks, execid.Key(id))
 }
 
-func isTerminal(s pb.ExecutionState) bool {
-	switch s {
-	case pb.ExecutionState_EXECUTION_STATE_FINISHED, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
-		return true
-	}
-	return false
-}
-
 // executorServer serves TaskExecutorService for the JobManager leader.
 type executorServer struct {
 	pb.UnimplementedTaskExecutorServiceServer
@@ -668,12 +661,6 @@ func (tm *TaskManager) checkCommandLocked(registration string, term uint64) erro
 	return nil
 }
 
-func (s *executorServer) checkCommand(registration string, term uint64) error {
-	s.tm.mu.Lock()
-	defer s.tm.mu.Unlock()
-	return s.tm.checkCommandLocked(registration, term)
-}
-
 // admitLocked decides whether a task may be deployed: current leader term and registration,
 // not deployed yet, not cancelled before it arrived (a CancelTask can overtake its SubmitTask).
 func (s *executorServer) admitLocked(registration string, term uint64, key string) error {
@@ -691,7 +678,10 @@ func (s *executorServer) admitLocked(registration string, term uint64, key strin
 
 // SubmitTask deploys one task attempt.
 func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (*pb.SubmitTaskResponse, error) {
-	if err := s.checkCommand(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+	s.tm.mu.Lock()
+	err := s.tm.checkCommandLocked(req.GetRegistrationId(), req.GetLeaderTerm())
+	s.tm.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if req.GetSlot() < 0 || int(req.GetSlot()) >= s.tm.slots {

@@ -92,37 +92,6 @@ func (b *hashMapBackend) capture(i int) {
 	}
 }
 
-// register checks that name can be registered as kind and returns its restored entries.
-func (b *hashMapBackend) register(name string, kind stateKind) (*rawState, error) {
-	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
-		return nil, err
-	}
-	raw := b.pending[name]
-	if raw != nil {
-		if err := checkKind(name, kind, raw.kind); err != nil {
-			return nil, err
-		}
-	}
-	return raw, nil
-}
-
-// add registers t, loading the restored entries raw.
-func (b *hashMapBackend) add(t hmTable, raw *rawState) error {
-	name := t.meta().name
-	if raw != nil {
-		for i, blocks := range raw.groups {
-			for _, entries := range blocks {
-				if err := t.load(i, entries); err != nil {
-					return fmt.Errorf("state %q: restore: %w", name, err)
-				}
-			}
-		}
-	}
-	delete(b.pending, name)
-	b.tables[name] = t
-	return nil
-}
-
 // Snapshot takes the synchronous part of a snapshot: O(states + key groups).
 func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	if b.closed {
@@ -294,18 +263,28 @@ type hmState[E any] struct {
 	groups []map[record.Value]E
 }
 
-// newHMState registers state name as kind on b, builds it with mk around its shared part, and
+// newHMState registers state name as kind on b, built with mk around its shared part, and
 // loads its restored entries.
 func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind, mk func(hmState[E]) S) (S, error) {
 	var zero S
-	raw, err := b.register(name, kind)
-	if err != nil {
+	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
 		return zero, err
 	}
 	s := mk(hmState[E]{b: b, m: stateMeta{name: name, kind: kind}, groups: make([]map[record.Value]E, b.rng.Len())})
-	if err := b.add(s, raw); err != nil {
-		return zero, err
+	if raw := b.pending[name]; raw != nil {
+		if err := checkKind(name, kind, raw.kind); err != nil {
+			return zero, err
+		}
+		for i, blocks := range raw.groups {
+			for _, entries := range blocks {
+				if err := s.load(i, entries); err != nil {
+					return zero, fmt.Errorf("state %q: restore: %w", name, err)
+				}
+			}
+		}
 	}
+	delete(b.pending, name)
+	b.tables[name] = s
 	return s, nil
 }
 

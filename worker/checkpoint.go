@@ -11,7 +11,11 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/state"
@@ -66,11 +70,6 @@ func (t *task) post(ctx context.Context, f func() error) error {
 	return errTaskNotRunning
 }
 
-// jobDir is the job's checkpoint directory.
-func (t *task) jobDir() string {
-	return storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId())
-}
-
 // initState creates the task's state before its operators open: the keyed backend for a keyed
 // stream, and the operator state stores, restored from the checkpoint the task starts from.
 func (t *task) initState(keyType keyInfo) error {
@@ -117,11 +116,6 @@ func (t *task) initState(keyType keyInfo) error {
 			"key_groups", fmt.Sprintf("%d-%d", kr.Start, kr.End), "keyed_files", len(keyed))
 	}
 	return nil
-}
-
-// stateContextFor is the state context of chain member i.
-func (t *task) stateContextFor(i int) *stateContext {
-	return &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}
 }
 
 // barrierActions of the task (see barrier.go).
@@ -268,7 +262,7 @@ func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.Oper
 func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, error) {
 	defer snap.Release()
 	name := fmt.Sprintf("keyed-v%d-s%d-a%d", t.id.GetVertexId(), t.id.GetSubtask(), t.id.GetAttempt())
-	f, err := storage.CreateFile(t.jobDir(), id, name)
+	f, err := storage.CreateFile(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), id, name)
 	if err != nil {
 		return nil, err
 	}
@@ -343,11 +337,21 @@ func forChain[I any](t *task, id int64, format string, f func(I, int64) error) e
 	return nil
 }
 
-// checkpointCommand runs a checkpoint RPC on the task's goroutine.
+// checkpointCommand runs a checkpoint RPC of the current leader term and registration on the
+// task's goroutine.
 func (tm *TaskManager) checkpointCommand(ctx context.Context, registration string, term uint64, id *pb.ExecutionAttemptID, f func(t *task) error) error {
-	t, err := tm.runningTask(registration, term, id)
+	if id == nil {
+		return status.Error(codes.InvalidArgument, "execution is required")
+	}
+	tm.mu.Lock()
+	err := tm.checkCommandLocked(registration, term)
+	t := tm.tasks[execid.Key(id)]
+	tm.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if t == nil {
+		return status.Errorf(codes.FailedPrecondition, "execution %s: %v", execid.Key(id), errTaskNotRunning)
 	}
 	return t.post(ctx, func() error { return f(t) })
 }

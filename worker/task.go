@@ -327,7 +327,8 @@ func (t *task) setup() error {
 			out = noOutput{name: spec.GetName()}
 		}
 		if st, ok := built[i].(operator.Stateful); ok {
-			if err := st.InitializeState(t.stateContextFor(i)); err != nil {
+			sc := &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}
+			if err := st.InitializeState(sc); err != nil {
 				return fmt.Errorf("initialize state of %s: %w", spec.GetName(), err)
 			}
 		}

@@ -642,13 +642,6 @@ type executorServer struct {
 	tm *TaskManager
 }
 
-// fence checks a command's leader term (see fenceLocked).
-func (tm *TaskManager) fence(registration string, term uint64) error {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return tm.fenceLocked(registration, term)
-}
-
 // checkCommandLocked admits a command of the current leader term (fenceLocked) for the current
 // registration. tm.mu is held.
 func (tm *TaskManager) checkCommandLocked(registration string, term uint64) error {
@@ -732,23 +725,6 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	return &pb.CancelTaskResponse{}, nil
 }
 
-// runningTask finds a task for a command of the current leader term and registration.
-func (tm *TaskManager) runningTask(registration string, term uint64, id *pb.ExecutionAttemptID) (*task, error) {
-	if id == nil {
-		return nil, status.Error(codes.InvalidArgument, "execution is required")
-	}
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	if err := tm.checkCommandLocked(registration, term); err != nil {
-		return nil, err
-	}
-	t := tm.tasks[execid.Key(id)]
-	if t == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "execution %s: %v", execid.Key(id), errTaskNotRunning)
-	}
-	return t, nil
-}
-
 // checkpointRPCTimeout bounds one acknowledgement or decline to the JobManager.
 const checkpointRPCTimeout = 10 * time.Second
 
@@ -822,34 +798,31 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 	return &pb.TriggerTaskCheckpointResponse{}, nil
 }
 
-// NotifyCheckpointComplete tells a task that a checkpoint is committed. Tasks that no longer
-// run ignore it; a notification of a stale leader term is refused.
+// NotifyCheckpointComplete tells a task that a checkpoint is committed (see notify).
 func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.NotifyCheckpointCompleteRequest) (*pb.NotifyCheckpointCompleteResponse, error) {
-	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
-		return nil, err
-	}
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
-		return t.notifyComplete(req.GetCheckpointId())
-	})
-	if status.Code(err) == codes.InvalidArgument {
-		return nil, err
-	}
-	return &pb.NotifyCheckpointCompleteResponse{}, nil
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointCompleteResponse{},
+		func(t *task) error { return t.notifyComplete(req.GetCheckpointId()) })
 }
 
-// NotifyCheckpointAborted tells a task that a checkpoint was aborted. Tasks that no longer run
-// ignore it; a notification of a stale leader term is refused.
+// NotifyCheckpointAborted tells a task that a checkpoint was aborted (see notify).
 func (s *executorServer) NotifyCheckpointAborted(ctx context.Context, req *pb.NotifyCheckpointAbortedRequest) (*pb.NotifyCheckpointAbortedResponse, error) {
-	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointAbortedResponse{},
+		func(t *task) error { return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId()) })
+}
+
+// notify runs a checkpoint notification on the task's goroutine and answers resp. Tasks that no
+// longer run ignore it; a notification of a stale leader term is refused.
+func notify[R any](ctx context.Context, tm *TaskManager, registration string, term uint64, id *pb.ExecutionAttemptID, resp *R, f func(t *task) error) (*R, error) {
+	tm.mu.Lock()
+	err := tm.fenceLocked(registration, term)
+	tm.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
-		return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId())
-	})
-	if status.Code(err) == codes.InvalidArgument {
+	if err := tm.checkpointCommand(ctx, registration, term, id, f); status.Code(err) == codes.InvalidArgument {
 		return nil, err
 	}
-	return &pb.NotifyCheckpointAbortedResponse{}, nil
+	return resp, nil
 }
 
 // lockedWriter serializes writes from parallel print sinks; each Write carries whole lines.

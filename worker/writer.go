@@ -92,10 +92,7 @@ func (w *recordWriter) channel(row record.Row) (int, error) {
 		return 0, nil
 	case pb.Partitioner_PARTITIONER_REBALANCE:
 		c := w.next
-		w.next++
-		if w.next == w.n {
-			w.next = 0
-		}
+		w.next = (w.next + 1) % w.n
 		return c, nil
 	}
 	k, err := w.key.Eval(row, nil)

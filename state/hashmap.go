@@ -97,7 +97,7 @@ func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
-	s := &hmSnapshot{b: b, keyType: b.keyType, rng: b.rng}
+	s := &hmSnapshot{b: b, rng: b.rng}
 	for name, t := range b.tables {
 		s.states = append(s.states, hmSnapState{meta: stateMeta{name: name, kind: t.meta().kind}, table: t})
 	}
@@ -162,12 +162,11 @@ func (b *hashMapBackend) Close() error {
 
 // hmSnapshot is a copy-on-write snapshot of a hashmap backend.
 type hmSnapshot struct {
-	b       *hashMapBackend
-	keyType record.Type
-	rng     KeyGroupRange
-	header  []byte
-	states  []hmSnapState
-	groups  []hmGroup
+	b      *hashMapBackend
+	rng    KeyGroupRange
+	header []byte
+	states []hmSnapState
+	groups []hmGroup
 }
 
 type hmSnapState struct {

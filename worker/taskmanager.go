@@ -87,9 +87,7 @@ type TaskManager struct {
 	addr     string // advertised
 	slots    int
 	log      *slog.Logger
-	settings *config.Config
 
-	lis    net.Listener
 	srv    *grpc.Server
 	health *health.Server
 	env    *taskEnv
@@ -154,8 +152,8 @@ func Start(cfg Config) (*TaskManager, error) {
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	tm := &TaskManager{
-		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
-		log: log.With("tm_id", id), lis: lis, ctx: ctx, cancel: cancel,
+		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots),
+		log: log.With("tm_id", id), ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
 		reportCh: make(chan struct{}, 1),
 	}

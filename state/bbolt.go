@@ -711,19 +711,8 @@ func (t *boltTable) below(key []byte) ([]byte, bool, error) {
 	return t.ref.get(t.b, key)
 }
 
-// entry returns key's cache entry, creating it. Call maybeFlush before.
-func (t *boltTable) entry(key []byte) (e *dirtyVal, existed bool) {
-	if e, ok := t.dirty[string(key)]; ok {
-		return e, true
-	}
-	e = &dirtyVal{}
-	t.dirty[string(key)] = e
-	t.b.dirty++
-	return e, false
-}
-
-// write returns the cache entry of the current key for a write, flushing the cache first when
-// it is full.
+// write returns the cache entry of the current key for a write, creating it, and whether it
+// existed. It flushes the cache first when it is full.
 func (t *boltTable) write() (key []byte, e *dirtyVal, existed bool, err error) {
 	if key, err = t.b.curKey(); err != nil {
 		return nil, nil, false, err
@@ -731,7 +720,11 @@ func (t *boltTable) write() (key []byte, e *dirtyVal, existed bool, err error) {
 	if err := t.b.maybeFlush(); err != nil {
 		return nil, nil, false, err
 	}
-	e, existed = t.entry(key)
+	if e, existed = t.dirty[string(key)]; !existed {
+		e = &dirtyVal{}
+		t.dirty[string(key)] = e
+		t.b.dirty++
+	}
 	return key, e, existed, nil
 }
 

@@ -3,6 +3,7 @@ package record
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -147,17 +148,7 @@ func (s *Schema) String() string {
 }
 
 // Equal reports whether two schemas have the same fields in the same order.
-func (s *Schema) Equal(o *Schema) bool {
-	if len(s.fields) != len(o.fields) {
-		return false
-	}
-	for i := range s.fields {
-		if s.fields[i] != o.fields[i] {
-			return false
-		}
-	}
-	return true
-}
+func (s *Schema) Equal(o *Schema) bool { return slices.Equal(s.fields, o.fields) }
 
 // Proto returns the wire form of s.
 func (s *Schema) Proto() *pb.Schema {

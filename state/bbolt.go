@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,9 +12,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/bbolt"
+
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
-	"go.etcd.io/bbolt"
 )
 
 // boltBackend keeps keyed state in a local bbolt file: one bucket per state, keys
@@ -268,25 +270,18 @@ func newBoltBackend(o KeyedBackendOptions) (*boltBackend, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("bbolt state backend: %w", err)
 	}
-	mmap := o.MmapSize
-	if mmap == 0 {
-		mmap = DefaultMmapSize
-	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		NoSync:          true,
 		NoGrowSync:      true,
 		NoFreelistSync:  true,
 		FreelistType:    bbolt.FreelistMapType,
-		InitialMmapSize: mmap,
+		InitialMmapSize: cmp.Or(o.MmapSize, DefaultMmapSize),
 	})
 	if err != nil {
 		os.Remove(path)
 		return nil, fmt.Errorf("bbolt state backend: open %s: %w", path, err)
 	}
-	maxDirty := o.CacheEntries
-	if maxDirty == 0 {
-		maxDirty = DefaultCacheEntries
-	}
+	maxDirty := cmp.Or(o.CacheEntries, DefaultCacheEntries)
 	return &boltBackend{
 		keyContext: newKeyContext(o),
 		db:         db,
@@ -315,15 +310,10 @@ func (b *boltBackend) curKey() ([]byte, error) {
 	return b.keyBuf, nil
 }
 
-func (b *boltBackend) register(name string, kind stateKind) error {
-	if err := checkName(name); err != nil {
+// register adds t as state name of kind.
+func (b *boltBackend) register(name string, kind stateKind, t boltFlusher) error {
+	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
 		return err
-	}
-	if b.closed {
-		return fmt.Errorf("state %q: %w", name, ErrClosed)
-	}
-	if _, ok := b.tables[name]; ok {
-		return fmt.Errorf("state %q: %w", name, ErrStateExists)
 	}
 	if k, ok := b.kinds[name]; ok {
 		if err := checkKind(name, kind, k); err != nil {
@@ -331,6 +321,7 @@ func (b *boltBackend) register(name string, kind stateKind) error {
 		}
 	}
 	b.kinds[name] = kind
+	b.tables[name] = t
 	return nil
 }
 
@@ -496,11 +487,7 @@ func (b *boltBackend) Close() error {
 	}
 	b.closed = true
 	b.closeReader()
-	err := b.db.Close()
-	if rerr := os.Remove(b.path); rerr != nil {
-		err = errors.Join(err, rerr)
-	}
-	if err != nil {
+	if err := errors.Join(b.db.Close(), os.Remove(b.path)); err != nil {
 		return fmt.Errorf("bbolt state backend: close: %w", err)
 	}
 	return nil
@@ -665,12 +652,23 @@ type dirtyVal struct {
 	deleted bool
 }
 
-// boltTable is the cache of a value, reducing or list state: database key -> value.
-type boltTable struct {
+// boltCache is a registered state's bucket and write-back cache of entries E.
+type boltCache[E any] struct {
 	b   *boltBackend
 	ref bucketRef
-	cacheLayers[*dirtyVal]
+	cacheLayers[E]
 }
+
+func newBoltCache[E any](b *boltBackend, name string, build func(map[string]E) dirtyView) boltCache[E] {
+	return boltCache[E]{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(build)}
+}
+
+func (c *boltCache[E]) flushTo(tx *bbolt.Tx) error {
+	return writeView(tx, c.ref.name, c.pending())
+}
+
+// boltTable is the cache of a value, reducing or list state: database key -> value.
+type boltTable struct{ boltCache[*dirtyVal] }
 
 // tableView is the view of one layer of a boltTable.
 func tableView(m map[string]*dirtyVal) dirtyView {
@@ -683,16 +681,19 @@ func tableView(m map[string]*dirtyVal) dirtyView {
 }
 
 func newBoltTable(b *boltBackend, name string, kind stateKind) (*boltTable, error) {
-	if err := b.register(name, kind); err != nil {
+	t := &boltTable{newBoltCache(b, name, tableView)}
+	if err := b.register(name, kind, t); err != nil {
 		return nil, err
 	}
-	t := &boltTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(tableView)}
-	b.tables[name] = t
 	return t, nil
 }
 
-// get returns the current value of key (cache, then file); valid until the next write.
-func (t *boltTable) get(key []byte) ([]byte, bool, error) {
+// get returns the current key's value (cache, then file); valid until the next write.
+func (t *boltTable) get() ([]byte, bool, error) {
+	key, err := t.b.curKey()
+	if err != nil {
+		return nil, false, err
+	}
 	if e, ok := t.dirty[string(key)]; ok {
 		return e.val, !e.deleted, nil
 	}
@@ -710,19 +711,8 @@ func (t *boltTable) below(key []byte) ([]byte, bool, error) {
 	return t.ref.get(t.b, key)
 }
 
-// entry returns key's cache entry, creating it. Call maybeFlush before.
-func (t *boltTable) entry(key []byte) (e *dirtyVal, existed bool) {
-	if e, ok := t.dirty[string(key)]; ok {
-		return e, true
-	}
-	e = &dirtyVal{}
-	t.dirty[string(key)] = e
-	t.b.dirty++
-	return e, false
-}
-
-// write returns the cache entry of the current key for a write, flushing the cache first when
-// it is full.
+// write returns the cache entry of the current key for a write, creating it, and whether it
+// existed. It flushes the cache first when it is full.
 func (t *boltTable) write() (key []byte, e *dirtyVal, existed bool, err error) {
 	if key, err = t.b.curKey(); err != nil {
 		return nil, nil, false, err
@@ -730,7 +720,11 @@ func (t *boltTable) write() (key []byte, e *dirtyVal, existed bool, err error) {
 	if err := t.b.maybeFlush(); err != nil {
 		return nil, nil, false, err
 	}
-	e, existed = t.entry(key)
+	if e, existed = t.dirty[string(key)]; !existed {
+		e = &dirtyVal{}
+		t.dirty[string(key)] = e
+		t.b.dirty++
+	}
 	return key, e, existed, nil
 }
 
@@ -742,10 +736,6 @@ func (t *boltTable) del() error {
 	e.val = e.val[:0]
 	e.deleted = true
 	return nil
-}
-
-func (t *boltTable) flushTo(tx *bbolt.Tx) error {
-	return writeView(tx, t.ref.name, t.pending())
 }
 
 // boltValue is value or reducing state in a bbolt backend.
@@ -764,11 +754,7 @@ func newBoltValue[T any](b *boltBackend, name string, kind stateKind, c Codec[T]
 
 func (s *boltValue[T]) get() (T, bool, error) {
 	var zero T
-	key, err := s.t.b.curKey()
-	if err != nil {
-		return zero, false, err
-	}
-	raw, ok, err := s.t.get(key)
+	raw, ok, err := s.t.get()
 	if err != nil || !ok {
 		return zero, false, err
 	}
@@ -807,11 +793,7 @@ func newBoltList[T any](b *boltBackend, name string, c Codec[T]) (*boltList[T], 
 }
 
 func (s *boltList[T]) get() ([]T, error) {
-	key, err := s.t.b.curKey()
-	if err != nil {
-		return nil, err
-	}
-	raw, ok, err := s.t.get(key)
+	raw, ok, err := s.t.get()
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -877,11 +859,7 @@ func (ov *mapOverlay) lookup(uk []byte) (val []byte, ok, found bool) {
 }
 
 // boltMapTable is the cache of a map state: database key prefix -> overlay.
-type boltMapTable struct {
-	b   *boltBackend
-	ref bucketRef
-	cacheLayers[*mapOverlay]
-}
+type boltMapTable struct{ boltCache[*mapOverlay] }
 
 // mapView is the view of one layer of a boltMapTable: an entry per user key of each overlay.
 func mapView(m map[string]*mapOverlay) dirtyView {
@@ -898,23 +876,13 @@ func mapView(m map[string]*mapOverlay) dirtyView {
 	return v
 }
 
-func (t *boltMapTable) flushTo(tx *bbolt.Tx) error {
-	return writeView(tx, t.ref.name, t.pending())
-}
-
 // lookup returns the value of full key prefix+uk in the layers, newest first, or found false
 // when it is left to the file.
 func (t *boltMapTable) lookup(prefix, uk []byte) (val []byte, ok, found bool) {
-	if ov := t.dirty[string(prefix)]; ov != nil {
+	var buf [maxFrozenLayers + 1]*mapOverlay
+	for _, ov := range t.overlays(buf[:0], prefix) {
 		if val, ok, found = ov.lookup(uk); found {
 			return val, ok, true
-		}
-	}
-	for i := len(t.frozen) - 1; i >= 0; i-- {
-		if ov := t.frozen[i].m[string(prefix)]; ov != nil {
-			if val, ok, found = ov.lookup(uk); found {
-				return val, ok, true
-			}
 		}
 	}
 	return nil, false, false
@@ -949,11 +917,10 @@ type boltMap[K comparable, V any] struct {
 }
 
 func newBoltMap[K comparable, V any](b *boltBackend, name string, kc Codec[K], vc Codec[V]) (*boltMap[K, V], error) {
-	if err := b.register(name, kindMap); err != nil {
+	t := &boltMapTable{newBoltCache(b, name, mapView)}
+	if err := b.register(name, kindMap, t); err != nil {
 		return nil, err
 	}
-	t := &boltMapTable{b: b, ref: bucketRef{name: []byte(name)}, cacheLayers: newCacheLayers(mapView)}
-	b.tables[name] = t
 	return &boltMap[K, V]{t: t, kc: kc, vc: vc}, nil
 }
 

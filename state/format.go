@@ -343,19 +343,18 @@ func newSnapWriter(w io.Writer) *snapWriter {
 }
 
 func (sw *snapWriter) write(b []byte) {
-	if sw.err != nil {
-		return
+	if sw.err == nil {
+		sw.count(sw.w.Write(b))
 	}
-	n, err := sw.w.Write(b)
-	sw.n += int64(n)
-	sw.err = err
 }
 
 func (sw *snapWriter) writeString(s string) {
-	if sw.err != nil {
-		return
+	if sw.err == nil {
+		sw.count(sw.w.WriteString(s))
 	}
-	n, err := sw.w.WriteString(s)
+}
+
+func (sw *snapWriter) count(n int, err error) {
 	sw.n += int64(n)
 	sw.err = err
 }

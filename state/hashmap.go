@@ -92,49 +92,12 @@ func (b *hashMapBackend) capture(i int) {
 	}
 }
 
-// register checks that name can be registered as kind and returns its restored entries.
-func (b *hashMapBackend) register(name string, kind stateKind) (*rawState, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	if b.closed {
-		return nil, fmt.Errorf("state %q: %w", name, ErrClosed)
-	}
-	if _, ok := b.tables[name]; ok {
-		return nil, fmt.Errorf("state %q: %w", name, ErrStateExists)
-	}
-	raw := b.pending[name]
-	if raw != nil {
-		if err := checkKind(name, kind, raw.kind); err != nil {
-			return nil, err
-		}
-	}
-	return raw, nil
-}
-
-// add registers t, loading the restored entries raw.
-func (b *hashMapBackend) add(t hmTable, raw *rawState) error {
-	name := t.meta().name
-	if raw != nil {
-		for i, blocks := range raw.groups {
-			for _, entries := range blocks {
-				if err := t.load(i, entries); err != nil {
-					return fmt.Errorf("state %q: restore: %w", name, err)
-				}
-			}
-		}
-	}
-	delete(b.pending, name)
-	b.tables[name] = t
-	return nil
-}
-
 // Snapshot takes the synchronous part of a snapshot: O(states + key groups).
 func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
-	s := &hmSnapshot{b: b, keyType: b.keyType, rng: b.rng}
+	s := &hmSnapshot{b: b, rng: b.rng}
 	for name, t := range b.tables {
 		s.states = append(s.states, hmSnapState{meta: stateMeta{name: name, kind: t.meta().kind}, table: t})
 	}
@@ -199,12 +162,11 @@ func (b *hashMapBackend) Close() error {
 
 // hmSnapshot is a copy-on-write snapshot of a hashmap backend.
 type hmSnapshot struct {
-	b       *hashMapBackend
-	keyType record.Type
-	rng     KeyGroupRange
-	header  []byte
-	states  []hmSnapState
-	groups  []hmGroup
+	b      *hashMapBackend
+	rng    KeyGroupRange
+	header []byte
+	states []hmSnapState
+	groups []hmGroup
 }
 
 type hmSnapState struct {
@@ -292,12 +254,78 @@ func (s *hmSnapshot) Release() {
 	s.groups = nil
 }
 
-// hmValue is value or reducing state in a hashmap backend.
-type hmValue[T any] struct {
+// hmState is what the states of a hashmap backend share: per key-group index, a map from the
+// key to the state's entry E.
+type hmState[E any] struct {
 	b      *hashMapBackend
 	m      stateMeta
-	c      Codec[T]
-	groups []map[record.Value]*T
+	groups []map[record.Value]E
+}
+
+// newHMState registers state name as kind on b, built with mk around its shared part, and
+// loads its restored entries.
+func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind, mk func(hmState[E]) S) (S, error) {
+	var zero S
+	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
+		return zero, err
+	}
+	s := mk(hmState[E]{b: b, m: stateMeta{name: name, kind: kind}, groups: make([]map[record.Value]E, b.rng.Len())})
+	if raw := b.pending[name]; raw != nil {
+		if err := checkKind(name, kind, raw.kind); err != nil {
+			return zero, err
+		}
+		for i, blocks := range raw.groups {
+			for _, entries := range blocks {
+				if err := s.load(i, entries); err != nil {
+					return zero, fmt.Errorf("state %q: restore: %w", name, err)
+				}
+			}
+		}
+	}
+	delete(b.pending, name)
+	b.tables[name] = s
+	return s, nil
+}
+
+func (s *hmState[E]) meta() stateMeta { return s.m }
+
+// groupMap returns the map of key group index i, creating it.
+func (s *hmState[E]) groupMap(i int) map[record.Value]E {
+	if s.groups[i] == nil {
+		s.groups[i] = make(map[record.Value]E)
+	}
+	return s.groups[i]
+}
+
+// clear deletes the current key's entry, copying the group first if a snapshot shares it.
+func (s *hmState[E]) clear() error {
+	i, err := s.b.group()
+	if err != nil {
+		return err
+	}
+	if _, ok := s.groups[i][s.b.key]; ok {
+		s.b.beforeWrite(i)
+		delete(s.groups[i], s.b.key)
+	}
+	return nil
+}
+
+// loadEntries calls fn with the key, the rest of the key part (a map state's user key) and the
+// value of every restored entry.
+func (s *hmState[E]) loadEntries(entries []byte, fn func(k record.Value, userKey, val []byte) error) error {
+	return forEachEntry(entries, func(kp, val []byte) error {
+		k, n, err := decodeKey(kp, s.b.keyType)
+		if err != nil {
+			return err
+		}
+		return fn(k, kp[n:], val)
+	})
+}
+
+// hmValue is value or reducing state in a hashmap backend.
+type hmValue[T any] struct {
+	hmState[*T]
+	c Codec[T]
 
 	// last is the current key's entry (nil: none) while lastEpoch == b.epoch, so that a
 	// read-modify-write of one key looks the map up once.
@@ -306,18 +334,10 @@ type hmValue[T any] struct {
 }
 
 func newHMValue[T any](b *hashMapBackend, name string, kind stateKind, c Codec[T]) (*hmValue[T], error) {
-	raw, err := b.register(name, kind)
-	if err != nil {
-		return nil, err
-	}
-	s := &hmValue[T]{b: b, m: stateMeta{name: name, kind: kind}, c: c, groups: make([]map[record.Value]*T, b.rng.Len()), lastEpoch: b.epoch - 1}
-	if err := b.add(s, raw); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return newHMState(b, name, kind, func(st hmState[*T]) *hmValue[T] {
+		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1}
+	})
 }
-
-func (s *hmValue[T]) meta() stateMeta { return s.m }
 
 // lookup returns the current key's entry in key group index i, or nil.
 func (s *hmValue[T]) lookup(i int) *T {
@@ -350,27 +370,16 @@ func (s *hmValue[T]) set(v T) error {
 		*p = v
 		return nil
 	}
-	if s.groups[i] == nil {
-		s.groups[i] = make(map[record.Value]*T)
-	}
 	p := new(T)
 	*p = v
-	s.groups[i][s.b.key.Clone()] = p
+	s.groupMap(i)[s.b.key.Clone()] = p
 	s.last = p
 	return nil
 }
 
 func (s *hmValue[T]) clear() error {
-	i, err := s.b.group()
-	if err != nil {
-		return err
-	}
-	if s.lookup(i) != nil {
-		s.b.beforeWrite(i)
-		delete(s.groups[i], s.b.key)
-		s.last = nil
-	}
-	return nil
+	s.last = nil // whether it was the entry or stale, the current key has none afterwards
+	return s.hmState.clear()
 }
 
 func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
@@ -389,44 +398,25 @@ func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 }
 
 func (s *hmValue[T]) load(i int, entries []byte) error {
-	return forEachEntry(entries, func(kp, val []byte) error {
-		k, _, err := decodeKey(kp, s.b.keyType)
-		if err != nil {
-			return err
-		}
+	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
 		v, err := s.c.Decode(val)
 		if err != nil {
 			return err
 		}
-		if s.groups[i] == nil {
-			s.groups[i] = make(map[record.Value]*T)
-		}
-		s.groups[i][k] = &v
+		s.groupMap(i)[k] = &v
 		return nil
 	})
 }
 
 // hmList is list state in a hashmap backend.
 type hmList[T any] struct {
-	b      *hashMapBackend
-	m      stateMeta
-	c      Codec[T]
-	groups []map[record.Value]*[]T
+	hmState[*[]T]
+	c Codec[T]
 }
 
 func newHMList[T any](b *hashMapBackend, name string, c Codec[T]) (*hmList[T], error) {
-	raw, err := b.register(name, kindList)
-	if err != nil {
-		return nil, err
-	}
-	s := &hmList[T]{b: b, m: stateMeta{name: name, kind: kindList}, c: c, groups: make([]map[record.Value]*[]T, b.rng.Len())}
-	if err := b.add(s, raw); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return newHMState(b, name, kindList, func(st hmState[*[]T]) *hmList[T] { return &hmList[T]{hmState: st, c: c} })
 }
-
-func (s *hmList[T]) meta() stateMeta { return s.m }
 
 func (s *hmList[T]) get() ([]T, error) {
 	i, err := s.b.group()
@@ -449,7 +439,8 @@ func (s *hmList[T]) add(v T) error {
 		*p = append(*p, v)
 		return nil
 	}
-	s.store(i, []T{v})
+	vs := []T{v}
+	s.groupMap(i)[s.b.key.Clone()] = &vs
 	return nil
 }
 
@@ -466,30 +457,8 @@ func (s *hmList[T]) update(vs []T) error {
 		*p = append((*p)[:0], vs...)
 		return nil
 	}
-	s.store(i, slices.Clone(vs))
-	return nil
-}
-
-func (s *hmList[T]) store(i int, vs []T) {
-	if s.groups[i] == nil {
-		s.groups[i] = make(map[record.Value]*[]T)
-	}
-	s.groups[i][s.b.key.Clone()] = &vs
-}
-
-func (s *hmList[T]) clear() error { return clearKey(s.b, s.groups) }
-
-// clearKey deletes the current key's entry of a state's key groups, copying the group first
-// if a snapshot shares it.
-func clearKey[E any](b *hashMapBackend, groups []map[record.Value]E) error {
-	i, err := b.group()
-	if err != nil {
-		return err
-	}
-	if _, ok := groups[i][b.key]; ok {
-		b.beforeWrite(i)
-		delete(groups[i], b.key)
-	}
+	vs = slices.Clone(vs)
+	s.groupMap(i)[s.b.key.Clone()] = &vs
 	return nil
 }
 
@@ -506,22 +475,12 @@ func (s *hmList[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 }
 
 func (s *hmList[T]) load(i int, entries []byte) error {
-	return forEachEntry(entries, func(kp, val []byte) error {
-		k, _, err := decodeKey(kp, s.b.keyType)
-		if err != nil {
-			return err
-		}
+	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
 		vs, err := decodeList(val, s.c)
-		if err != nil {
+		if err != nil || len(vs) == 0 {
 			return err
 		}
-		if len(vs) == 0 {
-			return nil
-		}
-		if s.groups[i] == nil {
-			s.groups[i] = make(map[record.Value]*[]T)
-		}
-		s.groups[i][k] = &vs
+		s.groupMap(i)[k] = &vs
 		return nil
 	})
 }
@@ -546,26 +505,14 @@ func decodeList[T any](b []byte, c Codec[T]) ([]T, error) {
 
 // hmMap is map state in a hashmap backend.
 type hmMap[K comparable, V any] struct {
-	b      *hashMapBackend
-	m      stateMeta
-	kc     Codec[K]
-	vc     Codec[V]
-	groups []map[record.Value]map[K]V
+	hmState[map[K]V]
+	kc Codec[K]
+	vc Codec[V]
 }
 
 func newHMMap[K comparable, V any](b *hashMapBackend, name string, kc Codec[K], vc Codec[V]) (*hmMap[K, V], error) {
-	raw, err := b.register(name, kindMap)
-	if err != nil {
-		return nil, err
-	}
-	s := &hmMap[K, V]{b: b, m: stateMeta{name: name, kind: kindMap}, kc: kc, vc: vc, groups: make([]map[record.Value]map[K]V, b.rng.Len())}
-	if err := b.add(s, raw); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return newHMState(b, name, kindMap, func(st hmState[map[K]V]) *hmMap[K, V] { return &hmMap[K, V]{hmState: st, kc: kc, vc: vc} })
 }
-
-func (s *hmMap[K, V]) meta() stateMeta { return s.m }
 
 func (s *hmMap[K, V]) get(k K) (V, bool, error) {
 	i, err := s.b.group()
@@ -583,21 +530,14 @@ func (s *hmMap[K, V]) put(k K, v V) error {
 		return err
 	}
 	s.b.beforeWrite(i)
-	s.userMap(i)[k] = v
-	return nil
-}
-
-// userMap returns the current key's map in key group index i, creating it.
-func (s *hmMap[K, V]) userMap(i int) map[K]V {
-	if s.groups[i] == nil {
-		s.groups[i] = make(map[record.Value]map[K]V)
-	}
-	um, ok := s.groups[i][s.b.key]
+	g := s.groupMap(i)
+	um, ok := g[s.b.key]
 	if !ok {
 		um = make(map[K]V)
-		s.groups[i][s.b.key.Clone()] = um
+		g[s.b.key.Clone()] = um
 	}
-	return um
+	um[k] = v
+	return nil
 }
 
 func (s *hmMap[K, V]) remove(k K) error {
@@ -633,8 +573,6 @@ func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
 	return nil
 }
 
-func (s *hmMap[K, V]) clear() error { return clearKey(s.b, s.groups) }
-
 func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	for k, um := range s.groups[i] {
 		for uk, v := range um {
@@ -647,12 +585,8 @@ func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 }
 
 func (s *hmMap[K, V]) load(i int, entries []byte) error {
-	return forEachEntry(entries, func(kp, val []byte) error {
-		k, n, err := decodeKey(kp, s.b.keyType)
-		if err != nil {
-			return err
-		}
-		uk, err := s.kc.Decode(kp[n:])
+	return s.loadEntries(entries, func(k record.Value, ukb, val []byte) error {
+		uk, err := s.kc.Decode(ukb)
 		if err != nil {
 			return err
 		}
@@ -660,15 +594,11 @@ func (s *hmMap[K, V]) load(i int, entries []byte) error {
 		if err != nil {
 			return err
 		}
-		if s.groups[i] == nil {
-			s.groups[i] = make(map[record.Value]map[K]V)
+		g := s.groupMap(i)
+		if g[k] == nil {
+			g[k] = make(map[K]V)
 		}
-		um := s.groups[i][k]
-		if um == nil {
-			um = make(map[K]V)
-			s.groups[i][k] = um
-		}
-		um[uk] = v
+		g[k][uk] = v
 		return nil
 	})
 }

@@ -79,13 +79,9 @@ func newValueStore[T any](b KeyedBackend, name string, kind stateKind, c Codec[T
 	if c == nil {
 		return nil, fmt.Errorf("state %q: nil codec", name)
 	}
-	switch b := b.(type) {
-	case *hashMapBackend:
-		return newHMValue(b, name, kind, c)
-	case *boltBackend:
-		return newBoltValue(b, name, kind, c)
-	}
-	return nil, fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
+	return newStore(b, name,
+		func(b *hashMapBackend) (valueStore[T], error) { return newHMValue(b, name, kind, c) },
+		func(b *boltBackend) (valueStore[T], error) { return newBoltValue(b, name, kind, c) })
 }
 
 // NewListState registers a list state named name on b; see NewValueState.
@@ -93,18 +89,9 @@ func NewListState[T any](b KeyedBackend, name string, c Codec[T]) (*ListState[T]
 	if c == nil {
 		return nil, fmt.Errorf("state %q: nil codec", name)
 	}
-	var (
-		s   listStore[T]
-		err error
-	)
-	switch b := b.(type) {
-	case *hashMapBackend:
-		s, err = newHMList(b, name, c)
-	case *boltBackend:
-		s, err = newBoltList(b, name, c)
-	default:
-		err = fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
-	}
+	s, err := newStore(b, name,
+		func(b *hashMapBackend) (listStore[T], error) { return newHMList(b, name, c) },
+		func(b *boltBackend) (listStore[T], error) { return newBoltList(b, name, c) })
 	if err != nil {
 		return nil, err
 	}
@@ -117,22 +104,25 @@ func NewMapState[K comparable, V any](b KeyedBackend, name string, kc Codec[K], 
 	if kc == nil || vc == nil {
 		return nil, fmt.Errorf("state %q: nil codec", name)
 	}
-	var (
-		s   mapStore[K, V]
-		err error
-	)
-	switch b := b.(type) {
-	case *hashMapBackend:
-		s, err = newHMMap(b, name, kc, vc)
-	case *boltBackend:
-		s, err = newBoltMap(b, name, kc, vc)
-	default:
-		err = fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
-	}
+	s, err := newStore(b, name,
+		func(b *hashMapBackend) (mapStore[K, V], error) { return newHMMap(b, name, kc, vc) },
+		func(b *boltBackend) (mapStore[K, V], error) { return newBoltMap(b, name, kc, vc) })
 	if err != nil {
 		return nil, err
 	}
 	return &MapState[K, V]{s: s}, nil
+}
+
+// newStore registers a state on b with the constructor of b's kind.
+func newStore[S any](b KeyedBackend, name string, hm func(*hashMapBackend) (S, error), bolt func(*boltBackend) (S, error)) (S, error) {
+	switch b := b.(type) {
+	case *hashMapBackend:
+		return hm(b)
+	case *boltBackend:
+		return bolt(b)
+	}
+	var zero S
+	return zero, fmt.Errorf("state %q: unsupported keyed backend %T", name, b)
 }
 
 // Value returns the current key's value, and false when it has none.
@@ -190,10 +180,15 @@ func (s *ReducingState[T]) Add(v T) error {
 // Clear removes the current key's value.
 func (s *ReducingState[T]) Clear() error { return s.s.clear() }
 
-// checkName validates a state name for registration.
-func checkName(name string) error {
-	if name == "" {
+// checkRegister checks that a state can be registered under name on a backend.
+func checkRegister(name string, closed, exists bool) error {
+	switch {
+	case name == "":
 		return errors.New("empty state name")
+	case closed:
+		return fmt.Errorf("state %q: %w", name, ErrClosed)
+	case exists:
+		return fmt.Errorf("state %q: %w", name, ErrStateExists)
 	}
 	return nil
 }

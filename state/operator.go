@@ -18,10 +18,9 @@ type OperatorStateStore struct {
 // OperatorListState is a named list of opaque elements, redistributed on restore by its
 // distribution (Flink's OperatorStateStore).
 type OperatorListState struct {
-	name       string
-	dist       pb.ListDistribution
-	elements   [][]byte
-	registered bool // false for restored state no one asked for yet
+	name     string
+	dist     pb.ListDistribution
+	elements [][]byte
 }
 
 // NewOperatorStateStore returns an empty store.
@@ -48,7 +47,6 @@ func (s *OperatorStateStore) ListState(name string, d pb.ListDistribution) (*Ope
 	if l.dist != d {
 		return nil, fmt.Errorf("operator list state %q: requested as %s but it has distribution %s", name, d, l.dist)
 	}
-	l.registered = true
 	return l, nil
 }
 

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -41,8 +42,6 @@ type barrierHandler interface {
 	processBarrier(b *pb.CheckpointBarrier, ch int) error
 	processCancellation(id int64, ch int) error
 	processEndOfPartition(ch int) error
-	// pendingCheckpoint reports the checkpoint being aligned, if any (for the task's metrics).
-	pendingCheckpoint() (int64, bool)
 }
 
 // maxTrackedCheckpoints bounds how many checkpoints the at-least-once tracker follows at once
@@ -73,6 +72,14 @@ func (s *channelSet) checkOpen(ch int, event string) error {
 		return fmt.Errorf("%s on input channel %d after its end of partition", event, ch)
 	}
 	return nil
+}
+
+// checkBarrier returns an error unless b is a barrier and ch a channel that has not ended.
+func (s *channelSet) checkBarrier(b *pb.CheckpointBarrier, ch int) error {
+	if b == nil {
+		return errors.New("nil checkpoint barrier")
+	}
+	return s.checkOpen(ch, "checkpoint barrier")
 }
 
 // end marks channel ch as ended.
@@ -130,21 +137,11 @@ func (h *alignedHandler) isPending() bool {
 	return h.currentID >= 0 && h.currentID != h.lastDoneID
 }
 
-func (h *alignedHandler) pendingCheckpoint() (int64, bool) {
-	if !h.isPending() {
-		return 0, false
-	}
-	return h.currentID, true
-}
-
 // processBarrier handles barrier b from channel ch: an obsolete barrier is ignored (its
 // channel stays unblocked); a newer one aborts the pending checkpoint (subsumed) and starts its
 // own; the channel is blocked, and the checkpoint triggered once all channels are aligned.
 func (h *alignedHandler) processBarrier(b *pb.CheckpointBarrier, ch int) error {
-	if b == nil {
-		return errors.New("nil checkpoint barrier")
-	}
-	if err := h.channels.checkOpen(ch, "checkpoint barrier"); err != nil {
+	if err := h.channels.checkBarrier(b, ch); err != nil {
 		return err
 	}
 	id := b.GetCheckpointId()
@@ -294,13 +291,6 @@ func newTrackerHandler(channels int, a barrierActions, _ func() time.Time) barri
 	}
 }
 
-func (h *trackerHandler) pendingCheckpoint() (int64, bool) {
-	if len(h.pending) == 0 {
-		return 0, false
-	}
-	return h.pending[len(h.pending)-1].id, true
-}
-
 // find returns the position of checkpoint id in pending, or -1.
 func (h *trackerHandler) find(id int64) int {
 	return slices.IndexFunc(h.pending, func(c *trackedCheckpoint) bool { return c.id == id })
@@ -311,10 +301,7 @@ func (h *trackerHandler) find(id int64) int {
 // triggered unless it was aborted. The first barrier of an id is tracked only if the id is
 // newer than every tracked one; older ids can never complete.
 func (h *trackerHandler) processBarrier(b *pb.CheckpointBarrier, ch int) error {
-	if b == nil {
-		return errors.New("nil checkpoint barrier")
-	}
-	if err := h.channels.checkOpen(ch, "checkpoint barrier"); err != nil {
+	if err := h.channels.checkBarrier(b, ch); err != nil {
 		return err
 	}
 	id := b.GetCheckpointId()
@@ -370,15 +357,8 @@ func (h *trackerHandler) processCancellation(id int64, ch int) error {
 	if id > h.latestID && h.channels.numOpen == 1 {
 		return h.actions.abortCheckpoint(id, reason)
 	}
-	for len(h.pending) > 0 && h.pending[0].id < id {
-		c := h.pending[0]
-		h.pending = slices.Delete(h.pending, 0, 1)
-		if !c.aborted {
-			c.aborted = true
-			if err := h.actions.abortCheckpoint(c.id, reason); err != nil {
-				return err
-			}
-		}
+	if err := h.abortOlder(id, reason); err != nil {
+		return err
 	}
 	if len(h.pending) > 0 && h.pending[0].id == id {
 		c := h.pending[0]
@@ -410,12 +390,18 @@ func (h *trackerHandler) processEndOfPartition(ch int) error {
 	if err := h.channels.end(ch); err != nil {
 		return err
 	}
-	for len(h.pending) > 0 {
+	return h.abortOlder(math.MaxInt64, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)
+}
+
+// abortOlder drops every tracked checkpoint older than id, oldest first, and declines those not
+// aborted yet with reason.
+func (h *trackerHandler) abortOlder(id int64, reason pb.CheckpointFailureReason) error {
+	for len(h.pending) > 0 && h.pending[0].id < id {
 		c := h.pending[0]
 		h.pending = slices.Delete(h.pending, 0, 1)
 		if !c.aborted {
 			c.aborted = true
-			if err := h.actions.abortCheckpoint(c.id, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_INPUT_END_OF_STREAM); err != nil {
+			if err := h.actions.abortCheckpoint(c.id, reason); err != nil {
 				return err
 			}
 		}

@@ -80,6 +80,20 @@ func newBarrier(id int64, mode pb.CheckpointingMode) *pb.CheckpointBarrier {
 	return &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: id * 100, Mode: mode}
 }
 
+// pendingCheckpoint reports the checkpoint that h is aligning (aligned mode) or the newest one
+// it tracks (at-least-once mode), if any.
+func pendingCheckpoint(h barrierHandler) (int64, bool) {
+	switch h := h.(type) {
+	case *alignedHandler:
+		return h.currentID, h.isPending()
+	case *trackerHandler:
+		if len(h.pending) > 0 {
+			return h.pending[len(h.pending)-1].id, true
+		}
+	}
+	return 0, false
+}
+
 // runSteps feeds steps to h and checks that each causes exactly its expected calls.
 func runSteps(t *testing.T, h barrierHandler, rec *recorder, clk *fakeClock, mode pb.CheckpointingMode, steps []step) {
 	t.Helper()
@@ -97,7 +111,7 @@ func runSteps(t *testing.T, h barrierHandler, rec *recorder, clk *fakeClock, mod
 			clk.t = clk.t.Add(s.d)
 			continue
 		case "pending":
-			id, ok := h.pendingCheckpoint()
+			id, ok := pendingCheckpoint(h)
 			if ok != s.pending || (ok && id != s.id) {
 				t.Fatalf("step %d: pendingCheckpoint() = %d, %v; want %d, %v", i, id, ok, s.id, s.pending)
 			}

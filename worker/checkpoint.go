@@ -11,7 +11,11 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/state"
@@ -66,11 +70,6 @@ func (t *task) post(ctx context.Context, f func() error) error {
 	return errTaskNotRunning
 }
 
-// jobDir is the job's checkpoint directory.
-func (t *task) jobDir() string {
-	return storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId())
-}
-
 // initState creates the task's state before its operators open: the keyed backend for a keyed
 // stream, and the operator state stores, restored from the checkpoint the task starts from.
 func (t *task) initState(keyType keyInfo) error {
@@ -119,11 +118,6 @@ func (t *task) initState(keyType keyInfo) error {
 	return nil
 }
 
-// stateContextFor is the state context of chain member i.
-func (t *task) stateContextFor(i int) *stateContext {
-	return &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}
-}
-
 // barrierActions of the task (see barrier.go).
 
 func (t *task) blockChannel(ch int) { t.blocked[ch] = true }
@@ -140,10 +134,6 @@ func (t *task) unblockAll() {
 	t.replay = append(replay, t.replay...)
 }
 
-func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error {
-	return t.performCheckpoint(b, alignment)
-}
-
 func (t *task) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) error {
 	t.decline(id, reason, "aborted at the barrier")
 	return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
@@ -158,16 +148,16 @@ func (t *task) triggerFromRPC(b *pb.CheckpointBarrier) error {
 		t.deferred = append(t.deferred, b)
 		return nil
 	}
-	return t.performCheckpoint(b, 0)
+	return t.triggerCheckpoint(b, 0)
 }
 
 // takeDeferred takes the checkpoints triggered before the input ended, oldest first
-// (performCheckpoint skips any that a newer one overtook, and sends on aborted ones as
+// (triggerCheckpoint skips any that a newer one overtook, and sends on aborted ones as
 // cancellation markers).
 func (t *task) takeDeferred() error {
 	slices.SortFunc(t.deferred, func(a, b *pb.CheckpointBarrier) int { return cmp.Compare(a.GetCheckpointId(), b.GetCheckpointId()) })
 	for _, b := range t.deferred {
-		if err := t.performCheckpoint(b, 0); err != nil {
+		if err := t.triggerCheckpoint(b, 0); err != nil {
 			return err
 		}
 	}
@@ -180,11 +170,11 @@ func (t *task) checkpointing() bool {
 	return t.req.GetCheckpointingMode() != pb.CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED
 }
 
-// performCheckpoint takes the task's part of a checkpoint, in Flink's order: sinks pre-commit,
+// triggerCheckpoint takes the task's part of a checkpoint, in Flink's order: sinks pre-commit,
 // the barrier goes downstream, the synchronous snapshot, then the upload and the
 // acknowledgement off the task goroutine. An error fails the task (a synchronous-phase
 // failure).
-func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error {
+func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error {
 	id := b.GetCheckpointId()
 	if id <= t.lastCheckpoint {
 		return nil // out of order: a newer checkpoint was already taken
@@ -194,12 +184,8 @@ func (t *task) performCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 	}
 	start := time.Now()
-	for _, m := range t.chain {
-		if p, ok := m.impl.(operator.PreBarrier); ok {
-			if err := p.PrepareSnapshotPreBarrier(id); err != nil {
-				return fmt.Errorf("checkpoint %d: pre-barrier of %s: %w", id, m.name, err)
-			}
-		}
+	if err := forChain(t, id, "checkpoint %d: pre-barrier of %s: %w", operator.PreBarrier.PrepareSnapshotPreBarrier); err != nil {
+		return err
 	}
 	if err := t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}); err != nil {
 		return err
@@ -276,7 +262,7 @@ func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.Oper
 func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, error) {
 	defer snap.Release()
 	name := fmt.Sprintf("keyed-v%d-s%d-a%d", t.id.GetVertexId(), t.id.GetSubtask(), t.id.GetAttempt())
-	f, err := storage.CreateFile(t.jobDir(), id, name)
+	f, err := storage.CreateFile(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), id, name)
 	if err != nil {
 		return nil, err
 	}
@@ -316,14 +302,7 @@ func (t *task) notifyComplete(id int64) error {
 		return nil
 	}
 	t.lastCompleted = id
-	for _, m := range t.chain {
-		if l, ok := m.impl.(operator.CheckpointListener); ok {
-			if err := l.NotifyCheckpointComplete(id); err != nil {
-				return fmt.Errorf("checkpoint %d complete: %s: %w", id, m.name, err)
-			}
-		}
-	}
-	return nil
+	return forChain(t, id, "checkpoint %d complete: %s: %w", operator.CheckpointListener.NotifyCheckpointComplete)
 }
 
 // notifyAborted delivers an abort, after redelivering the latest completion (which may have
@@ -342,21 +321,37 @@ func (t *task) notifyAborted(id, latestCompleted int64) error {
 			}
 		}
 	}
+	return forChain(t, id, "checkpoint %d aborted: %s: %w", operator.CheckpointListener.NotifyCheckpointAborted)
+}
+
+// forChain calls f with checkpoint id on every member of the chain that implements I. An error
+// is formatted with format, which takes the id, the member's name and the error.
+func forChain[I any](t *task, id int64, format string, f func(I, int64) error) error {
 	for _, m := range t.chain {
-		if l, ok := m.impl.(operator.CheckpointListener); ok {
-			if err := l.NotifyCheckpointAborted(id); err != nil {
-				return fmt.Errorf("checkpoint %d aborted: %s: %w", id, m.name, err)
+		if x, ok := m.impl.(I); ok {
+			if err := f(x, id); err != nil {
+				return fmt.Errorf(format, id, m.name, err)
 			}
 		}
 	}
 	return nil
 }
 
-// checkpointCommand runs a checkpoint RPC on the task's goroutine.
+// checkpointCommand runs a checkpoint RPC of the current leader term and registration on the
+// task's goroutine.
 func (tm *TaskManager) checkpointCommand(ctx context.Context, registration string, term uint64, id *pb.ExecutionAttemptID, f func(t *task) error) error {
-	t, err := tm.runningTask(registration, term, id)
+	if id == nil {
+		return status.Error(codes.InvalidArgument, "execution is required")
+	}
+	tm.mu.Lock()
+	err := tm.checkCommandLocked(registration, term)
+	t := tm.tasks[execid.Key(id)]
+	tm.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if t == nil {
+		return status.Errorf(codes.FailedPrecondition, "execution %s: %v", execid.Key(id), errTaskNotRunning)
 	}
 	return t.post(ctx, func() error { return f(t) })
 }

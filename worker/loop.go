@@ -9,22 +9,20 @@ import (
 	"github.com/goflink/goflink/record"
 )
 
-// flushTicker returns the buffer-timeout ticker, or nil when every batch is flushed at once.
-func (t *task) flushTicker() (*time.Ticker, <-chan time.Time) {
-	d := t.bufferTimeout
-	if d <= 0 {
-		return nil, nil
+// flushTicker returns the buffer-timeout ticks and the function that stops them; the ticks are
+// nil when every batch is flushed at once.
+func (t *task) flushTicker() (<-chan time.Time, func()) {
+	if t.bufferTimeout <= 0 {
+		return nil, func() {}
 	}
-	tk := time.NewTicker(d)
-	return tk, tk.C
+	tk := time.NewTicker(t.bufferTimeout)
+	return tk.C, tk.Stop
 }
 
 // runSource drives a source: emit a batch, look at the clock and the cancellation, repeat.
 func (t *task) runSource() error {
-	tk, tick := t.flushTicker()
-	if tk != nil {
-		defer tk.Stop()
-	}
+	tick, stop := t.flushTicker()
+	defer stop()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	defer wait.Stop()
@@ -38,7 +36,7 @@ func (t *task) runSource() error {
 		if done {
 			return nil
 		}
-		if tk == nil {
+		if tick == nil {
 			if err := t.flush(); err != nil {
 				return err
 			}
@@ -92,10 +90,8 @@ func (t *task) awaitFinalCheckpoint() error {
 	if err := t.takeDeferred(); err != nil {
 		return err
 	}
-	tk, tick := t.flushTicker()
-	if tk != nil {
-		defer tk.Stop()
-	}
+	tick, stop := t.flushTicker()
+	defer stop()
 	logged := false
 	for t.in != t.inAtCheckpoint || t.out != t.outAtCheckpoint || t.lastCompleted < t.lastCheckpoint {
 		if !logged {
@@ -122,10 +118,8 @@ func (t *task) awaitFinalCheckpoint() error {
 
 // runInputs processes buffers from the input channels until all of them ended.
 func (t *task) runInputs() error {
-	tk, tick := t.flushTicker()
-	if tk != nil {
-		defer tk.Stop()
-	}
+	tick, stop := t.flushTicker()
+	defer stop()
 	t.open = len(t.channels)
 	for t.open > 0 {
 		if len(t.replay) > 0 {
@@ -141,7 +135,7 @@ func (t *task) runInputs() error {
 			if err := t.dispatch(it); err != nil {
 				return err
 			}
-			if tk == nil {
+			if tick == nil {
 				if err := t.flush(); err != nil {
 					return err
 				}

@@ -162,12 +162,6 @@ func (r *partitionRegistry) register(p *resultPartition) {
 	r.changed = make(chan struct{})
 }
 
-func (r *partitionRegistry) unregister(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.parts, key)
-}
-
 // wait returns the partition once it is registered, or fails at the deadline.
 func (r *partitionRegistry) wait(ctx context.Context, key string, timeout time.Duration) (*resultPartition, error) {
 	timer := time.NewTimer(timeout)
@@ -198,7 +192,9 @@ func (r *partitionRegistry) consumed(p *resultPartition) {
 	done := p.finished == len(p.subs)
 	p.mu.Unlock()
 	if done {
-		r.unregister(p.key)
+		r.mu.Lock()
+		delete(r.parts, p.key)
+		r.mu.Unlock()
 	}
 }
 

@@ -109,6 +109,7 @@ type task struct {
 
 // taskInput is one input edge of a task.
 type taskInput struct {
+	edge   *pb.JobEdge
 	schema *record.Schema
 	key    *expression.Evaluator // non-nil for keyed (hash) edges
 	row    record.Row
@@ -306,7 +307,7 @@ func (t *task) setup() error {
 		built[i] = o
 		t.chain = append(t.chain, chainMember{name: spec.GetName(), impl: o})
 	}
-	ki, err := t.keyInfo()
+	ki, err := t.parseInputs()
 	if err != nil {
 		return err
 	}
@@ -326,7 +327,8 @@ func (t *task) setup() error {
 			out = noOutput{name: spec.GetName()}
 		}
 		if st, ok := built[i].(operator.Stateful); ok {
-			if err := st.InitializeState(t.stateContextFor(i)); err != nil {
+			sc := &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}
+			if err := st.InitializeState(sc); err != nil {
 				return fmt.Errorf("initialize state of %s: %w", spec.GetName(), err)
 			}
 		}
@@ -364,32 +366,37 @@ type keyInfo struct {
 	typ   record.Type
 }
 
-func (t *task) keyInfo() (keyInfo, error) {
+// parseInputs builds the task's inputs and returns the key of the first keyed one, if any.
+func (t *task) parseInputs() (keyInfo, error) {
 	g := t.req.GetJobGraph()
+	var ki keyInfo
 	for idx, in := range t.req.GetInputs() {
 		if in.GetEdge() < 0 || int(in.GetEdge()) >= len(g.GetEdges()) {
 			return keyInfo{}, fmt.Errorf("input %d: edge %d out of range", idx, in.GetEdge())
 		}
 		e := g.GetEdges()[in.GetEdge()]
-		if e.GetPartitioner() != pb.Partitioner_PARTITIONER_HASH {
-			continue
-		}
 		schema, err := record.SchemaFromProto(e.GetSchema())
 		if err != nil {
 			return keyInfo{}, fmt.Errorf("input %d schema: %w", idx, err)
 		}
-		prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
-		if err != nil {
-			return keyInfo{}, fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
+		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len())}
+		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
+			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
+			if err != nil {
+				return keyInfo{}, fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
+			}
+			ti.key = prog.NewEvaluator()
+			if !ki.keyed {
+				ki = keyInfo{keyed: true, typ: prog.Type()}
+			}
 		}
-		return keyInfo{keyed: true, typ: prog.Type()}, nil
+		t.inputs = append(t.inputs, ti)
 	}
-	return keyInfo{}, nil
+	return ki, nil
 }
 
 // connectInputs starts one input channel per producer subtask of every input edge.
 func (t *task) connectInputs() error {
-	g := t.req.GetJobGraph()
 	total := 0
 	for _, in := range t.req.GetInputs() {
 		total += len(in.GetProducers())
@@ -408,23 +415,7 @@ func (t *task) connectInputs() error {
 		t.barriers = newTrackerHandler(total, t, time.Now)
 	}
 	for idx, in := range t.req.GetInputs() {
-		if in.GetEdge() < 0 || int(in.GetEdge()) >= len(g.GetEdges()) {
-			return fmt.Errorf("input %d: edge %d out of range", idx, in.GetEdge())
-		}
-		e := g.GetEdges()[in.GetEdge()]
-		schema, err := record.SchemaFromProto(e.GetSchema())
-		if err != nil {
-			return fmt.Errorf("input %d schema: %w", idx, err)
-		}
-		ti := &taskInput{schema: schema, row: make(record.Row, schema.Len())}
-		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
-			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
-			if err != nil {
-				return fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
-			}
-			ti.key = prog.NewEvaluator()
-		}
-		t.inputs = append(t.inputs, ti)
+		e := t.inputs[idx].edge
 		for _, p := range in.GetProducers() {
 			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
 			t.channels = append(t.channels, ch)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,9 +87,7 @@ type TaskManager struct {
 	addr     string // advertised
 	slots    int
 	log      *slog.Logger
-	settings *config.Config
 
-	lis    net.Listener
 	srv    *grpc.Server
 	health *health.Server
 	env    *taskEnv
@@ -130,18 +131,9 @@ func Start(cfg Config) (*TaskManager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	settings := cfg.Settings
-	if settings == nil {
-		settings = config.New()
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	stdout := cfg.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
+	settings := cmp.Or(cfg.Settings, config.New())
+	log := cmp.Or(cfg.Logger, slog.Default())
+	stdout := cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
 	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)
@@ -155,16 +147,13 @@ func Start(cfg Config) (*TaskManager, error) {
 		lis.Close()
 		return nil, err
 	}
-	id := cfg.ID
-	if id == "" {
-		id = "tm-" + addr
-	}
+	id := cmp.Or(cfg.ID, "tm-"+addr)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	tm := &TaskManager{
-		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots), settings: settings,
-		log: log.With("tm_id", id), lis: lis, ctx: ctx, cancel: cancel,
+		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots),
+		log: log.With("tm_id", id), ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
 		reportCh: make(chan struct{}, 1),
 	}
@@ -231,10 +220,7 @@ func (tm *TaskManager) RunningTasks() []string {
 func (tm *TaskManager) Close() error {
 	tm.cancel()
 	tm.mu.Lock()
-	tasks := make([]*task, 0, len(tm.tasks))
-	for _, t := range tm.tasks {
-		tasks = append(tasks, t)
-	}
+	tasks := slices.Collect(maps.Values(tm.tasks))
 	tm.mu.Unlock()
 	for _, t := range tasks {
 		t.requestCancel()
@@ -337,10 +323,7 @@ func (tm *TaskManager) connectLoop() {
 		tm.mu.Lock()
 		tm.registration, tm.jmClient = "", nil
 		tm.endReg(err)
-		tasks := make([]*task, 0, len(tm.tasks))
-		for _, t := range tm.tasks {
-			tasks = append(tasks, t)
-		}
+		tasks := slices.Collect(maps.Values(tm.tasks))
 		tm.mu.Unlock()
 		if tm.ctx.Err() != nil {
 			return
@@ -597,8 +580,9 @@ func (tm *TaskManager) reportLoop() {
 			}
 		}
 		tm.deliver(r)
-		if isTerminal(r.GetState()) {
-			tm.forget(r.GetExecution())
+		switch r.GetState() {
+		case pb.ExecutionState_EXECUTION_STATE_FINISHED, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
+			tm.forget(r.GetExecution()) // the task ended
 		}
 	}
 }
@@ -650,25 +634,10 @@ func (tm *TaskManager) forget(id *pb.ExecutionAttemptID) {
 	delete(tm.tasks, execid.Key(id))
 }
 
-func isTerminal(s pb.ExecutionState) bool {
-	switch s {
-	case pb.ExecutionState_EXECUTION_STATE_FINISHED, pb.ExecutionState_EXECUTION_STATE_CANCELED, pb.ExecutionState_EXECUTION_STATE_FAILED:
-		return true
-	}
-	return false
-}
-
 // executorServer serves TaskExecutorService for the JobManager leader.
 type executorServer struct {
 	pb.UnimplementedTaskExecutorServiceServer
 	tm *TaskManager
-}
-
-// fence checks a command's leader term (see fenceLocked).
-func (tm *TaskManager) fence(registration string, term uint64) error {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return tm.fenceLocked(registration, term)
 }
 
 // checkCommandLocked admits a command of the current leader term (fenceLocked) for the current
@@ -681,12 +650,6 @@ func (tm *TaskManager) checkCommandLocked(registration string, term uint64) erro
 		return status.Errorf(codes.FailedPrecondition, "registration %q is not this TaskManager's current registration", registration)
 	}
 	return nil
-}
-
-func (s *executorServer) checkCommand(registration string, term uint64) error {
-	s.tm.mu.Lock()
-	defer s.tm.mu.Unlock()
-	return s.tm.checkCommandLocked(registration, term)
 }
 
 // admitLocked decides whether a task may be deployed: current leader term and registration,
@@ -706,7 +669,10 @@ func (s *executorServer) admitLocked(registration string, term uint64, key strin
 
 // SubmitTask deploys one task attempt.
 func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (*pb.SubmitTaskResponse, error) {
-	if err := s.checkCommand(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+	s.tm.mu.Lock()
+	err := s.tm.checkCommandLocked(req.GetRegistrationId(), req.GetLeaderTerm())
+	s.tm.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if req.GetSlot() < 0 || int(req.GetSlot()) >= s.tm.slots {
@@ -755,23 +721,6 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	}
 	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)
 	return &pb.CancelTaskResponse{}, nil
-}
-
-// runningTask finds a task for a command of the current leader term and registration.
-func (tm *TaskManager) runningTask(registration string, term uint64, id *pb.ExecutionAttemptID) (*task, error) {
-	if id == nil {
-		return nil, status.Error(codes.InvalidArgument, "execution is required")
-	}
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	if err := tm.checkCommandLocked(registration, term); err != nil {
-		return nil, err
-	}
-	t := tm.tasks[execid.Key(id)]
-	if t == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "execution %s: %v", execid.Key(id), errTaskNotRunning)
-	}
-	return t, nil
 }
 
 // checkpointRPCTimeout bounds one acknowledgement or decline to the JobManager.
@@ -847,34 +796,31 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 	return &pb.TriggerTaskCheckpointResponse{}, nil
 }
 
-// NotifyCheckpointComplete tells a task that a checkpoint is committed. Tasks that no longer
-// run ignore it; a notification of a stale leader term is refused.
+// NotifyCheckpointComplete tells a task that a checkpoint is committed (see notify).
 func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.NotifyCheckpointCompleteRequest) (*pb.NotifyCheckpointCompleteResponse, error) {
-	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
-		return nil, err
-	}
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
-		return t.notifyComplete(req.GetCheckpointId())
-	})
-	if status.Code(err) == codes.InvalidArgument {
-		return nil, err
-	}
-	return &pb.NotifyCheckpointCompleteResponse{}, nil
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointCompleteResponse{},
+		func(t *task) error { return t.notifyComplete(req.GetCheckpointId()) })
 }
 
-// NotifyCheckpointAborted tells a task that a checkpoint was aborted. Tasks that no longer run
-// ignore it; a notification of a stale leader term is refused.
+// NotifyCheckpointAborted tells a task that a checkpoint was aborted (see notify).
 func (s *executorServer) NotifyCheckpointAborted(ctx context.Context, req *pb.NotifyCheckpointAbortedRequest) (*pb.NotifyCheckpointAbortedResponse, error) {
-	if err := s.tm.fence(req.GetRegistrationId(), req.GetLeaderTerm()); err != nil {
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointAbortedResponse{},
+		func(t *task) error { return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId()) })
+}
+
+// notify runs a checkpoint notification on the task's goroutine and answers resp. Tasks that no
+// longer run ignore it; a notification of a stale leader term is refused.
+func notify[R any](ctx context.Context, tm *TaskManager, registration string, term uint64, id *pb.ExecutionAttemptID, resp *R, f func(t *task) error) (*R, error) {
+	tm.mu.Lock()
+	err := tm.fenceLocked(registration, term)
+	tm.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	err := s.tm.checkpointCommand(ctx, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), func(t *task) error {
-		return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId())
-	})
-	if status.Code(err) == codes.InvalidArgument {
+	if err := tm.checkpointCommand(ctx, registration, term, id, f); status.Code(err) == codes.InvalidArgument {
 		return nil, err
 	}
-	return &pb.NotifyCheckpointAbortedResponse{}, nil
+	return resp, nil
 }
 
 // lockedWriter serializes writes from parallel print sinks; each Write carries whole lines.

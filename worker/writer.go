@@ -28,7 +28,6 @@ type recordWriter struct {
 	keyOwner  string // the consumer's head operator, named in key evaluation errors
 	maxPar    int
 	n         int // channels (consumer parallelism)
-	subtask   int // producer subtask (forward target, rebalance start)
 
 	bufs   [][]byte
 	counts []int
@@ -62,7 +61,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 	n := subpartitions(e, int(consumer.GetParallelism()))
 	w := &recordWriter{
 		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
-		maxPar: int(consumer.GetMaxParallelism()), n: n, subtask: subtask,
+		maxPar: int(consumer.GetMaxParallelism()), n: n,
 		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out,
 	}
 	switch w.part {
@@ -92,10 +91,7 @@ func (w *recordWriter) channel(row record.Row) (int, error) {
 		return 0, nil
 	case pb.Partitioner_PARTITIONER_REBALANCE:
 		c := w.next
-		w.next++
-		if w.next == w.n {
-			w.next = 0
-		}
+		w.next = (w.next + 1) % w.n
 		return c, nil
 	}
 	k, err := w.key.Eval(row, nil)

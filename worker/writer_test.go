@@ -371,9 +371,9 @@ func TestRecordWriterPacksBuffers(t *testing.T) {
 					}
 					next := bufs[i+1]
 					first := decode(t, tc.schema, next)[0]
-					if room := maxBufferBytes - len(b.data); room >= record.EncodedSize(tc.schema, first) {
+					if room := maxBufferBytes - len(b.data); room >= len(record.AppendRow(nil, tc.schema, first)) {
 						t.Errorf("channel %d buffer %d was sent with %d bytes free, but the next record needs %d",
-							c, i, room, record.EncodedSize(tc.schema, first))
+							c, i, room, len(record.AppendRow(nil, tc.schema, first)))
 					}
 				}
 				if got := decodeAll(t, tc.schema, bufs); !rowsEqual(got, want[c]) {
@@ -405,7 +405,7 @@ func TestRecordWriterOversizedRecord(t *testing.T) {
 	big := small(strings.Repeat("B", maxBufferBytes+100))
 	// exact is a record whose encoding is exactly maxBufferBytes.
 	exact := small(strings.Repeat("E", maxBufferBytes-3))
-	if n := record.EncodedSize(strSchema, exact); n != maxBufferBytes {
+	if n := len(record.AppendRow(nil, strSchema, exact)); n != maxBufferBytes {
 		t.Fatalf("exact record encodes to %d bytes, want %d", n, maxBufferBytes)
 	}
 	tests := []struct {
@@ -452,7 +452,7 @@ func TestRecordWriterRecordLimit(t *testing.T) {
 	// A string of length l encodes to l plus a 4-byte uvarint length at this size.
 	atLimit := record.Row{record.StringValue(strings.Repeat("L", maxRecordBytes-4))}
 	overLimit := record.Row{record.StringValue(strings.Repeat("O", maxRecordBytes-3))}
-	if n := record.EncodedSize(strSchema, atLimit); n != maxRecordBytes {
+	if n := len(record.AppendRow(nil, strSchema, atLimit)); n != maxRecordBytes {
 		t.Fatalf("atLimit encodes to %d bytes, want %d", n, maxRecordBytes)
 	}
 	small := func(s string) record.Row { return record.Row{record.StringValue(s)} }
@@ -475,7 +475,7 @@ func TestRecordWriterRecordLimit(t *testing.T) {
 			}
 			err := w.Emit(r)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("Emit(record of %d bytes) = %v, want error %v", record.EncodedSize(strSchema, r), err, tc.wantErr)
+				t.Fatalf("Emit(record of %d bytes) = %v, want error %v", len(record.AppendRow(nil, strSchema, r)), err, tc.wantErr)
 			}
 			w.emit(t, small("after"))
 			if err := w.Flush(); err != nil {

@@ -331,14 +331,6 @@ func Discard(jobDir string, id int64) error {
 	return nil
 }
 
-// DiscardJob removes the job directory and every checkpoint in it.
-func DiscardJob(jobDir string) error {
-	if err := os.RemoveAll(jobDir); err != nil {
-		return fmt.Errorf("storage: discard job checkpoints: %w", err)
-	}
-	return nil
-}
-
 func parseCheckpointDir(name string) (int64, bool) {
 	s, ok := strings.CutPrefix(name, "chk-")
 	if !ok {

@@ -262,20 +262,6 @@ func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint
 // jobRecord returns the replicated record of a job (jobHost).
 func (d *dispatcher) jobRecord(id string) (*pb.JobRecord, bool) { return d.fsm.job(id) }
 
-// checkpointAck routes a checkpoint acknowledgement to its job master.
-func (d *dispatcher) checkpointAck(req *pb.AcknowledgeCheckpointRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evAck{req: req})
-	}
-}
-
-// checkpointDecline routes a declined checkpoint to its job master.
-func (d *dispatcher) checkpointDecline(req *pb.DeclineCheckpointRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evDecline{req: req})
-	}
-}
-
 // checkpoints returns a job's checkpoint history, newest first.
 func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
 	if m := d.master(id); m != nil {
@@ -386,13 +372,6 @@ func (d *dispatcher) list() []*pb.JobSummary {
 		out = append(out, &pb.JobSummary{Id: r.GetId(), Name: r.GetGraph().GetName(), Status: r.GetStatus(), StartTime: r.GetStartTime(), EndTime: r.GetEndTime()})
 	}
 	return out
-}
-
-// taskState routes a task report to its job master.
-func (d *dispatcher) taskState(req *pb.UpdateTaskExecutionStateRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evTaskState{req: req})
-	}
 }
 
 // shouldCancel says whether a task a TaskManager reports running must be cancelled: its job

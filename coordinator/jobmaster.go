@@ -201,8 +201,12 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 	return m, nil
 }
 
-// send delivers an event to the loop unless the job master has stopped.
+// send delivers an event to the loop unless the job master has stopped. A nil job master (the
+// job has none on this JobManager: dispatcher.master found none) drops it.
 func (m *jobMaster) send(ev any) {
+	if m == nil {
+		return
+	}
 	select {
 	case m.inbox <- ev:
 	case <-m.done:

@@ -154,10 +154,7 @@ func (m *jobMaster) failJobNow(cause string) {
 // dropPendingRestart forgets a pending restart (the job is ending instead).
 func (m *jobMaster) dropPendingRestart() {
 	m.pending = nil
-	if m.restartTimer != nil {
-		m.restartTimer.Stop()
-		m.restartTimer = nil
-	}
+	stopTimer(&m.restartTimer)
 }
 
 // cancelAll asks every unfinished task to cancel.
@@ -365,10 +362,7 @@ func (m *jobMaster) armSlotDeadline() {
 // stopSlotWait ends waiting for slots.
 func (m *jobMaster) stopSlotWait() {
 	m.slotWatch = nil
-	if m.slotDeadline != nil {
-		m.slotDeadline.Stop()
-		m.slotDeadline = nil
-	}
+	stopTimer(&m.slotDeadline)
 }
 
 // slotsTimedOut fails the job when an execution waited slot.request.timeout for its slot.

@@ -286,16 +286,7 @@ func (m *jobMaster) run() {
 	cpTimer := time.NewTimer(time.Hour)
 	defer cpTimer.Stop()
 	for !m.ended && m.ctx.Err() == nil {
-		var cancelC, restartC, slotDeadlineC, cpC <-chan time.Time
-		if m.cancelTimer != nil {
-			cancelC = m.cancelTimer.C
-		}
-		if m.restartTimer != nil {
-			restartC = m.restartTimer.C
-		}
-		if m.slotDeadline != nil {
-			slotDeadlineC = m.slotDeadline.C
-		}
+		var cpC <-chan time.Time
 		if d := m.cp.nextDeadline(); !d.IsZero() {
 			cpTimer.Reset(time.Until(d))
 			cpC = cpTimer.C
@@ -303,14 +294,14 @@ func (m *jobMaster) run() {
 		select {
 		case ev := <-m.inbox:
 			m.handle(ev)
-		case <-cancelC:
+		case <-timerC(m.cancelTimer):
 			m.cancelTimer = nil
 			m.giveUpOnCancel()
-		case <-restartC:
+		case <-timerC(m.restartTimer):
 			m.restartTimer = nil
 		case <-m.slotWatch:
 			m.tryAssignSlots()
-		case <-slotDeadlineC:
+		case <-timerC(m.slotDeadline):
 			m.slotDeadline = nil
 			m.slotsTimedOut()
 		case <-cpC:
@@ -377,11 +368,25 @@ func taskName(v *pb.JobVertex, i int32) string {
 
 // stopTimers stops the loop's timers when it exits.
 func (m *jobMaster) stopTimers() {
-	for _, t := range []*time.Timer{m.cancelTimer, m.restartTimer, m.slotDeadline} {
-		if t != nil {
-			t.Stop()
-		}
+	stopTimer(&m.cancelTimer)
+	stopTimer(&m.restartTimer)
+	stopTimer(&m.slotDeadline)
+}
+
+// stopTimer stops and forgets one of the loop's timers, if it is set.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
 	}
+}
+
+// timerC is the channel of one of the loop's timers, or nil (never ready) when it is not set.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // restoreChoice is the checkpoint a restart restores: the newest retained one whose files are
@@ -736,10 +741,7 @@ func (m *jobMaster) checkTerminal() {
 }
 
 func (m *jobMaster) finish(s pb.JobStatus, cause string) {
-	if m.cancelTimer != nil {
-		m.cancelTimer.Stop()
-		m.cancelTimer = nil
-	}
+	stopTimer(&m.cancelTimer)
 	m.failureCause = cause
 	m.dropPendingRestart()
 	m.stopSlotWait()

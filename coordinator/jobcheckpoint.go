@@ -111,15 +111,11 @@ func (io *jobCheckpointIO) triggerTasks(tasks []string, b *pb.CheckpointBarrier)
 		e := m.byKey[k]
 		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, Barrier: b}
 		client, name := e.tm.client, e.name
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
-			defer cancel()
+		m.goRPC(checkpointRPCTimeout, func(ctx context.Context) {
 			if _, err := client.TriggerTaskCheckpoint(ctx, req); err != nil && m.ctx.Err() == nil {
 				m.send(evTriggerFailed{id: b.GetCheckpointId(), key: k, msg: fmt.Sprintf("triggering %s: %v", name, err)})
 			}
-		}()
+		})
 	}
 }
 
@@ -152,15 +148,11 @@ func (io *jobCheckpointIO) notifyTasks(send func(ctx context.Context, e *executi
 		if !e.submitted || e.terminal() || e.tm.client == nil {
 			continue
 		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
-			defer cancel()
+		m.goRPC(checkpointRPCTimeout, func(ctx context.Context) {
 			if err := send(ctx, e); err != nil && m.ctx.Err() == nil {
 				m.log.Debug("checkpoint notification not delivered", "task", e.name, "err", err)
 			}
-		}()
+		})
 	}
 }
 

@@ -432,15 +432,11 @@ func (m *jobMaster) submit(batch []*execution) {
 			req.Inputs = append(req.Inputs, in)
 		}
 		client := e.tm.client
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
-			defer cancel()
+		m.goRPC(deployTimeout, func(ctx context.Context) {
 			if _, err := client.SubmitTask(ctx, req); err != nil && m.ctx.Err() == nil {
 				m.send(evDeployFailed{key: e.key, err: err})
 			}
-		}()
+		})
 	}
 	m.log.Info("tasks deployed", "tasks", n, "restored_checkpoint_id", m.restoredID)
 }

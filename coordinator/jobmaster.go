@@ -678,12 +678,18 @@ func (m *jobMaster) maybeStartCheckpoints() {
 func (m *jobMaster) sendCancel(e *execution) {
 	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id}
 	client := e.tm.client
+	m.goRPC(deployTimeout, func(ctx context.Context) { _, _ = client.CancelTask(ctx, req) })
+}
+
+// goRPC makes an RPC to a task on a goroutine of m.wg, with a context that ends after timeout
+// or when the job master stops.
+func (m *jobMaster) goRPC(timeout time.Duration, call func(ctx context.Context)) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
+		ctx, cancel := context.WithTimeout(m.ctx, timeout)
 		defer cancel()
-		_, _ = client.CancelTask(ctx, req)
+		call(ctx)
 	}()
 }
 

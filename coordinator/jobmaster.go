@@ -196,7 +196,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 		verify: storage.Verify,
 	}
-	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
+	m.cp = newCheckpointCoordinator(cps, m, time.Now, rec.GetCheckpoints())
 	m.publish()
 	return m, nil
 }
@@ -598,7 +598,7 @@ func (m *jobMaster) onAck(r *pb.AcknowledgeCheckpointRequest) {
 	if m.cp.isLateAck(id) {
 		m.log.Info("late acknowledgement of an expired checkpoint; discarding its state", "checkpoint_id", id)
 	}
-	(*jobCheckpointIO)(m).discard(id)
+	m.discard(id)
 }
 
 func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {

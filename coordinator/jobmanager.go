@@ -336,7 +336,8 @@ func (jm *JobManager) monitorLeadership() {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
-			if err := jm.recordAddress(); err != nil {
+			// This JobManager's RPC address, for the leader hints of followers.
+			if err := jm.whileLeading("record address", func() error { return jm.registerAddress(jm.cfg.NodeID, jm.rpcAddr) }); err != nil {
 				jm.log.Warn("cannot record this jobmanager's address; not leading", "err", err)
 				continue
 			}
@@ -358,15 +359,15 @@ func (jm *JobManager) monitorLeadership() {
 	}
 }
 
-// recordAddress records this JobManager's RPC address in the FSM (for the leader hints of
-// followers) unless it is there already.
-func (jm *JobManager) recordAddress() error {
-	if a, ok := jm.fsm.jobManagerAddr(jm.cfg.NodeID); ok && a == jm.rpcAddr {
+// registerAddress records a JobManager's RPC address in the FSM through Raft unless it is
+// there already.
+func (jm *JobManager) registerAddress(nodeID, addr string) error {
+	if a, ok := jm.fsm.jobManagerAddr(nodeID); ok && a == addr {
 		return nil
 	}
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
-		NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr}}}
-	return jm.whileLeading("record address", func() error { return jm.node.apply(cmd, applyTimeout) })
+		NodeId: nodeID, RpcAddress: addr}}}
+	return jm.node.apply(cmd, applyTimeout)
 }
 
 // whileLeading runs op until it succeeds, retrying transient errors for as long as this node

@@ -146,12 +146,7 @@ func (s *clusterService) RegisterJobManager(ctx context.Context, req *pb.Registe
 		if !s.jm.isMember(req.GetNodeId()) {
 			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager: %q is not a member of the Raft group", req.GetNodeId())
 		}
-		if a, ok := s.jm.fsm.jobManagerAddr(req.GetNodeId()); ok && a == req.GetRpcAddress() {
-			return &pb.RegisterJobManagerResponse{}, nil
-		}
-		cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
-			NodeId: req.GetNodeId(), RpcAddress: req.GetRpcAddress()}}}
-		return &pb.RegisterJobManagerResponse{}, s.jm.node.apply(cmd, applyTimeout)
+		return &pb.RegisterJobManagerResponse{}, s.jm.registerAddress(req.GetNodeId(), req.GetRpcAddress())
 	})
 }
 

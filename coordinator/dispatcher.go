@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -204,10 +205,7 @@ func resolveCheckpointDir(g *pb.JobGraph) error {
 	if g.GetConfig()[config.CheckpointInterval] == "" {
 		return nil
 	}
-	dir := g.GetConfig()[config.CheckpointDir]
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "goflink-checkpoints")
-	}
+	dir := cmp.Or(g.GetConfig()[config.CheckpointDir], filepath.Join(os.TempDir(), "goflink-checkpoints"))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
@@ -411,11 +409,5 @@ func (d *dispatcher) tmLost(tm *taskManager, reason string) {
 	}
 }
 
-func statusName(s pb.JobStatus) string {
-	n := s.String()
-	const prefix = "JOB_STATUS_"
-	if len(n) > len(prefix) {
-		return n[len(prefix):]
-	}
-	return n
-}
+// statusName is a job status without its enum prefix: "RUNNING".
+func statusName(s pb.JobStatus) string { return strings.TrimPrefix(s.String(), "JOB_STATUS_") }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,18 +183,9 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Settings == nil {
-		cfg.Settings = config.New()
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	raftLog := cfg.RaftLogger
-	if raftLog == nil {
-		raftLog = log
-	}
-	log, raftLog = log.With("jm_id", cfg.NodeID), raftLog.With("jm_id", cfg.NodeID)
+	cfg.Settings = cmp.Or(cfg.Settings, config.New())
+	log := cmp.Or(cfg.Logger, slog.Default())
+	log, raftLog := log.With("jm_id", cfg.NodeID), cmp.Or(cfg.RaftLogger, log).With("jm_id", cfg.NodeID)
 	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: %w", err)

@@ -179,10 +179,7 @@ func (c *checkpointCoordinator) start() {
 // stop ends periodic checkpoints and aborts every queued and pending checkpoint with reason
 // (a job failover, suspension or the job's end: none of these count as failures).
 func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg string) {
-	c.periodic = false
-	c.nextPeriodic = time.Time{}
-	c.periodicQueued = false
-	c.soon = false
+	c.periodic, c.nextPeriodic, c.periodicQueued, c.soon = false, time.Time{}, false, false
 	for _, r := range c.manualQueue {
 		r <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
 	}
@@ -518,16 +515,10 @@ func countedReason(r pb.CheckpointFailureReason) bool {
 // onFailure counts a checkpoint failure: at most once per ID, never for IDs at or below the
 // last success, and only for counted reasons. Past the tolerance the job fails over.
 func (c *checkpointCoordinator) onFailure(id int64, reason pb.CheckpointFailureReason) {
-	if !countedReason(reason) {
-		return
-	}
-	if id != -1 && id <= c.lastSucceeded {
+	if !countedReason(reason) || (id != -1 && (id <= c.lastSucceeded || c.countedIDs[id])) {
 		return
 	}
 	if id != -1 {
-		if c.countedIDs[id] {
-			return
-		}
 		c.countedIDs[id] = true
 	}
 	c.consecutive++

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -399,10 +401,7 @@ func (d *dispatcher) shouldCancel(regID string, id *pb.ExecutionAttemptID) bool 
 // tmLost tells every job master that a TaskManager is gone.
 func (d *dispatcher) tmLost(tm *taskManager, reason string) {
 	d.mu.Lock()
-	masters := make([]*jobMaster, 0, len(d.masters))
-	for _, m := range d.masters {
-		masters = append(masters, m)
-	}
+	masters := slices.Collect(maps.Values(d.masters))
 	d.mu.Unlock()
 	for _, m := range masters {
 		m.send(evTMLost{tm: tm, reason: reason})

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -200,9 +201,7 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 		k := subtaskKey(v, st.GetSubtask())
 		fresh[k] = append(fresh[k], st)
 	}
-	for k, sts := range fresh {
-		m.lastStates[k] = sts
-	}
+	maps.Copy(m.lastStates, fresh)
 }
 
 // finishedState is the state a finished task contributes to later checkpoints: its operator

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,15 +393,7 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 // isMember reports whether a node ID is in the Raft configuration.
 func (jm *JobManager) isMember(id string) bool {
 	f := jm.node.r.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == id {
-			return true
-		}
-	}
-	return false
+	return f.Error() == nil && slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
 }
 
 // statusTimeout bounds asking another JobManager for its status.

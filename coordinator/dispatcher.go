@@ -148,7 +148,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	}
 	id := newJobID()
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
-	if err := d.node.apply(cmd, applyTimeout); err != nil {
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return "", fmt.Errorf("record job: %w", err)
 	}
 	rec, ok := d.fsm.job(id)
@@ -222,7 +222,7 @@ func resolveCheckpointDir(g *pb.JobGraph) error {
 // setJobStatus commits a job status change and returns the job's record after it (jobHost).
 func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_UpdateJobStatus{UpdateJobStatus: &pb.UpdateJobStatusCommand{JobId: jobID, Status: s, FailureCause: cause}}}
-	if err := d.node.apply(cmd, applyTimeout); err != nil {
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return nil, err
 	}
 	rec, ok := d.fsm.job(jobID)
@@ -236,7 +236,7 @@ func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatu
 // counter and returns the first (jobHost).
 func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_AllocateCheckpointId{AllocateCheckpointId: &pb.AllocateCheckpointIdCommand{JobId: jobID, Count: int32(count)}}}
-	res, err := d.node.applyResult(cmd, applyTimeout)
+	res, err := d.node.apply(cmd, applyTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +251,7 @@ func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, erro
 // checkpoint (jobHost). It returns the checkpoints the store subsumed.
 func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{JobId: jobID, Checkpoint: cp, NumRetained: int32(numRetained)}}}
-	res, err := d.node.applyResult(cmd, applyTimeout)
+	res, err := d.node.apply(cmd, applyTimeout)
 	if err != nil {
 		return nil, err
 	}

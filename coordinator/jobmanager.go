@@ -360,7 +360,8 @@ func (jm *JobManager) registerAddress(nodeID, addr string) error {
 	}
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
 		NodeId: nodeID, RpcAddress: addr}}}
-	return jm.node.apply(cmd, applyTimeout)
+	_, err := jm.node.apply(cmd, applyTimeout)
+	return err
 }
 
 // whileLeading runs op until it succeeds, retrying transient errors for as long as this node

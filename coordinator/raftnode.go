@@ -173,14 +173,9 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 }
 
 // apply proposes a command stamped with the leader's time and node ID (cmd.Time,
-// cmd.Proposer) and waits for it to commit. A domain rejection by the FSM is returned as the error.
-func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
-	_, err := n.applyResult(cmd, timeout)
-	return err
-}
-
-// applyResult is apply returning the FSM's result value.
-func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
+// cmd.Proposer), waits for it to commit and returns the FSM's result value. A domain rejection
+// by the FSM is returned as the error.
+func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
 	cmd.Time, cmd.Proposer = timestamppb.Now(), n.id
 	data, err := proto.Marshal(cmd)
 	if err != nil {

@@ -356,10 +356,8 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
 	det := &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
-		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0)}
-	for _, v := range rec.GetGraph().GetVertices() {
-		det.Parallelism = max(det.Parallelism, v.GetParallelism())
-	}
+		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0),
+		Parallelism: maxParallelism(rec.GetGraph())}
 	return det, nil
 }
 

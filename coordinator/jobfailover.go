@@ -261,10 +261,13 @@ func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 var unassigned = &taskManager{id: "", addr: "no slot yet"}
 
 // slotCount is the number of slots the job holds: subtask i of every vertex shares slot i.
-func (m *jobMaster) slotCount() int {
-	n := 0
-	for _, v := range m.graph.GetVertices() {
-		n = max(n, int(v.GetParallelism()))
+func (m *jobMaster) slotCount() int { return int(maxParallelism(m.graph)) }
+
+// maxParallelism is the highest parallelism of g's vertices: the job's parallelism.
+func maxParallelism(g *pb.JobGraph) int32 {
+	var n int32
+	for _, v := range g.GetVertices() {
+		n = max(n, v.GetParallelism())
 	}
 	return n
 }

@@ -821,10 +821,7 @@ func (m *jobMaster) publish() {
 	d := &pb.JobDetails{
 		Id: m.id, Name: m.graph.GetName(), Status: m.status, StartTime: m.startTime, EndTime: m.endTime,
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
-		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID,
-	}
-	for _, v := range m.graph.GetVertices() {
-		d.Parallelism = max(d.Parallelism, v.GetParallelism())
+		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID, Parallelism: maxParallelism(m.graph),
 	}
 	v := &jobView{details: d, checkpoints: m.cp.historyView()}
 	for _, e := range m.execs {

@@ -552,7 +552,7 @@ func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
 	seen := map[int64]bool{}
 	for i := len(c.history) - 1; i >= 0; i-- {
 		h := c.history[i]
-		out = append(out, cloneInfo(h))
+		out = append(out, proto.CloneOf(h))
 		if h.GetId() > 0 {
 			seen[h.GetId()] = true
 		}
@@ -578,7 +578,7 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 	r := c.retained[len(c.retained)-1]
 	for i := len(c.history) - 1; i >= 0; i-- {
 		if c.history[i].GetId() == r.GetId() {
-			return cloneInfo(c.history[i])
+			return proto.CloneOf(c.history[i])
 		}
 	}
 	return completedInfo(r)
@@ -588,5 +588,3 @@ func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
 		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath())}
 }
-
-func cloneInfo(i *pb.CheckpointInfo) *pb.CheckpointInfo { return proto.Clone(i).(*pb.CheckpointInfo) }

@@ -343,7 +343,7 @@ func (d *dispatcher) cancel(ctx context.Context, id string) error {
 func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	if m := d.master(id); m != nil {
 		v := m.view()
-		det := proto.Clone(v.details).(*pb.JobDetails) // the view is shared; fill a copy
+		det := proto.CloneOf(v.details) // the view is shared; fill a copy
 		for i, t := range det.GetTasks() {
 			if in, out, ok := d.rm.counters(v.regs[i], v.keys[i]); ok {
 				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)

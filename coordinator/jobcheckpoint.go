@@ -211,7 +211,7 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 func (m *jobMaster) finishedState(e *execution) []*pb.OperatorSubtaskState {
 	var out []*pb.OperatorSubtaskState
 	for _, st := range m.lastStates[subtaskKey(e.vertex.GetId(), e.id.GetSubtask())] {
-		c := proto.Clone(st).(*pb.OperatorSubtaskState)
+		c := proto.CloneOf(st)
 		c.Keyed = nil
 		out = append(out, c)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -729,10 +730,8 @@ func (m *jobMaster) checkTerminal() {
 	if m.ctx.Err() != nil {
 		return // stopped without a status change: nothing more may be committed
 	}
-	for _, e := range m.execs {
-		if !e.terminal() {
-			return
-		}
+	if slices.ContainsFunc(m.execs, func(e *execution) bool { return !e.terminal() }) {
+		return
 	}
 	switch m.status {
 	case pb.JobStatus_JOB_STATUS_RUNNING:

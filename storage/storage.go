@@ -251,11 +251,10 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	}
 	// The checkpoint directory holds the state files and _metadata; the job directory holds
 	// the checkpoint directory's entry.
-	if err := syncDir(dir); err != nil {
-		return "", err
-	}
-	if err := syncDir(jobDir); err != nil {
-		return "", err
+	for _, d := range []string{dir, jobDir} {
+		if err := syncDir(d); err != nil {
+			return "", err
+		}
 	}
 	return chk, nil
 }

@@ -117,25 +117,23 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("jobmanager %s address %q: %w", name, a.addr, err)
 		}
 	}
-	if len(c.Peers) > 0 {
-		self := false
-		ids, addrs := map[string]bool{}, map[string]bool{}
-		for _, p := range c.Peers {
-			if _, port, err := net.SplitHostPort(p.RaftAddr); err != nil || port == "0" {
-				return fmt.Errorf("peers: %s's raft address %q is not host:port with a fixed port", p.ID, p.RaftAddr)
-			}
-			if ids[p.ID] {
-				return fmt.Errorf("peers: node ID %q appears twice", p.ID)
-			}
-			if addrs[p.RaftAddr] {
-				return fmt.Errorf("peers: raft address %q appears twice", p.RaftAddr)
-			}
-			ids[p.ID], addrs[p.RaftAddr] = true, true
-			self = self || p.ID == c.NodeID
+	self := len(c.Peers) == 0 // no peers: a group of this JobManager alone
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	for _, p := range c.Peers {
+		if _, port, err := net.SplitHostPort(p.RaftAddr); err != nil || port == "0" {
+			return fmt.Errorf("peers: %s's raft address %q is not host:port with a fixed port", p.ID, p.RaftAddr)
 		}
-		if !self {
-			return fmt.Errorf("peers: this JobManager's node ID %q is not among them", c.NodeID)
+		if ids[p.ID] {
+			return fmt.Errorf("peers: node ID %q appears twice", p.ID)
 		}
+		if addrs[p.RaftAddr] {
+			return fmt.Errorf("peers: raft address %q appears twice", p.RaftAddr)
+		}
+		ids[p.ID], addrs[p.RaftAddr] = true, true
+		self = self || p.ID == c.NodeID
+	}
+	if !self {
+		return fmt.Errorf("peers: this JobManager's node ID %q is not among them", c.NodeID)
 	}
 	if c.Settings != nil && c.Settings.Duration(config.HeartbeatTimeout) <= c.Settings.Duration(config.HeartbeatInterval) {
 		return fmt.Errorf("%s (%v) must be longer than %s (%v)", config.HeartbeatTimeout, c.Settings.Duration(config.HeartbeatTimeout),

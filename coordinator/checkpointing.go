@@ -103,15 +103,12 @@ type pendingCheckpoint struct {
 	id       int64
 	trigger  time.Time
 	deadline time.Time
-	manual   bool
 	barrier  *pb.CheckpointBarrier
 	waiting  map[string]bool // tasks that have not acknowledged yet
 	// triggered holds the tasks sent the barrier by RPC; more join when their producers finish.
 	triggered map[string]bool
 	states    []*pb.OperatorSubtaskState
-	size      int64
-	align     int64
-	info      *pb.CheckpointInfo
+	info      *pb.CheckpointInfo // its history entry, updated in place (acks, state size, alignment)
 	replies   []chan<- checkpointResult
 }
 
@@ -314,7 +311,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
-	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, barrier: b,
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), barrier: b,
 		waiting: map[string]bool{}, triggered: map[string]bool{}, states: slices.Clone(plan.finished)}
 	for _, k := range plan.wait {
 		p.waiting[k] = true
@@ -341,10 +338,9 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 	}
 	delete(p.waiting, task)
 	p.states = append(p.states, snap.GetOperators()...)
-	p.size += m.GetStateSizeBytes()
-	p.align = max(p.align, m.GetAlignmentMs())
 	p.info.Acknowledged++
-	p.info.StateSizeBytes, p.info.AlignmentMs = p.size, p.align
+	p.info.StateSizeBytes += m.GetStateSizeBytes()
+	p.info.AlignmentMs = max(p.info.AlignmentMs, m.GetAlignmentMs())
 	if len(p.waiting) == 0 {
 		c.complete(p)
 	}
@@ -416,7 +412,7 @@ func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
 // complete finalizes a fully acknowledged checkpoint: metadata, then the Raft commit (the
 // commit point), then subsumption and notifications.
 func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
-	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.size)
+	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes())
 	if err == nil {
 		var subsumed []*pb.CompletedCheckpoint
 		subsumed, err = c.io.commit(cp)

@@ -153,7 +153,6 @@ type JobManager struct {
 	rm   *resourceManager
 	disp *dispatcher
 
-	lis    net.Listener
 	lock   *dirlock.Lock // the data dir, held until Close
 	srv    *grpc.Server
 	health *health.Server
@@ -213,7 +212,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	}
 	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
-	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, lock: lock, ctx: ctx, cancel: cancel,
+	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lock: lock, ctx: ctx, cancel: cancel,
 		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })

@@ -24,7 +24,6 @@ import (
 type raftNode struct {
 	id    string // this node's Raft server ID
 	r     *raft.Raft
-	fsm   *fsm
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
 	addr  string
@@ -94,7 +93,7 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 		store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n := &raftNode{id: nodeID, r: r, fsm: f, store: store, trans: trans, addr: string(trans.LocalAddr())}
+	n := &raftNode{id: nodeID, r: r, store: store, trans: trans, addr: string(trans.LocalAddr())}
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		_ = n.close()

@@ -141,9 +141,6 @@ func (w *FileWriter) Abort() error {
 	return nil
 }
 
-// Path is the file's path relative to the job directory ("chk-3/op-0-keyed").
-func (w *FileWriter) Path() string { return w.rel }
-
 // localPath resolves a slash-separated path relative to the job directory, refusing paths
 // that leave it.
 func localPath(jobDir, rel string) (string, error) {

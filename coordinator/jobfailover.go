@@ -371,15 +371,8 @@ func (m *jobMaster) stopSlotWait() {
 // slotsTimedOut fails the job when an execution waited slot.request.timeout for its slot.
 func (m *jobMaster) slotsTimedOut() {
 	timeout := m.cfg.Duration(config.SlotRequestTimeout)
-	var waiting []*execution
-	expired := false
-	for _, group := range m.waiting() {
-		for _, e := range group {
-			waiting = append(waiting, e)
-			expired = expired || !time.Now().Before(e.scheduledAt.Add(timeout))
-		}
-	}
-	if !expired {
+	waiting := slices.Concat(m.waiting()...)
+	if !slices.ContainsFunc(waiting, func(e *execution) bool { return !time.Now().Before(e.scheduledAt.Add(timeout)) }) {
 		m.armSlotDeadline()
 		return
 	}

@@ -103,15 +103,12 @@ type pendingCheckpoint struct {
 	id       int64
 	trigger  time.Time
 	deadline time.Time
-	manual   bool
 	barrier  *pb.CheckpointBarrier
 	waiting  map[string]bool // tasks that have not acknowledged yet
 	// triggered holds the tasks sent the barrier by RPC; more join when their producers finish.
 	triggered map[string]bool
 	states    []*pb.OperatorSubtaskState
-	size      int64
-	align     int64
-	info      *pb.CheckpointInfo
+	info      *pb.CheckpointInfo // its history entry, updated in place (acks, state size, alignment)
 	replies   []chan<- checkpointResult
 }
 
@@ -179,10 +176,7 @@ func (c *checkpointCoordinator) start() {
 // stop ends periodic checkpoints and aborts every queued and pending checkpoint with reason
 // (a job failover, suspension or the job's end: none of these count as failures).
 func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg string) {
-	c.periodic = false
-	c.nextPeriodic = time.Time{}
-	c.periodicQueued = false
-	c.soon = false
+	c.periodic, c.nextPeriodic, c.periodicQueued, c.soon = false, time.Time{}, false, false
 	for _, r := range c.manualQueue {
 		r <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
 	}
@@ -317,7 +311,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
-	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), manual: reply != nil, barrier: b,
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), barrier: b,
 		waiting: map[string]bool{}, triggered: map[string]bool{}, states: slices.Clone(plan.finished)}
 	for _, k := range plan.wait {
 		p.waiting[k] = true
@@ -344,10 +338,9 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 	}
 	delete(p.waiting, task)
 	p.states = append(p.states, snap.GetOperators()...)
-	p.size += m.GetStateSizeBytes()
-	p.align = max(p.align, m.GetAlignmentMs())
 	p.info.Acknowledged++
-	p.info.StateSizeBytes, p.info.AlignmentMs = p.size, p.align
+	p.info.StateSizeBytes += m.GetStateSizeBytes()
+	p.info.AlignmentMs = max(p.info.AlignmentMs, m.GetAlignmentMs())
 	if len(p.waiting) == 0 {
 		c.complete(p)
 	}
@@ -419,7 +412,7 @@ func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
 // complete finalizes a fully acknowledged checkpoint: metadata, then the Raft commit (the
 // commit point), then subsumption and notifications.
 func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
-	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.size)
+	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes())
 	if err == nil {
 		var subsumed []*pb.CompletedCheckpoint
 		subsumed, err = c.io.commit(cp)
@@ -518,16 +511,10 @@ func countedReason(r pb.CheckpointFailureReason) bool {
 // onFailure counts a checkpoint failure: at most once per ID, never for IDs at or below the
 // last success, and only for counted reasons. Past the tolerance the job fails over.
 func (c *checkpointCoordinator) onFailure(id int64, reason pb.CheckpointFailureReason) {
-	if !countedReason(reason) {
-		return
-	}
-	if id != -1 && id <= c.lastSucceeded {
+	if !countedReason(reason) || (id != -1 && (id <= c.lastSucceeded || c.countedIDs[id])) {
 		return
 	}
 	if id != -1 {
-		if c.countedIDs[id] {
-			return
-		}
 		c.countedIDs[id] = true
 	}
 	c.consecutive++
@@ -561,7 +548,7 @@ func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
 	seen := map[int64]bool{}
 	for i := len(c.history) - 1; i >= 0; i-- {
 		h := c.history[i]
-		out = append(out, cloneInfo(h))
+		out = append(out, proto.CloneOf(h))
 		if h.GetId() > 0 {
 			seen[h.GetId()] = true
 		}
@@ -587,7 +574,7 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 	r := c.retained[len(c.retained)-1]
 	for i := len(c.history) - 1; i >= 0; i-- {
 		if c.history[i].GetId() == r.GetId() {
-			return cloneInfo(c.history[i])
+			return proto.CloneOf(c.history[i])
 		}
 	}
 	return completedInfo(r)
@@ -597,5 +584,3 @@ func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
 		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath())}
 }
-
-func cloneInfo(i *pb.CheckpointInfo) *pb.CheckpointInfo { return proto.Clone(i).(*pb.CheckpointInfo) }

@@ -1,13 +1,16 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -145,7 +148,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	}
 	id := newJobID()
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
-	if err := d.node.apply(cmd, applyTimeout); err != nil {
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return "", fmt.Errorf("record job: %w", err)
 	}
 	rec, ok := d.fsm.job(id)
@@ -204,10 +207,7 @@ func resolveCheckpointDir(g *pb.JobGraph) error {
 	if g.GetConfig()[config.CheckpointInterval] == "" {
 		return nil
 	}
-	dir := g.GetConfig()[config.CheckpointDir]
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "goflink-checkpoints")
-	}
+	dir := cmp.Or(g.GetConfig()[config.CheckpointDir], filepath.Join(os.TempDir(), "goflink-checkpoints"))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
@@ -222,7 +222,7 @@ func resolveCheckpointDir(g *pb.JobGraph) error {
 // setJobStatus commits a job status change and returns the job's record after it (jobHost).
 func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_UpdateJobStatus{UpdateJobStatus: &pb.UpdateJobStatusCommand{JobId: jobID, Status: s, FailureCause: cause}}}
-	if err := d.node.apply(cmd, applyTimeout); err != nil {
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return nil, err
 	}
 	rec, ok := d.fsm.job(jobID)
@@ -236,7 +236,7 @@ func (d *dispatcher) setJobStatus(_ context.Context, jobID string, s pb.JobStatu
 // counter and returns the first (jobHost).
 func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_AllocateCheckpointId{AllocateCheckpointId: &pb.AllocateCheckpointIdCommand{JobId: jobID, Count: int32(count)}}}
-	res, err := d.node.applyResult(cmd, applyTimeout)
+	res, err := d.node.apply(cmd, applyTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +251,7 @@ func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, erro
 // checkpoint (jobHost). It returns the checkpoints the store subsumed.
 func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error) {
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{JobId: jobID, Checkpoint: cp, NumRetained: int32(numRetained)}}}
-	res, err := d.node.applyResult(cmd, applyTimeout)
+	res, err := d.node.apply(cmd, applyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -261,20 +261,6 @@ func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint
 
 // jobRecord returns the replicated record of a job (jobHost).
 func (d *dispatcher) jobRecord(id string) (*pb.JobRecord, bool) { return d.fsm.job(id) }
-
-// checkpointAck routes a checkpoint acknowledgement to its job master.
-func (d *dispatcher) checkpointAck(req *pb.AcknowledgeCheckpointRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evAck{req: req})
-	}
-}
-
-// checkpointDecline routes a declined checkpoint to its job master.
-func (d *dispatcher) checkpointDecline(req *pb.DeclineCheckpointRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evDecline{req: req})
-	}
-}
 
 // checkpoints returns a job's checkpoint history, newest first.
 func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
@@ -357,7 +343,7 @@ func (d *dispatcher) cancel(ctx context.Context, id string) error {
 func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	if m := d.master(id); m != nil {
 		v := m.view()
-		det := proto.Clone(v.details).(*pb.JobDetails) // the view is shared; fill a copy
+		det := proto.CloneOf(v.details) // the view is shared; fill a copy
 		for i, t := range det.GetTasks() {
 			if in, out, ok := d.rm.counters(v.regs[i], v.keys[i]); ok {
 				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)
@@ -370,10 +356,8 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
 	det := &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
-		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0)}
-	for _, v := range rec.GetGraph().GetVertices() {
-		det.Parallelism = max(det.Parallelism, v.GetParallelism())
-	}
+		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0),
+		Parallelism: maxParallelism(rec.GetGraph())}
 	return det, nil
 }
 
@@ -386,13 +370,6 @@ func (d *dispatcher) list() []*pb.JobSummary {
 		out = append(out, &pb.JobSummary{Id: r.GetId(), Name: r.GetGraph().GetName(), Status: r.GetStatus(), StartTime: r.GetStartTime(), EndTime: r.GetEndTime()})
 	}
 	return out
-}
-
-// taskState routes a task report to its job master.
-func (d *dispatcher) taskState(req *pb.UpdateTaskExecutionStateRequest) {
-	if m := d.master(req.GetExecution().GetJobId()); m != nil {
-		m.send(evTaskState{req: req})
-	}
 }
 
 // shouldCancel says whether a task a TaskManager reports running must be cancelled: its job
@@ -422,21 +399,12 @@ func (d *dispatcher) shouldCancel(regID string, id *pb.ExecutionAttemptID) bool 
 // tmLost tells every job master that a TaskManager is gone.
 func (d *dispatcher) tmLost(tm *taskManager, reason string) {
 	d.mu.Lock()
-	masters := make([]*jobMaster, 0, len(d.masters))
-	for _, m := range d.masters {
-		masters = append(masters, m)
-	}
+	masters := slices.Collect(maps.Values(d.masters))
 	d.mu.Unlock()
 	for _, m := range masters {
 		m.send(evTMLost{tm: tm, reason: reason})
 	}
 }
 
-func statusName(s pb.JobStatus) string {
-	n := s.String()
-	const prefix = "JOB_STATUS_"
-	if len(n) > len(prefix) {
-		return n[len(prefix):]
-	}
-	return n
-}
+// statusName is a job status without its enum prefix: "RUNNING".
+func statusName(s pb.JobStatus) string { return strings.TrimPrefix(s.String(), "JOB_STATUS_") }

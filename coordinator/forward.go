@@ -151,16 +151,13 @@ func (jm *JobManager) leaderConn(ctx context.Context) (*grpc.ClientConn, string)
 		pause := time.NewTimer(rand.N(forwardPoll))
 		select {
 		case <-pause.C:
+			continue
 		case <-hold.C:
-			pause.Stop()
-			return nil, ""
 		case <-ctx.Done():
-			pause.Stop()
-			return nil, ""
 		case <-jm.ctx.Done():
-			pause.Stop()
-			return nil, ""
 		}
+		pause.Stop()
+		return nil, ""
 	}
 }
 

@@ -185,7 +185,7 @@ func (f *fsm) job(id string) (*pb.JobRecord, bool) {
 	if !ok {
 		return nil, false
 	}
-	return proto.Clone(j).(*pb.JobRecord), true
+	return proto.CloneOf(j), true
 }
 
 // list returns copies of all job records in submission order.
@@ -194,7 +194,7 @@ func (f *fsm) list() []*pb.JobRecord {
 	defer f.mu.RUnlock()
 	out := make([]*pb.JobRecord, 0, len(f.order))
 	for _, id := range f.order {
-		out = append(out, proto.Clone(f.jobs[id]).(*pb.JobRecord))
+		out = append(out, proto.CloneOf(f.jobs[id]))
 	}
 	return out
 }
@@ -217,7 +217,7 @@ func (f *fsm) state() *pb.FSMSnapshot {
 	for _, id := range slices.Sorted(maps.Keys(f.jobmanagers)) {
 		s.Jobmanagers = append(s.Jobmanagers, &pb.JobManagerRecord{NodeId: id, RpcAddress: f.jobmanagers[id]})
 	}
-	return proto.Clone(s).(*pb.FSMSnapshot)
+	return proto.CloneOf(s)
 }
 
 // Snapshot captures the state. Records are cloned under the read lock so Persist can run while

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -15,19 +16,15 @@ import (
 // checkpointRPCTimeout bounds one checkpoint RPC to a task.
 const checkpointRPCTimeout = 10 * time.Second
 
-// jobCheckpointIO is the job master seen as the checkpoint coordinator's I/O. Its methods run
-// on the job master's loop goroutine; RPCs and file deletions run on goroutines of m.wg.
-type jobCheckpointIO jobMaster
-
-func (io *jobCheckpointIO) m() *jobMaster { return (*jobMaster)(io) }
+// The job master is the checkpoint coordinator's I/O (checkpointIO). These methods run on the
+// job master's loop goroutine; RPCs and file deletions run on goroutines of m.wg.
 
 // plan returns the running tasks to wait for, the tasks to trigger — running sources, and
 // running tasks whose producers all finished (their input ended; they wait for a final
 // checkpoint) — and the state of finished tasks. Any task that is neither running nor
 // finished (deploying, failing) makes the checkpoint wait for a later trigger. When every task
 // finished there is nothing to wait for: the job is about to end.
-func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
-	m := io.m()
+func (m *jobMaster) plan() (checkpointPlan, bool) {
 	if m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.pending != nil || len(m.execs) == 0 {
 		return checkpointPlan{}, false
 	}
@@ -42,14 +39,13 @@ func (io *jobCheckpointIO) plan() (checkpointPlan, bool) {
 			return checkpointPlan{}, false
 		}
 	}
-	p.trigger = io.triggerable()
+	p.trigger = m.triggerable()
 	return p, len(p.trigger) > 0 || len(p.wait) == 0
 }
 
 // triggerable returns the running tasks whose producers all finished: sources, and tasks whose
 // input ended or is ending.
-func (io *jobCheckpointIO) triggerable() []string {
-	m := io.m()
+func (m *jobMaster) triggerable() []string {
 	var keys []string
 	for _, e := range m.execs {
 		if e.state == pb.ExecutionState_EXECUTION_STATE_RUNNING && m.producersFinished(e) {
@@ -91,8 +87,7 @@ const checkpointIDBlock = 64
 
 // allocateID hands out the next reserved checkpoint ID, reserving a new block through Raft
 // when the reservation is used up. A new job master (a new leader) always reserves anew.
-func (io *jobCheckpointIO) allocateID() (int64, error) {
-	m := io.m()
+func (m *jobMaster) allocateID() (int64, error) {
 	if m.nextID == 0 || m.nextID > m.endID {
 		first, err := m.host.allocateCheckpointIDs(m.id, checkpointIDBlock)
 		if err != nil {
@@ -105,26 +100,20 @@ func (io *jobCheckpointIO) allocateID() (int64, error) {
 	return id, nil
 }
 
-func (io *jobCheckpointIO) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
-	m := io.m()
+func (m *jobMaster) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
 	for _, k := range tasks {
 		e := m.byKey[k]
 		req := &pb.TriggerTaskCheckpointRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, Barrier: b}
 		client, name := e.tm.client, e.name
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
-			defer cancel()
+		m.goRPC(checkpointRPCTimeout, func(ctx context.Context) {
 			if _, err := client.TriggerTaskCheckpoint(ctx, req); err != nil && m.ctx.Err() == nil {
 				m.send(evTriggerFailed{id: b.GetCheckpointId(), key: k, msg: fmt.Sprintf("triggering %s: %v", name, err)})
 			}
-		}()
+		})
 	}
 }
 
-func (io *jobCheckpointIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
-	m := io.m()
+func (m *jobMaster) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
 	m.rememberStates(states)
 	md := &pb.CheckpointMetadata{Version: 1, JobId: m.id, CheckpointId: id, TriggerTimeMs: trigger.UnixMilli(), States: states}
 	path, err := storage.WriteMetadata(m.jobDir, md)
@@ -135,8 +124,7 @@ func (io *jobCheckpointIO) finalize(id int64, trigger time.Time, states []*pb.Op
 		StateSizeBytes: size, BaseDir: m.jobDir}, nil
 }
 
-func (io *jobCheckpointIO) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error) {
-	m := io.m()
+func (m *jobMaster) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error) {
 	subsumed, err := m.host.completeCheckpoint(m.id, cp, m.cpSettings.numRetained)
 	if err == nil {
 		m.log.Info("checkpoint completed", "checkpoint_id", cp.GetId(), "size_bytes", cp.GetStateSizeBytes(),
@@ -146,41 +134,35 @@ func (io *jobCheckpointIO) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCh
 }
 
 // notifyTasks sends one notification to every task of the current run that may still run.
-func (io *jobCheckpointIO) notifyTasks(send func(ctx context.Context, e *execution) error) {
-	m := io.m()
+func (m *jobMaster) notifyTasks(send func(ctx context.Context, e *execution) error) {
 	for _, e := range m.execs {
 		if !e.submitted || e.terminal() || e.tm.client == nil {
 			continue
 		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, checkpointRPCTimeout)
-			defer cancel()
+		m.goRPC(checkpointRPCTimeout, func(ctx context.Context) {
 			if err := send(ctx, e); err != nil && m.ctx.Err() == nil {
 				m.log.Debug("checkpoint notification not delivered", "task", e.name, "err", err)
 			}
-		}()
+		})
 	}
 }
 
-func (io *jobCheckpointIO) notifyComplete(id int64) {
-	io.notifyTasks(func(ctx context.Context, e *execution) error {
+func (m *jobMaster) notifyComplete(id int64) {
+	m.notifyTasks(func(ctx context.Context, e *execution) error {
 		_, err := e.tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, CheckpointId: id})
 		return err
 	})
 }
 
-func (io *jobCheckpointIO) notifyAborted(id, latestCompleted int64) {
-	io.notifyTasks(func(ctx context.Context, e *execution) error {
+func (m *jobMaster) notifyAborted(id, latestCompleted int64) {
+	m.notifyTasks(func(ctx context.Context, e *execution) error {
 		_, err := e.tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id,
 			CheckpointId: id, LatestCompletedId: latestCompleted})
 		return err
 	})
 }
 
-func (io *jobCheckpointIO) discard(id int64) {
-	m := io.m()
+func (m *jobMaster) discard(id int64) {
 	dir := m.jobDir
 	m.wg.Add(1)
 	go func() {
@@ -191,8 +173,7 @@ func (io *jobCheckpointIO) discard(id int64) {
 	}()
 }
 
-func (io *jobCheckpointIO) failJob(cause string) {
-	m := io.m()
+func (m *jobMaster) failJob(cause string) {
 	if m.status == pb.JobStatus_JOB_STATUS_RUNNING && m.pending == nil {
 		m.handleFailure(failure{task: "checkpoint coordinator", cause: cause})
 		m.checkTerminal()
@@ -220,9 +201,7 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 		k := subtaskKey(v, st.GetSubtask())
 		fresh[k] = append(fresh[k], st)
 	}
-	for k, sts := range fresh {
-		m.lastStates[k] = sts
-	}
+	maps.Copy(m.lastStates, fresh)
 }
 
 // finishedState is the state a finished task contributes to later checkpoints: its operator
@@ -232,7 +211,7 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 func (m *jobMaster) finishedState(e *execution) []*pb.OperatorSubtaskState {
 	var out []*pb.OperatorSubtaskState
 	for _, st := range m.lastStates[subtaskKey(e.vertex.GetId(), e.id.GetSubtask())] {
-		c := proto.Clone(st).(*pb.OperatorSubtaskState)
+		c := proto.CloneOf(st)
 		c.Keyed = nil
 		out = append(out, c)
 	}

@@ -154,10 +154,7 @@ func (m *jobMaster) failJobNow(cause string) {
 // dropPendingRestart forgets a pending restart (the job is ending instead).
 func (m *jobMaster) dropPendingRestart() {
 	m.pending = nil
-	if m.restartTimer != nil {
-		m.restartTimer.Stop()
-		m.restartTimer = nil
-	}
+	stopTimer(&m.restartTimer)
 }
 
 // cancelAll asks every unfinished task to cancel.
@@ -264,10 +261,13 @@ func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 var unassigned = &taskManager{id: "", addr: "no slot yet"}
 
 // slotCount is the number of slots the job holds: subtask i of every vertex shares slot i.
-func (m *jobMaster) slotCount() int {
-	n := 0
-	for _, v := range m.graph.GetVertices() {
-		n = max(n, int(v.GetParallelism()))
+func (m *jobMaster) slotCount() int { return int(maxParallelism(m.graph)) }
+
+// maxParallelism is the highest parallelism of g's vertices: the job's parallelism.
+func maxParallelism(g *pb.JobGraph) int32 {
+	var n int32
+	for _, v := range g.GetVertices() {
+		n = max(n, v.GetParallelism())
 	}
 	return n
 }
@@ -365,24 +365,14 @@ func (m *jobMaster) armSlotDeadline() {
 // stopSlotWait ends waiting for slots.
 func (m *jobMaster) stopSlotWait() {
 	m.slotWatch = nil
-	if m.slotDeadline != nil {
-		m.slotDeadline.Stop()
-		m.slotDeadline = nil
-	}
+	stopTimer(&m.slotDeadline)
 }
 
 // slotsTimedOut fails the job when an execution waited slot.request.timeout for its slot.
 func (m *jobMaster) slotsTimedOut() {
 	timeout := m.cfg.Duration(config.SlotRequestTimeout)
-	var waiting []*execution
-	expired := false
-	for _, group := range m.waiting() {
-		for _, e := range group {
-			waiting = append(waiting, e)
-			expired = expired || !time.Now().Before(e.scheduledAt.Add(timeout))
-		}
-	}
-	if !expired {
+	waiting := slices.Concat(m.waiting()...)
+	if !slices.ContainsFunc(waiting, func(e *execution) bool { return !time.Now().Before(e.scheduledAt.Add(timeout)) }) {
 		m.armSlotDeadline()
 		return
 	}
@@ -438,15 +428,11 @@ func (m *jobMaster) submit(batch []*execution) {
 			req.Inputs = append(req.Inputs, in)
 		}
 		client := e.tm.client
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
-			defer cancel()
+		m.goRPC(deployTimeout, func(ctx context.Context) {
 			if _, err := client.SubmitTask(ctx, req); err != nil && m.ctx.Err() == nil {
 				m.send(evDeployFailed{key: e.key, err: err})
 			}
-		}()
+		})
 	}
 	m.log.Info("tasks deployed", "tasks", n, "restored_checkpoint_id", m.restoredID)
 }

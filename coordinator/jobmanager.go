@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,25 +117,23 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("jobmanager %s address %q: %w", name, a.addr, err)
 		}
 	}
-	if len(c.Peers) > 0 {
-		self := false
-		ids, addrs := map[string]bool{}, map[string]bool{}
-		for _, p := range c.Peers {
-			if _, port, err := net.SplitHostPort(p.RaftAddr); err != nil || port == "0" {
-				return fmt.Errorf("peers: %s's raft address %q is not host:port with a fixed port", p.ID, p.RaftAddr)
-			}
-			if ids[p.ID] {
-				return fmt.Errorf("peers: node ID %q appears twice", p.ID)
-			}
-			if addrs[p.RaftAddr] {
-				return fmt.Errorf("peers: raft address %q appears twice", p.RaftAddr)
-			}
-			ids[p.ID], addrs[p.RaftAddr] = true, true
-			self = self || p.ID == c.NodeID
+	self := len(c.Peers) == 0 // no peers: a group of this JobManager alone
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	for _, p := range c.Peers {
+		if _, port, err := net.SplitHostPort(p.RaftAddr); err != nil || port == "0" {
+			return fmt.Errorf("peers: %s's raft address %q is not host:port with a fixed port", p.ID, p.RaftAddr)
 		}
-		if !self {
-			return fmt.Errorf("peers: this JobManager's node ID %q is not among them", c.NodeID)
+		if ids[p.ID] {
+			return fmt.Errorf("peers: node ID %q appears twice", p.ID)
 		}
+		if addrs[p.RaftAddr] {
+			return fmt.Errorf("peers: raft address %q appears twice", p.RaftAddr)
+		}
+		ids[p.ID], addrs[p.RaftAddr] = true, true
+		self = self || p.ID == c.NodeID
+	}
+	if !self {
+		return fmt.Errorf("peers: this JobManager's node ID %q is not among them", c.NodeID)
 	}
 	if c.Settings != nil && c.Settings.Duration(config.HeartbeatTimeout) <= c.Settings.Duration(config.HeartbeatInterval) {
 		return fmt.Errorf("%s (%v) must be longer than %s (%v)", config.HeartbeatTimeout, c.Settings.Duration(config.HeartbeatTimeout),
@@ -153,7 +153,6 @@ type JobManager struct {
 	rm   *resourceManager
 	disp *dispatcher
 
-	lis    net.Listener
 	lock   *dirlock.Lock // the data dir, held until Close
 	srv    *grpc.Server
 	health *health.Server
@@ -182,18 +181,9 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Settings == nil {
-		cfg.Settings = config.New()
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	raftLog := cfg.RaftLogger
-	if raftLog == nil {
-		raftLog = log
-	}
-	log, raftLog = log.With("jm_id", cfg.NodeID), raftLog.With("jm_id", cfg.NodeID)
+	cfg.Settings = cmp.Or(cfg.Settings, config.New())
+	log := cmp.Or(cfg.Logger, slog.Default())
+	log, raftLog := log.With("jm_id", cfg.NodeID), cmp.Or(cfg.RaftLogger, log).With("jm_id", cfg.NodeID)
 	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: %w", err)
@@ -222,7 +212,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	}
 	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
-	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lis: lis, lock: lock, ctx: ctx, cancel: cancel,
+	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lock: lock, ctx: ctx, cancel: cancel,
 		peers: map[string]*grpc.ClientConn{}}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
@@ -336,7 +326,8 @@ func (jm *JobManager) monitorLeadership() {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
-			if err := jm.recordAddress(); err != nil {
+			// This JobManager's RPC address, for the leader hints of followers.
+			if err := jm.whileLeading("record address", func() error { return jm.registerAddress(jm.cfg.NodeID, jm.rpcAddr) }); err != nil {
 				jm.log.Warn("cannot record this jobmanager's address; not leading", "err", err)
 				continue
 			}
@@ -358,15 +349,16 @@ func (jm *JobManager) monitorLeadership() {
 	}
 }
 
-// recordAddress records this JobManager's RPC address in the FSM (for the leader hints of
-// followers) unless it is there already.
-func (jm *JobManager) recordAddress() error {
-	if a, ok := jm.fsm.jobManagerAddr(jm.cfg.NodeID); ok && a == jm.rpcAddr {
+// registerAddress records a JobManager's RPC address in the FSM through Raft unless it is
+// there already.
+func (jm *JobManager) registerAddress(nodeID, addr string) error {
+	if a, ok := jm.fsm.jobManagerAddr(nodeID); ok && a == addr {
 		return nil
 	}
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
-		NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr}}}
-	return jm.whileLeading("record address", func() error { return jm.node.apply(cmd, applyTimeout) })
+		NodeId: nodeID, RpcAddress: addr}}}
+	_, err := jm.node.apply(cmd, applyTimeout)
+	return err
 }
 
 // whileLeading runs op until it succeeds, retrying transient errors for as long as this node
@@ -399,15 +391,7 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 // isMember reports whether a node ID is in the Raft configuration.
 func (jm *JobManager) isMember(id string) bool {
 	f := jm.node.r.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == id {
-			return true
-		}
-	}
-	return false
+	return f.Error() == nil && slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
 }
 
 // statusTimeout bounds asking another JobManager for its status.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,13 +197,17 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
 		verify: storage.Verify,
 	}
-	m.cp = newCheckpointCoordinator(cps, (*jobCheckpointIO)(m), time.Now, rec.GetCheckpoints())
+	m.cp = newCheckpointCoordinator(cps, m, time.Now, rec.GetCheckpoints())
 	m.publish()
 	return m, nil
 }
 
-// send delivers an event to the loop unless the job master has stopped.
+// send delivers an event to the loop unless the job master has stopped. A nil job master (the
+// job has none on this JobManager: dispatcher.master found none) drops it.
 func (m *jobMaster) send(ev any) {
+	if m == nil {
+		return
+	}
 	select {
 	case m.inbox <- ev:
 	case <-m.done:
@@ -282,16 +287,7 @@ func (m *jobMaster) run() {
 	cpTimer := time.NewTimer(time.Hour)
 	defer cpTimer.Stop()
 	for !m.ended && m.ctx.Err() == nil {
-		var cancelC, restartC, slotDeadlineC, cpC <-chan time.Time
-		if m.cancelTimer != nil {
-			cancelC = m.cancelTimer.C
-		}
-		if m.restartTimer != nil {
-			restartC = m.restartTimer.C
-		}
-		if m.slotDeadline != nil {
-			slotDeadlineC = m.slotDeadline.C
-		}
+		var cpC <-chan time.Time
 		if d := m.cp.nextDeadline(); !d.IsZero() {
 			cpTimer.Reset(time.Until(d))
 			cpC = cpTimer.C
@@ -299,14 +295,14 @@ func (m *jobMaster) run() {
 		select {
 		case ev := <-m.inbox:
 			m.handle(ev)
-		case <-cancelC:
+		case <-timerC(m.cancelTimer):
 			m.cancelTimer = nil
 			m.giveUpOnCancel()
-		case <-restartC:
+		case <-timerC(m.restartTimer):
 			m.restartTimer = nil
 		case <-m.slotWatch:
 			m.tryAssignSlots()
-		case <-slotDeadlineC:
+		case <-timerC(m.slotDeadline):
 			m.slotDeadline = nil
 			m.slotsTimedOut()
 		case <-cpC:
@@ -373,11 +369,25 @@ func taskName(v *pb.JobVertex, i int32) string {
 
 // stopTimers stops the loop's timers when it exits.
 func (m *jobMaster) stopTimers() {
-	for _, t := range []*time.Timer{m.cancelTimer, m.restartTimer, m.slotDeadline} {
-		if t != nil {
-			t.Stop()
-		}
+	stopTimer(&m.cancelTimer)
+	stopTimer(&m.restartTimer)
+	stopTimer(&m.slotDeadline)
+}
+
+// stopTimer stops and forgets one of the loop's timers, if it is set.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
 	}
+}
+
+// timerC is the channel of one of the loop's timers, or nil (never ready) when it is not set.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // restoreChoice is the checkpoint a restart restores: the newest retained one whose files are
@@ -589,7 +599,7 @@ func (m *jobMaster) onAck(r *pb.AcknowledgeCheckpointRequest) {
 	if m.cp.isLateAck(id) {
 		m.log.Info("late acknowledgement of an expired checkpoint; discarding its state", "checkpoint_id", id)
 	}
-	(*jobCheckpointIO)(m).discard(id)
+	m.discard(id)
 }
 
 func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
@@ -669,12 +679,18 @@ func (m *jobMaster) maybeStartCheckpoints() {
 func (m *jobMaster) sendCancel(e *execution) {
 	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id}
 	client := e.tm.client
+	m.goRPC(deployTimeout, func(ctx context.Context) { _, _ = client.CancelTask(ctx, req) })
+}
+
+// goRPC makes an RPC to a task on a goroutine of m.wg, with a context that ends after timeout
+// or when the job master stops.
+func (m *jobMaster) goRPC(timeout time.Duration, call func(ctx context.Context)) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(m.ctx, deployTimeout)
+		ctx, cancel := context.WithTimeout(m.ctx, timeout)
 		defer cancel()
-		_, _ = client.CancelTask(ctx, req)
+		call(ctx)
 	}()
 }
 
@@ -714,10 +730,8 @@ func (m *jobMaster) checkTerminal() {
 	if m.ctx.Err() != nil {
 		return // stopped without a status change: nothing more may be committed
 	}
-	for _, e := range m.execs {
-		if !e.terminal() {
-			return
-		}
+	if slices.ContainsFunc(m.execs, func(e *execution) bool { return !e.terminal() }) {
+		return
 	}
 	switch m.status {
 	case pb.JobStatus_JOB_STATUS_RUNNING:
@@ -732,10 +746,7 @@ func (m *jobMaster) checkTerminal() {
 }
 
 func (m *jobMaster) finish(s pb.JobStatus, cause string) {
-	if m.cancelTimer != nil {
-		m.cancelTimer.Stop()
-		m.cancelTimer = nil
-	}
+	stopTimer(&m.cancelTimer)
 	m.failureCause = cause
 	m.dropPendingRestart()
 	m.stopSlotWait()
@@ -809,10 +820,7 @@ func (m *jobMaster) publish() {
 	d := &pb.JobDetails{
 		Id: m.id, Name: m.graph.GetName(), Status: m.status, StartTime: m.startTime, EndTime: m.endTime,
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
-		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID,
-	}
-	for _, v := range m.graph.GetVertices() {
-		d.Parallelism = max(d.Parallelism, v.GetParallelism())
+		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID, Parallelism: maxParallelism(m.graph),
 	}
 	v := &jobView{details: d, checkpoints: m.cp.historyView()}
 	for _, e := range m.execs {

@@ -24,7 +24,6 @@ import (
 type raftNode struct {
 	id    string // this node's Raft server ID
 	r     *raft.Raft
-	fsm   *fsm
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
 	addr  string
@@ -94,7 +93,7 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 		store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n := &raftNode{id: nodeID, r: r, fsm: f, store: store, trans: trans, addr: string(trans.LocalAddr())}
+	n := &raftNode{id: nodeID, r: r, store: store, trans: trans, addr: string(trans.LocalAddr())}
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		_ = n.close()
@@ -173,14 +172,9 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 }
 
 // apply proposes a command stamped with the leader's time and node ID (cmd.Time,
-// cmd.Proposer) and waits for it to commit. A domain rejection by the FSM is returned as the error.
-func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) error {
-	_, err := n.applyResult(cmd, timeout)
-	return err
-}
-
-// applyResult is apply returning the FSM's result value.
-func (n *raftNode) applyResult(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
+// cmd.Proposer), waits for it to commit and returns the FSM's result value. A domain rejection
+// by the FSM is returned as the error.
+func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
 	cmd.Time, cmd.Proposer = timestamppb.Now(), n.id
 	data, err := proto.Marshal(cmd)
 	if err != nil {

@@ -1,13 +1,15 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,15 +180,12 @@ func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) err
 func (rm *resourceManager) counters(regID, execKey string) (in, out int64, ok bool) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	tm, found := rm.tms[regID]
-	if !found {
-		return 0, 0, false
+	if tm, found := rm.tms[regID]; found {
+		if r, found := tm.reports[execKey]; found {
+			return r.GetRecordsIn(), r.GetRecordsOut(), true
+		}
 	}
-	r, found := tm.reports[execKey]
-	if !found {
-		return 0, 0, false
-	}
-	return r.GetRecordsIn(), r.GetRecordsOut(), true
+	return 0, 0, false
 }
 
 // markLost removes a registration, releases its slots and tells onLost. It is idempotent.
@@ -242,19 +241,11 @@ func (rm *resourceManager) monitor(ctx context.Context) {
 func (rm *resourceManager) allocate(jobID string, n int) []slotRef {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	tms := rm.sortedLocked()
-	free := make([]freeSlots, 0, len(tms))
-	for _, tm := range tms {
-		if !tm.ready {
-			continue
+	var free []freeSlots
+	for _, tm := range rm.sortedLocked() {
+		if tm.ready {
+			free = append(free, freeSlots{tm: tm.regID, free: tm.freeLocked()})
 		}
-		f := freeSlots{tm: tm.regID}
-		for i, j := range tm.used {
-			if j == "" {
-				f.free = append(f.free, i)
-			}
-		}
-		free = append(free, f)
 	}
 	refs := assignSlots(free, n)
 	for _, r := range refs {
@@ -268,15 +259,10 @@ func (rm *resourceManager) freeCount() (free, total int) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	for _, tm := range rm.tms {
-		if !tm.ready {
-			continue
+		if tm.ready {
+			free += len(tm.freeLocked())
+			total += tm.slots
 		}
-		for _, j := range tm.used {
-			if j == "" {
-				free++
-			}
-		}
-		total += tm.slots
 	}
 	return free, total
 }
@@ -295,13 +281,20 @@ func (rm *resourceManager) release(jobID string) {
 	rm.signal()
 }
 
+// sortedLocked returns the registrations in the order they registered.
 func (rm *resourceManager) sortedLocked() []*taskManager {
-	out := make([]*taskManager, 0, len(rm.tms))
-	for _, tm := range rm.tms {
-		out = append(out, tm)
+	return slices.SortedFunc(maps.Values(rm.tms), func(a, b *taskManager) int { return cmp.Compare(a.seq, b.seq) })
+}
+
+// freeLocked returns the indexes of the registration's free slots, ascending.
+func (t *taskManager) freeLocked() []int {
+	var free []int
+	for i, j := range t.used {
+		if j == "" {
+			free = append(free, i)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
+	return free
 }
 
 // infos describes the registered TaskManagers (those that heartbeat) for ClusterService.
@@ -313,13 +306,8 @@ func (rm *resourceManager) infos() []*pb.TaskManagerInfo {
 		if !tm.ready {
 			continue // registering: not offering slots yet
 		}
-		free := 0
-		for _, j := range tm.used {
-			if j == "" {
-				free++
-			}
-		}
-		out = append(out, &pb.TaskManagerInfo{Id: tm.id, Address: tm.addr, Slots: int32(tm.slots), FreeSlots: int32(free), LastHeartbeat: timestamppb.New(tm.lastHeartbeat)})
+		out = append(out, &pb.TaskManagerInfo{Id: tm.id, Address: tm.addr, Slots: int32(tm.slots), FreeSlots: int32(len(tm.freeLocked())),
+			LastHeartbeat: timestamppb.New(tm.lastHeartbeat)})
 	}
 	return out
 }

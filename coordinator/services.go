@@ -24,71 +24,61 @@ type jobService struct {
 	jm *JobManager
 }
 
-func (s *jobService) SubmitJob(_ context.Context, req *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
+// leaderCall serves a call only the leader serves: a JobManager that does not lead answers
+// with the leader protocol's status, the leader with call's answer, its error as a gRPC status.
+func leaderCall[T any](jm *JobManager, call func() (*T, error)) (*T, error) {
+	if err := jm.checkLeader(); err != nil {
 		return nil, toStatus(err)
 	}
-	if len(req.GetSpec()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "spec is empty")
-	}
-	id, err := s.jm.disp.submit(req)
+	resp, err := call()
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.SubmitJobResponse{JobId: id}, nil
+	return resp, nil
+}
+
+func (s *jobService) SubmitJob(_ context.Context, req *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
+	return leaderCall(s.jm, func() (*pb.SubmitJobResponse, error) {
+		if len(req.GetSpec()) == 0 {
+			return nil, status.Error(codes.InvalidArgument, "spec is empty")
+		}
+		id, err := s.jm.disp.submit(req)
+		return &pb.SubmitJobResponse{JobId: id}, err
+	})
 }
 
 func (s *jobService) ListJobs(context.Context, *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.ListJobsResponse{Jobs: s.jm.disp.list()}, nil
+	return leaderCall(s.jm, func() (*pb.ListJobsResponse, error) { return &pb.ListJobsResponse{Jobs: s.jm.disp.list()}, nil })
 }
 
 func (s *jobService) GetJob(_ context.Context, req *pb.GetJobRequest) (*pb.GetJobResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	d, err := s.jm.disp.details(req.GetJobId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.GetJobResponse{Job: d}, nil
+	return leaderCall(s.jm, func() (*pb.GetJobResponse, error) {
+		d, err := s.jm.disp.details(req.GetJobId())
+		return &pb.GetJobResponse{Job: d}, err
+	})
 }
 
 func (s *jobService) CancelJob(ctx context.Context, req *pb.CancelJobRequest) (*pb.CancelJobResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	if err := s.jm.disp.cancel(ctx, req.GetJobId()); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.CancelJobResponse{}, nil
+	return leaderCall(s.jm, func() (*pb.CancelJobResponse, error) {
+		return &pb.CancelJobResponse{}, s.jm.disp.cancel(ctx, req.GetJobId())
+	})
 }
 
 func (s *jobService) ListCheckpoints(_ context.Context, req *pb.ListCheckpointsRequest) (*pb.ListCheckpointsResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	cps, err := s.jm.disp.checkpoints(req.GetJobId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.ListCheckpointsResponse{Checkpoints: cps}, nil
+	return leaderCall(s.jm, func() (*pb.ListCheckpointsResponse, error) {
+		cps, err := s.jm.disp.checkpoints(req.GetJobId())
+		return &pb.ListCheckpointsResponse{Checkpoints: cps}, err
+	})
 }
 
 func (s *jobService) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) (*pb.TriggerCheckpointResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	info, err := s.jm.disp.triggerCheckpoint(ctx, req.GetJobId())
-	if err != nil {
-		if info != nil { // the checkpoint was triggered and failed: a normal outcome
-			return &pb.TriggerCheckpointResponse{Checkpoint: info}, nil
+	return leaderCall(s.jm, func() (*pb.TriggerCheckpointResponse, error) {
+		info, err := s.jm.disp.triggerCheckpoint(ctx, req.GetJobId())
+		if info != nil { // triggered: a failed checkpoint is a normal outcome, not an error
+			err = nil
 		}
-		return nil, toStatus(err)
-	}
-	return &pb.TriggerCheckpointResponse{Checkpoint: info}, nil
+		return &pb.TriggerCheckpointResponse{Checkpoint: info}, err
+	})
 }
 
 func (s *jobService) WatchJob(req *pb.WatchJobRequest, stream pb.JobService_WatchJobServer) error {
@@ -149,24 +139,15 @@ func (s *clusterService) GetJobManagerStatus(context.Context, *pb.GetJobManagerS
 
 // RegisterJobManager records a member's RPC address through this leader.
 func (s *clusterService) RegisterJobManager(ctx context.Context, req *pb.RegisterJobManagerRequest) (*pb.RegisterJobManagerResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	if _, _, err := net.SplitHostPort(req.GetRpcAddress()); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "register jobmanager %s: rpc_address %q: %v", req.GetNodeId(), req.GetRpcAddress(), err)
-	}
-	if !s.jm.isMember(req.GetNodeId()) {
-		return nil, status.Errorf(codes.InvalidArgument, "register jobmanager: %q is not a member of the Raft group", req.GetNodeId())
-	}
-	if a, ok := s.jm.fsm.jobManagerAddr(req.GetNodeId()); ok && a == req.GetRpcAddress() {
-		return &pb.RegisterJobManagerResponse{}, nil
-	}
-	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_RegisterJobmanager{RegisterJobmanager: &pb.RegisterJobManagerCommand{
-		NodeId: req.GetNodeId(), RpcAddress: req.GetRpcAddress()}}}
-	if err := s.jm.node.apply(cmd, applyTimeout); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.RegisterJobManagerResponse{}, nil
+	return leaderCall(s.jm, func() (*pb.RegisterJobManagerResponse, error) {
+		if _, _, err := net.SplitHostPort(req.GetRpcAddress()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager %s: rpc_address %q: %v", req.GetNodeId(), req.GetRpcAddress(), err)
+		}
+		if !s.jm.isMember(req.GetNodeId()) {
+			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager: %q is not a member of the Raft group", req.GetNodeId())
+		}
+		return &pb.RegisterJobManagerResponse{}, s.jm.registerAddress(req.GetNodeId(), req.GetRpcAddress())
+	})
 }
 
 // taskManagerService serves TaskManagerService.
@@ -176,20 +157,19 @@ type taskManagerService struct {
 }
 
 func (s *taskManagerService) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	tm, err := s.jm.rm.register(req, s.jm.term.Load())
-	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrTaskManagerIDInUse) {
-		return nil, toStatus(err)
-	}
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	return &pb.RegisterTaskManagerResponse{
-		RegistrationId: tm.regID, JobmanagerId: s.jm.cfg.NodeID, LeaderTerm: tm.term,
-		HeartbeatIntervalMs: s.jm.rm.interval.Milliseconds(), HeartbeatTimeoutMs: s.jm.rm.timeout.Milliseconds(),
-	}, nil
+	return leaderCall(s.jm, func() (*pb.RegisterTaskManagerResponse, error) {
+		tm, err := s.jm.rm.register(req, s.jm.term.Load())
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrTaskManagerIDInUse) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return &pb.RegisterTaskManagerResponse{
+			RegistrationId: tm.regID, JobmanagerId: s.jm.cfg.NodeID, LeaderTerm: tm.term,
+			HeartbeatIntervalMs: s.jm.rm.interval.Milliseconds(), HeartbeatTimeoutMs: s.jm.rm.timeout.Milliseconds(),
+		}, nil
+	})
 }
 
 // Heartbeat answers every heartbeat of a registration. The TaskManager is lost when the stream
@@ -262,37 +242,34 @@ func (s *taskManagerService) reconcile(ctx context.Context, tm *taskManager, rep
 }
 
 func (s *taskManagerService) UpdateTaskExecutionState(_ context.Context, req *pb.UpdateTaskExecutionStateRequest) (*pb.UpdateTaskExecutionStateResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	if _, ok := s.jm.rm.get(req.GetRegistrationId()); !ok {
-		return nil, toStatus(fmt.Errorf("task state from %s: %w", req.GetRegistrationId(), ErrUnknownTaskManager))
-	}
-	if req.GetExecution() == nil {
-		return nil, status.Error(codes.InvalidArgument, "execution is required")
-	}
-	s.jm.disp.taskState(req)
-	return &pb.UpdateTaskExecutionStateResponse{}, nil
+	return leaderCall(s.jm, func() (*pb.UpdateTaskExecutionStateResponse, error) {
+		if _, ok := s.jm.rm.get(req.GetRegistrationId()); !ok {
+			return nil, fmt.Errorf("task state from %s: %w", req.GetRegistrationId(), ErrUnknownTaskManager)
+		}
+		if req.GetExecution() == nil {
+			return nil, status.Error(codes.InvalidArgument, "execution is required")
+		}
+		s.jm.disp.master(req.GetExecution().GetJobId()).send(evTaskState{req: req})
+		return &pb.UpdateTaskExecutionStateResponse{}, nil
+	})
 }
 
 func (s *taskManagerService) AcknowledgeCheckpoint(_ context.Context, req *pb.AcknowledgeCheckpointRequest) (*pb.AcknowledgeCheckpointResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
-		return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
-	}
-	s.jm.disp.checkpointAck(req)
-	return &pb.AcknowledgeCheckpointResponse{}, nil
+	return leaderCall(s.jm, func() (*pb.AcknowledgeCheckpointResponse, error) {
+		if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
+			return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
+		}
+		s.jm.disp.master(req.GetExecution().GetJobId()).send(evAck{req: req})
+		return &pb.AcknowledgeCheckpointResponse{}, nil
+	})
 }
 
 func (s *taskManagerService) DeclineCheckpoint(_ context.Context, req *pb.DeclineCheckpointRequest) (*pb.DeclineCheckpointResponse, error) {
-	if err := s.jm.checkLeader(); err != nil {
-		return nil, toStatus(err)
-	}
-	if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
-		return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
-	}
-	s.jm.disp.checkpointDecline(req)
-	return &pb.DeclineCheckpointResponse{}, nil
+	return leaderCall(s.jm, func() (*pb.DeclineCheckpointResponse, error) {
+		if req.GetExecution() == nil || req.GetCheckpointId() <= 0 {
+			return nil, status.Error(codes.InvalidArgument, "execution and a positive checkpoint_id are required")
+		}
+		s.jm.disp.master(req.GetExecution().GetJobId()).send(evDecline{req: req})
+		return &pb.DeclineCheckpointResponse{}, nil
+	})
 }

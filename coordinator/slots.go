@@ -1,6 +1,6 @@
 package coordinator
 
-import "sort"
+import "slices"
 
 // freeSlots is the free capacity of one TaskManager, input to assignSlots.
 type freeSlots struct {
@@ -21,8 +21,7 @@ func assignSlots(tms []freeSlots, n int) []slotRef {
 	}
 	left := make([][]int, len(tms))
 	for i, t := range tms {
-		left[i] = append([]int(nil), t.free...)
-		sort.Ints(left[i])
+		left[i] = slices.Sorted(slices.Values(t.free))
 	}
 	out := make([]slotRef, 0, n)
 	for len(out) < n {

@@ -3,6 +3,7 @@ package failover
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -90,32 +91,19 @@ func ComputeRegions(g *pb.JobGraph) *Regions {
 	}
 
 	uf := newUnionFind(len(r.subtasks))
-	for _, e := range g.GetEdges() {
-		src, dst, ok := r.edgeEnds(e)
-		if !ok {
-			continue
-		}
-		if pointwise(e, src, dst) {
-			for i := range src.par {
-				uf.union(src.base+i, dst.base+i)
-			}
-			continue
-		}
+	r.forEdges(g, uf.union, func(src, dst vertexSpan) {
 		for i := 1; i < src.par; i++ {
 			uf.union(src.base, src.base+i)
 		}
 		for i := range dst.par {
 			uf.union(src.base, dst.base+i)
 		}
-	}
+	})
 
 	// Subtasks are visited in sorted order, so regions are numbered by their smallest subtask
 	// and every member list comes out sorted.
 	r.region = make([]int, len(r.subtasks))
-	regionOfRoot := make([]int, len(r.subtasks))
-	for i := range regionOfRoot {
-		regionOfRoot[i] = -1
-	}
+	regionOfRoot := slices.Repeat([]int{-1}, len(r.subtasks))
 	for i, s := range r.subtasks {
 		root := uf.find(i)
 		if regionOfRoot[root] < 0 {
@@ -128,29 +116,32 @@ func ComputeRegions(g *pb.JobGraph) *Regions {
 
 	r.producers = make([][]int, len(r.members))
 	r.consumers = make([][]int, len(r.members))
-	for _, e := range g.GetEdges() {
-		src, dst, ok := r.edgeEnds(e)
-		if !ok {
-			continue
-		}
-		if pointwise(e, src, dst) {
-			for i := range src.par {
-				r.link(r.region[src.base+i], r.region[dst.base+i])
-			}
-			continue
-		}
+	r.forEdges(g, func(a, b int) { r.link(r.region[a], r.region[b]) }, func(src, dst vertexSpan) {
 		for _, from := range r.regionsOf(src) {
 			for _, to := range r.regionsOf(dst) {
 				r.link(from, to)
 			}
 		}
-	}
+	})
 	return r
 }
 
-// pointwise reports whether e connects subtask i of src with subtask i of dst only.
-func pointwise(e *pb.JobEdge, src, dst vertexSpan) bool {
-	return e.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD && src.par == dst.par
+// forEdges walks g's edges between known vertices with subtasks: pair gets the flat indexes of
+// the subtasks a pointwise edge connects (subtask i of the source with subtask i of the target,
+// a FORWARD edge between vertices of equal parallelism), allToAll the ends of any other edge.
+func (r *Regions) forEdges(g *pb.JobGraph, pair func(a, b int), allToAll func(src, dst vertexSpan)) {
+	for _, e := range g.GetEdges() {
+		src, dst, ok := r.edgeEnds(e)
+		switch {
+		case !ok: // an unknown vertex, or one without subtasks
+		case e.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD && src.par == dst.par:
+			for i := range src.par {
+				pair(src.base+i, dst.base+i)
+			}
+		default:
+			allToAll(src, dst)
+		}
+	}
 }
 
 // edgeEnds returns the vertices of e; ok is false when one is unknown or has no subtasks.
@@ -236,12 +227,7 @@ func (r *Regions) regionsToRestart(start int) []int {
 			}
 		}
 	}
-	out := make([]int, 0, len(visited))
-	for reg := range visited {
-		out = append(out, reg)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(visited))
 }
 
 // FailoverStrategy decides which subtasks restart after a failure (Flink's FailoverStrategy).
@@ -294,9 +280,6 @@ type RestartPipelinedRegion struct{ regions *Regions }
 func NewRestartPipelinedRegion(g *pb.JobGraph) *RestartPipelinedRegion {
 	return &RestartPipelinedRegion{regions: ComputeRegions(g)}
 }
-
-// Regions returns the pipelined regions the strategy works on.
-func (s *RestartPipelinedRegion) Regions() *Regions { return s.regions }
 
 // TasksToRestart returns the subtasks of failed's region and of every region reached from it
 // through consumed or produced partitions, transitively. A subtask that is not part of the

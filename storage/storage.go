@@ -141,9 +141,6 @@ func (w *FileWriter) Abort() error {
 	return nil
 }
 
-// Path is the file's path relative to the job directory ("chk-3/op-0-keyed").
-func (w *FileWriter) Path() string { return w.rel }
-
 // localPath resolves a slash-separated path relative to the job directory, refusing paths
 // that leave it.
 func localPath(jobDir, rel string) (string, error) {
@@ -251,11 +248,10 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	}
 	// The checkpoint directory holds the state files and _metadata; the job directory holds
 	// the checkpoint directory's entry.
-	if err := syncDir(dir); err != nil {
-		return "", err
-	}
-	if err := syncDir(jobDir); err != nil {
-		return "", err
+	for _, d := range []string{dir, jobDir} {
+		if err := syncDir(d); err != nil {
+			return "", err
+		}
 	}
 	return chk, nil
 }
@@ -327,14 +323,6 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 func Discard(jobDir string, id int64) error {
 	if err := os.RemoveAll(filepath.Join(jobDir, CheckpointDirName(id))); err != nil {
 		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
-	}
-	return nil
-}
-
-// DiscardJob removes the job directory and every checkpoint in it.
-func DiscardJob(jobDir string) error {
-	if err := os.RemoveAll(jobDir); err != nil {
-		return fmt.Errorf("storage: discard job checkpoints: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -361,4 +362,12 @@ func TestDiscard(t *testing.T) {
 	if _, err := os.Stat(base); err != nil {
 		t.Errorf("DiscardJob removed the base directory: %v", err)
 	}
+}
+
+// DiscardJob removes the job directory and every checkpoint in it (used only by these tests).
+func DiscardJob(jobDir string) error {
+	if err := os.RemoveAll(jobDir); err != nil {
+		return fmt.Errorf("storage: discard job checkpoints: %w", err)
+	}
+	return nil
 }

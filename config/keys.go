@@ -171,18 +171,6 @@ var byKey = func() map[string]*Option {
 	return m
 }()
 
-// Options returns every known key, in documentation order.
-func Options() []Option { return append([]Option(nil), options...) }
-
-// Lookup returns the option for key.
-func Lookup(key string) (Option, bool) {
-	o, ok := byKey[key]
-	if !ok {
-		return Option{}, false
-	}
-	return *o, true
-}
-
 // normalize validates value for o and returns its canonical form.
 func (o *Option) normalize(value string) (string, error) {
 	v := strings.TrimSpace(value)

@@ -227,48 +227,41 @@ func args(n int, what string) cobra.PositionalArgs {
 	}
 }
 
-func listCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List jobs, newest first",
-		Args:  args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				jobs, err := c.List(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					out := make([]jobSummaryJSON, 0, len(jobs))
-					for _, j := range jobs {
-						out = append(out, summaryJSON(j))
-					}
-					return writeJSON(g.stdout, out)
-				}
-				return writeList(g.stdout, jobs)
-			})
-		},
+// queryCmd sets cmd to ask the cluster with get and print the answer: as JSON (what toJSON
+// makes of it) or as text (table). then, when set, checks the printed answer.
+func queryCmd[T, J any](g *globals, cmd *cobra.Command, get func(ctx context.Context, c *client.Client, a []string) (T, error),
+	toJSON func(T) J, table func(io.Writer, T) error, then func(T) error) *cobra.Command {
+	cmd.RunE = func(cmd *cobra.Command, a []string) error {
+		return g.withClient(func(c *client.Client, asJSON bool) error {
+			v, err := get(cmd.Context(), c, a)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = writeJSON(g.stdout, toJSON(v))
+			} else {
+				err = table(g.stdout, v)
+			}
+			if err != nil || then == nil {
+				return err
+			}
+			return then(v)
+		})
 	}
+	return cmd
+}
+
+func listCmd(g *globals) *cobra.Command {
+	return queryCmd(g, &cobra.Command{Use: "list", Short: "List jobs, newest first", Args: args(0, "no arguments")},
+		func(ctx context.Context, c *client.Client, _ []string) ([]*pb.JobSummary, error) { return c.List(ctx) },
+		func(jobs []*pb.JobSummary) []jobSummaryJSON { return mapSlice(jobs, summaryJSON) }, writeList, nil)
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status JOBID",
-		Short: "Show a job with its tasks and exception history",
-		Args:  args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				d, err := c.Job(cmd.Context(), a[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, statusJSON(d))
-				}
-				return writeStatus(g.stdout, d)
-			})
-		},
-	}
+	return queryCmd(g, &cobra.Command{Use: "status JOBID", Short: "Show a job with its tasks and exception history", Args: args(1, "a job ID")},
+		func(ctx context.Context, c *client.Client, a []string) (*pb.JobDetails, error) {
+			return c.Job(ctx, a[0])
+		}, statusJSON, writeStatus, nil)
 }
 
 func cancelCmd(g *globals) *cobra.Command {
@@ -292,7 +285,7 @@ func cancelCmd(g *globals) *cobra.Command {
 }
 
 func checkpointsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return queryCmd(g, &cobra.Command{
 		Use:   "checkpoints JOBID",
 		Short: "List a job's checkpoints, newest first: in progress, completed and failed",
 		Long: `List a job's checkpoints, newest first: the ones in progress, completed and failed in the
@@ -300,19 +293,9 @@ current JobManager's run, and the retained completed checkpoints. A failed entry
 (0 in JSON) is a trigger that could not start a checkpoint, e.g. because not all tasks were
 running.`,
 		Args: args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				cps, err := c.Checkpoints(cmd.Context(), a[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, checkpointsOut(cps))
-				}
-				return writeCheckpoints(g.stdout, cps)
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, a []string) ([]*pb.CheckpointInfo, error) {
+		return c.Checkpoints(ctx, a[0])
+	}, func(cps []*pb.CheckpointInfo) []checkpointJSON { return mapSlice(cps, checkpointOut) }, writeCheckpoints, nil)
 }
 
 // defaultCheckpointTimeout is execution.checkpointing.timeout's default: the JobManager gives up
@@ -392,7 +375,7 @@ func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
 }
 
 func clusterCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return queryCmd(g, &cobra.Command{
 		Use:   "cluster",
 		Short: "Show JobManagers (Raft role, term, leader) and TaskManagers (slots, last heartbeat)",
 		Long: `Show every JobManager of the Raft group (ID, RPC and Raft address, role, term, last log
@@ -402,27 +385,17 @@ last heartbeat). Any JobManager answers, with the leader's view. An incomplete v
 JobManager that could not be asked, or no leader to list the TaskManagers) is shown, said so
 on stderr, and exits 1.`,
 		Args: args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				info, err := c.Cluster(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					err = writeJSON(g.stdout, clusterOut(info))
-				} else {
-					err = writeCluster(g.stdout, info)
-				}
-				if err != nil {
-					return err
-				}
-				if gaps := clusterGaps(info); len(gaps) > 0 {
-					return &exitError{code: ExitFailure, msg: "incomplete cluster view: " + strings.Join(gaps, "; ")}
-				}
-				return nil
-			})
-		},
+	}, func(ctx context.Context, c *client.Client, _ []string) (*pb.GetClusterResponse, error) {
+		return c.Cluster(ctx)
+	}, clusterOut, writeCluster, clusterComplete)
+}
+
+// clusterComplete fails flinkctl cluster, once it printed the view, when the view is incomplete.
+func clusterComplete(info *pb.GetClusterResponse) error {
+	if gaps := clusterGaps(info); len(gaps) > 0 {
+		return &exitError{code: ExitFailure, msg: "incomplete cluster view: " + strings.Join(gaps, "; ")}
 	}
+	return nil
 }
 
 type runFlags struct {

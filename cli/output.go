@@ -160,10 +160,11 @@ func checkpointOut(c *pb.CheckpointInfo) checkpointJSON {
 	}
 }
 
-func checkpointsOut(cps []*pb.CheckpointInfo) []checkpointJSON {
-	out := make([]checkpointJSON, 0, len(cps))
-	for _, c := range cps {
-		out = append(out, checkpointOut(c))
+// mapSlice is f of every element of in; empty, not nil, for none (JSON [], not null).
+func mapSlice[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, 0, len(in))
+	for _, v := range in {
+		out = append(out, f(v))
 	}
 	return out
 }
@@ -176,36 +177,35 @@ func statusJSON(d *pb.JobDetails) jobStatusJSON {
 	out := jobStatusJSON{
 		ID: d.GetId(), Name: d.GetName(), Status: JobStatusName(d.GetStatus()), Parallelism: d.GetParallelism(),
 		StartTime: timeJSON(d.GetStartTime()), EndTime: timeJSON(d.GetEndTime()), Restarts: d.GetRestarts(),
-		FailureCause: d.GetFailureCause(), Tasks: []taskJSON{}, Exceptions: []exceptionJSON{},
-		RestoredCheckpointID: d.GetRestoredCheckpointId(),
+		FailureCause: d.GetFailureCause(), RestoredCheckpointID: d.GetRestoredCheckpointId(),
+		Tasks: mapSlice(d.GetTasks(), func(t *pb.TaskDetails) taskJSON {
+			return taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
+				Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()}
+		}),
+		Exceptions: mapSlice(d.GetExceptions(), func(e *pb.ExceptionEntry) exceptionJSON {
+			return exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
+				Handling: handlingName(e.GetHandling()), Failover: e.GetFailover(), RestartedTasks: append([]string{}, e.GetRestartedTasks()...),
+				RestartAttempt: e.GetRestartAttempt(), RestartDelayMs: e.GetRestartDelayMs()}
+		}),
 	}
 	if lc := d.GetLastCheckpoint(); lc != nil {
 		cp := checkpointOut(lc)
 		out.LastCheckpoint = &cp
 	}
-	for _, t := range d.GetTasks() {
-		out.Tasks = append(out.Tasks, taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
-			Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()})
-	}
-	for _, e := range d.GetExceptions() {
-		out.Exceptions = append(out.Exceptions, exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
-			Handling: handlingName(e.GetHandling()), Failover: e.GetFailover(), RestartedTasks: append([]string{}, e.GetRestartedTasks()...),
-			RestartAttempt: e.GetRestartAttempt(), RestartDelayMs: e.GetRestartDelayMs()})
-	}
 	return out
 }
 
 func clusterOut(c *pb.GetClusterResponse) clusterJSON {
-	out := clusterJSON{JobManagers: []jobManagerJSON{}, TaskManagers: []taskManagerJSON{}}
-	for _, j := range c.GetJobmanagers() {
-		out.JobManagers = append(out.JobManagers, jobManagerJSON{ID: j.GetId(), Address: j.GetAddress(), RaftAddress: j.GetRaftAddress(),
-			Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader(), Error: j.GetError()})
+	return clusterJSON{
+		JobManagers: mapSlice(c.GetJobmanagers(), func(j *pb.JobManagerInfo) jobManagerJSON {
+			return jobManagerJSON{ID: j.GetId(), Address: j.GetAddress(), RaftAddress: j.GetRaftAddress(),
+				Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader(), Error: j.GetError()}
+		}),
+		TaskManagers: mapSlice(c.GetTaskmanagers(), func(t *pb.TaskManagerInfo) taskManagerJSON {
+			return taskManagerJSON{ID: t.GetId(), Address: t.GetAddress(), Slots: t.GetSlots(),
+				FreeSlots: t.GetFreeSlots(), LastHeartbeat: timeJSON(t.GetLastHeartbeat())}
+		}),
 	}
-	for _, t := range c.GetTaskmanagers() {
-		out.TaskManagers = append(out.TaskManagers, taskManagerJSON{ID: t.GetId(), Address: t.GetAddress(), Slots: t.GetSlots(),
-			FreeSlots: t.GetFreeSlots(), LastHeartbeat: timeJSON(t.GetLastHeartbeat())})
-	}
-	return out
 }
 
 func writeJSON(w io.Writer, v any) error {

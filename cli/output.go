@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -307,16 +308,12 @@ func restartScope(e *pb.ExceptionEntry) string {
 		parts = append(parts, f+" failover")
 	}
 	if tasks := e.GetRestartedTasks(); len(tasks) > 0 {
-		noun := "tasks"
-		if len(tasks) == 1 {
-			noun = "task"
-		}
 		shown := tasks[:min(len(tasks), maxRestartedTasks)]
 		list := strings.Join(shown, ", ")
 		if more := len(tasks) - len(shown); more > 0 {
 			list += fmt.Sprintf(", … and %d more", more)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s: %s", len(tasks), noun, list))
+		parts = append(parts, plural(len(tasks), "task")+": "+list)
 	}
 	if len(parts) == 0 {
 		return ""
@@ -327,8 +324,6 @@ func restartScope(e *pb.ExceptionEntry) string {
 // leaderMark marks the leader's row in flinkctl cluster.
 const leaderMark = "*"
 
-// writeCluster writes the JobManagers (the leader marked; members whose status is missing
-// shown with "-" and the reason below the table) and the TaskManagers.
 // clusterGaps says what a cluster view lacks: the status of a JobManager that could not be
 // asked, or the TaskManagers, which only the leader lists (none is known, or another member
 // answered).
@@ -352,6 +347,8 @@ func clusterGaps(c *pb.GetClusterResponse) []string {
 	return gaps
 }
 
+// writeCluster writes the JobManagers (the leader marked; members whose status is missing
+// shown with "-" and the reason below the table) and the TaskManagers.
 func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
@@ -390,17 +387,11 @@ func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
 		return err
 	}
 	// The leader column is empty on the other rows: no trailing blanks.
-	var out strings.Builder
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		body, nl := strings.CutSuffix(line, "\n")
-		out.WriteString(strings.TrimRight(body, " "))
-		if nl {
-			out.WriteString("\n")
-		}
-	}
-	_, err := io.WriteString(w, out.String())
+	_, err := io.WriteString(w, trailingBlanks.ReplaceAllString(buf.String(), ""))
 	return err
 }
+
+var trailingBlanks = regexp.MustCompile(`(?m) +$`)
 
 func orDash(s string) string {
 	if s == "" {
@@ -417,21 +408,20 @@ func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
 	for _, c := range cps {
 		done := c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
-		dur, size, align, acks := "-", "-", "-", "-"
-		if done || c.GetDurationMs() > 0 {
-			dur = msText(c.GetDurationMs())
+		// A measure shows once the checkpoint completed, or as far as it got.
+		measure := func(v int64, text func(int64) string) string {
+			if done || v > 0 {
+				return text(v)
+			}
+			return "-"
 		}
-		if done || c.GetStateSizeBytes() > 0 {
-			size = bytesText(c.GetStateSizeBytes())
-		}
-		if done || c.GetAlignmentMs() > 0 {
-			align = msText(c.GetAlignmentMs())
-		}
+		acks := "-"
 		if c.GetTotal() > 0 {
 			acks = fmt.Sprintf("%d/%d", c.GetAcknowledged(), c.GetTotal())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), checkpointStatusName(c.GetStatus()),
-			timeText(c.GetTriggerTime()), dur, size, align, acks, orDash(truncate(failureText(c), maxFailureText)))
+			timeText(c.GetTriggerTime()), measure(c.GetDurationMs(), msText), measure(c.GetStateSizeBytes(), bytesText),
+			measure(c.GetAlignmentMs(), msText), acks, orDash(truncate(failureText(c), maxFailureText)))
 	}
 	return tw.Flush()
 }

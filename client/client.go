@@ -300,14 +300,7 @@ const learnRetry = 2 * time.Second
 func (c *Client) learnGroup(ctx context.Context, first chan<- struct{}) {
 	done := c.learn(ctx)
 	close(first)
-	for !done {
-		t := time.NewTimer(learnRetry)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
+	for !done && pause(ctx, learnRetry) {
 		done = c.learn(ctx)
 	}
 }
@@ -406,6 +399,18 @@ const maxHints = 3
 // jitter spreads d over ±20 %, so that many clients do not retry in step.
 func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// pause waits d and reports true, or reports false as soon as ctx is done.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Retry describes a call that is retrying because no JobManager could serve it yet.
@@ -536,8 +541,8 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 		queue := c.order(first)
 		seen := map[string]bool{}
 		hints := 0
-		var roundWrong []*NotJobManagerError // this round's addresses that are not JobManagers
-		others := false                      // this round tried an address that may yet serve
+		var roundWrong []error // this round's addresses that are not JobManagers (*NotJobManagerError)
+		others := false        // this round tried an address that may yet serve
 		for len(queue) > 0 {
 			addr := queue[0]
 			queue = queue[1:]
@@ -602,7 +607,7 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			return "", roundWrong[0]
 		}
 		if !others && len(roundWrong) > 1 {
-			return "", errors.Join(errs(roundWrong)...)
+			return "", errors.Join(roundWrong...)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -620,33 +625,18 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			nextNotice = now.Add(retryNoticeEvery)
 			c.Retrying(Retry{Tried: slices.Clone(tried), LastAddr: lastAddr, Last: last, Waited: now.Sub(start), Wait: c.Wait})
 		}
-		t := time.NewTimer(sleep)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, sleep) {
 			return "", fail(ctx.Err())
 		}
 		wait = min(wait*2, maxBackoff)
 	}
 }
 
-func errs(ws []*NotJobManagerError) []error {
-	out := make([]error, len(ws))
-	for i, w := range ws {
-		out[i] = w
-	}
-	return out
-}
-
 // call runs fn with c.do and returns the result of the JobManager that served it.
 func call[T any](ctx context.Context, c *Client, fn func(conn *grpc.ClientConn) (T, error)) (T, error) {
 	var res T
-	_, err := c.do(ctx, "", func(conn *grpc.ClientConn) error {
-		r, err := fn(conn)
-		if err == nil {
-			res = r
-		}
+	_, err := c.do(ctx, "", func(conn *grpc.ClientConn) (err error) {
+		res, err = fn(conn)
 		return err
 	})
 	return res, err
@@ -799,14 +789,8 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		}
 	}()
 	for {
-		if wait > 0 {
-			t := time.NewTimer(jitter(wait))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return last, ctx.Err()
-			}
+		if wait > 0 && !pause(ctx, jitter(wait)) {
+			return last, ctx.Err()
 		}
 		w, err := c.openWatch(ctx, id, hint)
 		if err != nil {
@@ -891,7 +875,7 @@ func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int,
 		if err := fn(d); err != nil {
 			return n, err, nil
 		}
-		if isEnded(d) {
+		if IsTerminal(d.GetStatus()) {
 			return n, nil, nil
 		}
 		m, err := w.stream.Recv()
@@ -906,13 +890,7 @@ func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int,
 	}
 }
 
-func isEnded(d *pb.JobDetails) bool {
-	switch d.GetStatus() {
-	case pb.JobStatus_JOB_STATUS_FINISHED, pb.JobStatus_JOB_STATUS_FAILED, pb.JobStatus_JOB_STATUS_CANCELED:
-		return true
-	}
-	return false
-}
-
 // IsTerminal reports whether a job status is terminal.
-func IsTerminal(s pb.JobStatus) bool { return isEnded(&pb.JobDetails{Status: s}) }
+func IsTerminal(s pb.JobStatus) bool {
+	return s == pb.JobStatus_JOB_STATUS_FINISHED || s == pb.JobStatus_JOB_STATUS_FAILED || s == pb.JobStatus_JOB_STATUS_CANCELED
+}

@@ -11,9 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -41,11 +42,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "summarize:", err)
 		return 1
 	}
-	keys := make([]string, 0, len(final))
-	for k := range final {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	ok := true
 	count := fmt.Sprintf("%d records in %s", lines, dir)
 	if *records >= 0 {
@@ -63,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			want[k] = v
 		}
 	}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(final)) {
 		mark := ""
 		if w, has := want[k]; has {
 			if w == final[k] {

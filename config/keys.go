@@ -17,7 +17,6 @@ const (
 	KindDuration
 	KindString
 	KindEnum
-	KindBool
 	// KindFloat is a finite floating-point number ("1.5"), bounded by FloatMin and FloatMax.
 	KindFloat
 	// KindLimit is a positive count that may be "infinite": Flink's Integer.MAX_VALUE, which
@@ -233,14 +232,6 @@ func (o *Option) normalize(value string) (string, error) {
 			return "infinite", nil
 		}
 		return strconv.FormatInt(n, 10), nil
-	case KindBool:
-		switch strings.ToLower(v) {
-		case "true":
-			return "true", nil
-		case "false":
-			return "false", nil
-		}
-		return "", fmt.Errorf("%q is not true or false", value)
 	}
 	if v == "" {
 		return "", fmt.Errorf("value is empty")

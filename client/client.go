@@ -84,15 +84,12 @@ func New(addrs ...string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
+	c := &Client{Wait: defaultWait, addrs: list, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
 	for _, a := range list {
-		conn, err := c.dial(a)
-		if err != nil {
+		if _, err := c.conn(a); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
 		}
-		c.addrs = append(c.addrs, a)
-		c.conns[a] = conn
 	}
 	return c, nil
 }

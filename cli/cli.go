@@ -109,11 +109,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flinkctl: interrupted")
 		return interruptedCode(ctx)
 	}
-	if st, ok := status.FromError(err); ok {
-		fmt.Fprintln(stderr, "flinkctl:", st.Message())
-	} else {
-		fmt.Fprintln(stderr, "flinkctl:", err)
-	}
+	fmt.Fprintln(stderr, "flinkctl:", status.Convert(err).Message()) // a gRPC status's message without its code
 	return ExitFailure
 }
 

@@ -261,14 +261,8 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 func (c *Client) order(first string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.addrs)+len(c.learned)+3)
-	for _, a := range []string{first, c.leader, c.served} {
-		if a != "" {
-			out = append(out, a)
-		}
-	}
-	out = append(out, c.addrs...)
-	return append(out, c.learned...)
+	all := slices.Concat([]string{first, c.leader, c.served}, c.addrs, c.learned)
+	return slices.DeleteFunc(all, func(a string) bool { return a == "" })
 }
 
 func (c *Client) setServed(addr string) {
@@ -461,12 +455,11 @@ type NotJobManagerError struct {
 }
 
 func (e *NotJobManagerError) Error() string {
+	guess := "is it the Raft port? the RPC port"
 	if status.Code(e.Err) == codes.Unimplemented {
-		return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it a TaskManager? the JobManager's RPC port is %d by default",
-			e.Addr, describe(e.Err), DefaultPort)
+		guess = "is it a TaskManager? the JobManager's RPC port"
 	}
-	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it the Raft port? the RPC port is %d by default",
-		e.Addr, describe(e.Err), DefaultPort)
+	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); %s is %d by default", e.Addr, describe(e.Err), guess, DefaultPort)
 }
 
 func (e *NotJobManagerError) Unwrap() error { return e.Err }

@@ -223,8 +223,8 @@ func args(n int, what string) cobra.PositionalArgs {
 	}
 }
 
-// queryCmd sets cmd to ask the cluster with get and print the answer: as JSON (what toJSON
-// makes of it) or as text (table). then, when set, checks the printed answer.
+// queryCmd sets cmd to run get against the cluster and print its result: as JSON (what toJSON
+// makes of it) or as text (table). then, when set, checks the printed result.
 func queryCmd[T, J any](g *globals, cmd *cobra.Command, get func(ctx context.Context, c *client.Client, a []string) (T, error),
 	toJSON func(T) J, table func(io.Writer, T) error, then func(T) error) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, a []string) error {
@@ -261,23 +261,15 @@ func statusCmd(g *globals) *cobra.Command {
 }
 
 func cancelCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel JOBID",
-		Short: "Cancel a job",
-		Args:  args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				if err := c.Cancel(cmd.Context(), a[0]); err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, map[string]string{"job_id": a[0], "status": "CANCELLING"})
-				}
-				fmt.Fprintf(g.stdout, "Cancelling job %s\n", a[0])
-				return nil
-			})
-		},
-	}
+	return queryCmd(g, &cobra.Command{Use: "cancel JOBID", Short: "Cancel a job", Args: args(1, "a job ID")},
+		func(ctx context.Context, c *client.Client, a []string) (string, error) {
+			return a[0], c.Cancel(ctx, a[0])
+		}, func(id string) map[string]string {
+			return map[string]string{"job_id": id, "status": "CANCELLING"}
+		}, func(w io.Writer, id string) error {
+			fmt.Fprintf(w, "Cancelling job %s\n", id)
+			return nil
+		}, nil)
 }
 
 func checkpointsCmd(g *globals) *cobra.Command {

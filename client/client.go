@@ -768,15 +768,14 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 	var last *pb.JobDetails
 	hint := ""
 	wait := time.Duration(0) // pause before resuming, growing while streams break at once
-	// Learning the members runs beside the watch: learned is closed after the first try,
-	// learner when it has stopped.
-	var learned, learner chan struct{}
+	// Learning the members runs beside the watch, from the first stream on: learned is closed
+	// after its first try.
+	var learned chan struct{}
+	var learning sync.WaitGroup
 	lctx, stopLearning := context.WithCancel(ctx)
 	defer func() {
 		stopLearning()
-		if learner != nil {
-			<-learner
-		}
+		learning.Wait()
 	}()
 	for {
 		if wait > 0 && !pause(ctx, jitter(wait)) {
@@ -786,12 +785,9 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 		if err != nil {
 			return last, err
 		}
-		if learner == nil {
-			learned, learner = make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(learner)
-				c.learnGroup(lctx, learned)
-			}()
+		if learned == nil {
+			learned = make(chan struct{})
+			learning.Go(func() { c.learnGroup(lctx, learned) })
 		}
 		opened := time.Now()
 		n, stopped, err := w.run(fn, &last)

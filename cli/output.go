@@ -294,10 +294,8 @@ func handlingText(e *pb.ExceptionEntry) string {
 		return "job failed: recovery suppressed by the restart strategy"
 	case pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE:
 		return "job failed: unrecoverable error"
-	case pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED:
-		return ""
 	}
-	return handlingName(e.GetHandling()) // a handling this flinkctl does not know yet
+	return handlingName(e.GetHandling()) // "" for unspecified, or a handling this flinkctl does not know yet
 }
 
 // restartScope is " (region failover: 2 tasks: a (1/2), b (1/2))", naming at most

@@ -55,12 +55,7 @@ type Cluster struct {
 
 // Start starts the JobManager, then the TaskManagers.
 func Start(opts Options) (*Cluster, error) {
-	if opts.TaskManagers <= 0 {
-		opts.TaskManagers = 1
-	}
-	if opts.Slots <= 0 {
-		opts.Slots = 1
-	}
+	opts.TaskManagers, opts.Slots = max(opts.TaskManagers, 1), max(opts.Slots, 1)
 	if opts.Settings == nil {
 		opts.Settings = config.New()
 	}

@@ -326,18 +326,15 @@ func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id str
 		}
 		return err
 	}
-	failed := cp.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	if asJSON {
-		if err := writeJSON(g.stdout, checkpointOut(cp)); err != nil {
-			return err
-		}
+		err = writeJSON(g.stdout, checkpointOut(cp))
 	} else {
 		fmt.Fprintln(g.stdout, checkpointOutcome(id, cp))
 	}
-	if failed {
+	if err == nil && cp.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
 		return &exitError{code: ExitFailure}
 	}
-	return nil
+	return err
 }
 
 // checkpointOutcome is the line flinkctl checkpoint prints.

@@ -43,14 +43,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ok := true
+	// expected is " (expected want: ok)", or with WRONG, clearing ok, when got differs.
+	expected := func(want, got string) string {
+		if got != want {
+			ok = false
+			return " (expected " + want + ": WRONG)"
+		}
+		return " (expected " + want + ": ok)"
+	}
 	count := fmt.Sprintf("%d records in %s", lines, dir)
 	if *records >= 0 {
-		if lines == *records {
-			count += " (expected " + fmt.Sprint(*records) + ": ok)"
-		} else {
-			count += " (expected " + fmt.Sprint(*records) + ": WRONG)"
-			ok = false
-		}
+		count += expected(fmt.Sprint(*records), fmt.Sprint(lines))
 	}
 	fmt.Fprintf(stdout, "%s; final %s per %s:\n", count, *value, *key)
 	want := map[string]string{}
@@ -62,12 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, k := range slices.Sorted(maps.Keys(final)) {
 		mark := ""
 		if w, has := want[k]; has {
-			if w == final[k] {
-				mark = "  (expected " + w + ": ok)"
-			} else {
-				mark = "  (expected " + w + ": WRONG)"
-				ok = false
-			}
+			mark = " " + expected(w, final[k])
 		}
 		fmt.Fprintf(stdout, "  %-8s %s%s\n", k, final[k], mark)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,10 +194,8 @@ func (o *Option) normalize(value string) (string, error) {
 		}
 		return FormatDuration(d), nil
 	case KindEnum:
-		for _, e := range o.Enum {
-			if strings.EqualFold(v, e) {
-				return e, nil
-			}
+		if i := slices.IndexFunc(o.Enum, func(e string) bool { return strings.EqualFold(v, e) }); i >= 0 {
+			return o.Enum[i], nil
 		}
 		return "", fmt.Errorf("%q is not one of %s", value, strings.Join(o.Enum, ", "))
 	case KindFloat:
@@ -204,10 +203,10 @@ func (o *Option) normalize(value string) (string, error) {
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return "", fmt.Errorf("%q is not a finite number", value)
 		}
-		if f < o.FloatMin || (o.FloatMinExclusive && f == o.FloatMin) {
-			if o.FloatMinExclusive {
-				return "", fmt.Errorf("%v must be greater than %v", f, o.FloatMin)
-			}
+		if o.FloatMinExclusive && f <= o.FloatMin {
+			return "", fmt.Errorf("%v must be greater than %v", f, o.FloatMin)
+		}
+		if f < o.FloatMin {
 			return "", fmt.Errorf("%v is below the minimum %v", f, o.FloatMin)
 		}
 		if o.FloatMax > o.FloatMin && f > o.FloatMax {

@@ -469,15 +469,14 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
-	if f.detached && !f.local {
-		if asJSON {
-			return writeJSON(g.stdout, map[string]string{"job_id": id})
-		}
-		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
-		return nil
+	if asJSON && f.detached && !f.local {
+		return writeJSON(g.stdout, map[string]string{"job_id": id})
 	}
 	if !asJSON {
 		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
+	}
+	if f.detached && !f.local {
+		return nil
 	}
 	last, err := follow(ctx, g, c, id, asJSON)
 	if err != nil {

@@ -239,20 +239,17 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 	if id := d.GetRestoredCheckpointId(); id != 0 {
 		fmt.Fprintf(tw, "Restored from checkpoint:\t%d\n", id)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	// A line without a tab ends a table: the tasks' columns are aligned on their own.
 	if len(d.GetTasks()) > 0 {
-		fmt.Fprintln(w, "\nTasks:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nTasks:")
 		fmt.Fprintln(tw, "OPERATOR\tSUBTASK\tATTEMPT\tSTATUS\tTASKMANAGER\tRECORDS IN\tRECORDS OUT")
 		for _, t := range d.GetTasks() {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\n", t.GetOperator(), t.GetSubtask(), t.GetAttempt(), execStateName(t.GetStatus()),
 				t.GetTaskmanager(), t.GetRecordsIn(), t.GetRecordsOut())
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	if len(d.GetExceptions()) > 0 {
 		fmt.Fprintln(w, "\nExceptions:")

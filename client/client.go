@@ -318,12 +318,7 @@ func (c *Client) learn(ctx context.Context) bool {
 		return status.Code(err) == codes.Unimplemented
 	}
 	c.addMembers(ctx, resp)
-	for _, jm := range resp.GetJobmanagers() {
-		if jm.GetAddress() == "" {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(resp.GetJobmanagers(), func(jm *pb.JobManagerInfo) bool { return jm.GetAddress() == "" })
 }
 
 // addMembers adds the RPC addresses of a GetCluster answer's JobManagers to the learned

@@ -6,7 +6,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -94,24 +94,17 @@ func lastByKey(dir, key, value string) (map[string]string, int, error) {
 	final := map[string]string{}
 	lines := 0
 	for _, f := range files {
-		fh, err := os.Open(f)
+		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, 0, err
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
+		for line := range bytes.Lines(data) {
 			var rec map[string]json.RawMessage
-			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-				fh.Close()
+			if err := json.Unmarshal(line, &rec); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", f, err)
 			}
-			k, v := strings.Trim(string(rec[key]), `"`), string(rec[value])
-			final[k] = v
+			final[strings.Trim(string(rec[key]), `"`)] = string(rec[value])
 			lines++
-		}
-		fh.Close()
-		if err := sc.Err(); err != nil {
-			return nil, 0, err
 		}
 	}
 	return final, lines, nil

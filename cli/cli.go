@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
-	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/minicluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -621,9 +620,7 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cluster, err := minicluster.StartReady(wctx, minicluster.Options{
-		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: sinks, Logger: logger,
-	})
+	cluster, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: f.taskmanagers, Slots: slots, Stdout: sinks, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
-	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/minicluster"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -109,11 +108,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flinkctl: interrupted")
 		return interruptedCode(ctx)
 	}
-	if st, ok := status.FromError(err); ok {
-		fmt.Fprintln(stderr, "flinkctl:", st.Message())
-	} else {
-		fmt.Fprintln(stderr, "flinkctl:", err)
-	}
+	fmt.Fprintln(stderr, "flinkctl:", status.Convert(err).Message()) // a gRPC status's message without its code
 	return ExitFailure
 }
 
@@ -227,72 +222,57 @@ func args(n int, what string) cobra.PositionalArgs {
 	}
 }
 
-func listCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List jobs, newest first",
-		Args:  args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				jobs, err := c.List(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					out := make([]jobSummaryJSON, 0, len(jobs))
-					for _, j := range jobs {
-						out = append(out, summaryJSON(j))
-					}
-					return writeJSON(g.stdout, out)
-				}
-				return writeList(g.stdout, jobs)
-			})
-		},
+// queryCmd sets cmd to run get against the cluster and print its result: as JSON (what toJSON
+// makes of it) or as text (table). then, when set, checks the printed result.
+func queryCmd[T, J any](g *globals, cmd *cobra.Command, get func(ctx context.Context, c *client.Client, a []string) (T, error),
+	toJSON func(T) J, table func(io.Writer, T) error, then func(T) error) *cobra.Command {
+	cmd.RunE = func(cmd *cobra.Command, a []string) error {
+		return g.withClient(func(c *client.Client, asJSON bool) error {
+			v, err := get(cmd.Context(), c, a)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = writeJSON(g.stdout, toJSON(v))
+			} else {
+				err = table(g.stdout, v)
+			}
+			if err != nil || then == nil {
+				return err
+			}
+			return then(v)
+		})
 	}
+	return cmd
+}
+
+func listCmd(g *globals) *cobra.Command {
+	return queryCmd(g, &cobra.Command{Use: "list", Short: "List jobs, newest first", Args: args(0, "no arguments")},
+		func(ctx context.Context, c *client.Client, _ []string) ([]*pb.JobSummary, error) { return c.List(ctx) },
+		func(jobs []*pb.JobSummary) []jobSummaryJSON { return mapSlice(jobs, summaryJSON) }, writeList, nil)
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status JOBID",
-		Short: "Show a job with its tasks and exception history",
-		Args:  args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				d, err := c.Job(cmd.Context(), a[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, statusJSON(d))
-				}
-				return writeStatus(g.stdout, d)
-			})
-		},
-	}
+	return queryCmd(g, &cobra.Command{Use: "status JOBID", Short: "Show a job with its tasks and exception history", Args: args(1, "a job ID")},
+		func(ctx context.Context, c *client.Client, a []string) (*pb.JobDetails, error) {
+			return c.Job(ctx, a[0])
+		}, statusJSON, writeStatus, nil)
 }
 
 func cancelCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel JOBID",
-		Short: "Cancel a job",
-		Args:  args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				if err := c.Cancel(cmd.Context(), a[0]); err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, map[string]string{"job_id": a[0], "status": "CANCELLING"})
-				}
-				fmt.Fprintf(g.stdout, "Cancelling job %s\n", a[0])
-				return nil
-			})
-		},
-	}
+	return queryCmd(g, &cobra.Command{Use: "cancel JOBID", Short: "Cancel a job", Args: args(1, "a job ID")},
+		func(ctx context.Context, c *client.Client, a []string) (string, error) {
+			return a[0], c.Cancel(ctx, a[0])
+		}, func(id string) map[string]string {
+			return map[string]string{"job_id": id, "status": "CANCELLING"}
+		}, func(w io.Writer, id string) error {
+			fmt.Fprintf(w, "Cancelling job %s\n", id)
+			return nil
+		}, nil)
 }
 
 func checkpointsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return queryCmd(g, &cobra.Command{
 		Use:   "checkpoints JOBID",
 		Short: "List a job's checkpoints, newest first: in progress, completed and failed",
 		Long: `List a job's checkpoints, newest first: the ones in progress, completed and failed in the
@@ -300,19 +280,9 @@ current JobManager's run, and the retained completed checkpoints. A failed entry
 (0 in JSON) is a trigger that could not start a checkpoint, e.g. because not all tasks were
 running.`,
 		Args: args(1, "a job ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				cps, err := c.Checkpoints(cmd.Context(), a[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(g.stdout, checkpointsOut(cps))
-				}
-				return writeCheckpoints(g.stdout, cps)
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, a []string) ([]*pb.CheckpointInfo, error) {
+		return c.Checkpoints(ctx, a[0])
+	}, func(cps []*pb.CheckpointInfo) []checkpointJSON { return mapSlice(cps, checkpointOut) }, writeCheckpoints, nil)
 }
 
 // defaultCheckpointTimeout is execution.checkpointing.timeout's default: the JobManager gives up
@@ -355,18 +325,15 @@ func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id str
 		}
 		return err
 	}
-	failed := cp.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	if asJSON {
-		if err := writeJSON(g.stdout, checkpointOut(cp)); err != nil {
-			return err
-		}
+		err = writeJSON(g.stdout, checkpointOut(cp))
 	} else {
 		fmt.Fprintln(g.stdout, checkpointOutcome(id, cp))
 	}
-	if failed {
+	if err == nil && cp.GetStatus() != pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
 		return &exitError{code: ExitFailure}
 	}
-	return nil
+	return err
 }
 
 // checkpointOutcome is the line flinkctl checkpoint prints.
@@ -392,7 +359,7 @@ func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
 }
 
 func clusterCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return queryCmd(g, &cobra.Command{
 		Use:   "cluster",
 		Short: "Show JobManagers (Raft role, term, leader) and TaskManagers (slots, last heartbeat)",
 		Long: `Show every JobManager of the Raft group (ID, RPC and Raft address, role, term, last log
@@ -402,27 +369,17 @@ last heartbeat). Any JobManager answers, with the leader's view. An incomplete v
 JobManager that could not be asked, or no leader to list the TaskManagers) is shown, said so
 on stderr, and exits 1.`,
 		Args: args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(func(c *client.Client, asJSON bool) error {
-				info, err := c.Cluster(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					err = writeJSON(g.stdout, clusterOut(info))
-				} else {
-					err = writeCluster(g.stdout, info)
-				}
-				if err != nil {
-					return err
-				}
-				if gaps := clusterGaps(info); len(gaps) > 0 {
-					return &exitError{code: ExitFailure, msg: "incomplete cluster view: " + strings.Join(gaps, "; ")}
-				}
-				return nil
-			})
-		},
+	}, func(ctx context.Context, c *client.Client, _ []string) (*pb.GetClusterResponse, error) {
+		return c.Cluster(ctx)
+	}, clusterOut, writeCluster, clusterComplete)
+}
+
+// clusterComplete fails flinkctl cluster, once it printed the view, when the view is incomplete.
+func clusterComplete(info *pb.GetClusterResponse) error {
+	if gaps := clusterGaps(info); len(gaps) > 0 {
+		return &exitError{code: ExitFailure, msg: "incomplete cluster view: " + strings.Join(gaps, "; ")}
 	}
+	return nil
 }
 
 type runFlags struct {
@@ -511,15 +468,14 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
-	if f.detached && !f.local {
-		if asJSON {
-			return writeJSON(g.stdout, map[string]string{"job_id": id})
-		}
-		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
-		return nil
+	if asJSON && f.detached && !f.local {
+		return writeJSON(g.stdout, map[string]string{"job_id": id})
 	}
 	if !asJSON {
 		fmt.Fprintf(g.stdout, "Job has been submitted with JobID %s\n", id)
+	}
+	if f.detached && !f.local {
+		return nil
 	}
 	last, err := follow(ctx, g, c, id, asJSON)
 	if err != nil {
@@ -664,9 +620,7 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cluster, err := minicluster.StartReady(wctx, minicluster.Options{
-		TaskManagers: f.taskmanagers, Slots: slots, Settings: config.New(), Stdout: sinks, Logger: logger,
-	})
+	cluster, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: f.taskmanagers, Slots: slots, Stdout: sinks, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
 	}

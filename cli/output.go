@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -160,10 +161,11 @@ func checkpointOut(c *pb.CheckpointInfo) checkpointJSON {
 	}
 }
 
-func checkpointsOut(cps []*pb.CheckpointInfo) []checkpointJSON {
-	out := make([]checkpointJSON, 0, len(cps))
-	for _, c := range cps {
-		out = append(out, checkpointOut(c))
+// mapSlice is f of every element of in; empty, not nil, for none (JSON [], not null).
+func mapSlice[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, 0, len(in))
+	for _, v := range in {
+		out = append(out, f(v))
 	}
 	return out
 }
@@ -176,36 +178,35 @@ func statusJSON(d *pb.JobDetails) jobStatusJSON {
 	out := jobStatusJSON{
 		ID: d.GetId(), Name: d.GetName(), Status: JobStatusName(d.GetStatus()), Parallelism: d.GetParallelism(),
 		StartTime: timeJSON(d.GetStartTime()), EndTime: timeJSON(d.GetEndTime()), Restarts: d.GetRestarts(),
-		FailureCause: d.GetFailureCause(), Tasks: []taskJSON{}, Exceptions: []exceptionJSON{},
-		RestoredCheckpointID: d.GetRestoredCheckpointId(),
+		FailureCause: d.GetFailureCause(), RestoredCheckpointID: d.GetRestoredCheckpointId(),
+		Tasks: mapSlice(d.GetTasks(), func(t *pb.TaskDetails) taskJSON {
+			return taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
+				Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()}
+		}),
+		Exceptions: mapSlice(d.GetExceptions(), func(e *pb.ExceptionEntry) exceptionJSON {
+			return exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
+				Handling: handlingName(e.GetHandling()), Failover: e.GetFailover(), RestartedTasks: append([]string{}, e.GetRestartedTasks()...),
+				RestartAttempt: e.GetRestartAttempt(), RestartDelayMs: e.GetRestartDelayMs()}
+		}),
 	}
 	if lc := d.GetLastCheckpoint(); lc != nil {
 		cp := checkpointOut(lc)
 		out.LastCheckpoint = &cp
 	}
-	for _, t := range d.GetTasks() {
-		out.Tasks = append(out.Tasks, taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
-			Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()})
-	}
-	for _, e := range d.GetExceptions() {
-		out.Exceptions = append(out.Exceptions, exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
-			Handling: handlingName(e.GetHandling()), Failover: e.GetFailover(), RestartedTasks: append([]string{}, e.GetRestartedTasks()...),
-			RestartAttempt: e.GetRestartAttempt(), RestartDelayMs: e.GetRestartDelayMs()})
-	}
 	return out
 }
 
 func clusterOut(c *pb.GetClusterResponse) clusterJSON {
-	out := clusterJSON{JobManagers: []jobManagerJSON{}, TaskManagers: []taskManagerJSON{}}
-	for _, j := range c.GetJobmanagers() {
-		out.JobManagers = append(out.JobManagers, jobManagerJSON{ID: j.GetId(), Address: j.GetAddress(), RaftAddress: j.GetRaftAddress(),
-			Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader(), Error: j.GetError()})
+	return clusterJSON{
+		JobManagers: mapSlice(c.GetJobmanagers(), func(j *pb.JobManagerInfo) jobManagerJSON {
+			return jobManagerJSON{ID: j.GetId(), Address: j.GetAddress(), RaftAddress: j.GetRaftAddress(),
+				Role: j.GetRole(), Term: j.GetTerm(), LastIndex: j.GetLastIndex(), Leader: j.GetLeader(), Error: j.GetError()}
+		}),
+		TaskManagers: mapSlice(c.GetTaskmanagers(), func(t *pb.TaskManagerInfo) taskManagerJSON {
+			return taskManagerJSON{ID: t.GetId(), Address: t.GetAddress(), Slots: t.GetSlots(),
+				FreeSlots: t.GetFreeSlots(), LastHeartbeat: timeJSON(t.GetLastHeartbeat())}
+		}),
 	}
-	for _, t := range c.GetTaskmanagers() {
-		out.TaskManagers = append(out.TaskManagers, taskManagerJSON{ID: t.GetId(), Address: t.GetAddress(), Slots: t.GetSlots(),
-			FreeSlots: t.GetFreeSlots(), LastHeartbeat: timeJSON(t.GetLastHeartbeat())})
-	}
-	return out
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -238,20 +239,17 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 	if id := d.GetRestoredCheckpointId(); id != 0 {
 		fmt.Fprintf(tw, "Restored from checkpoint:\t%d\n", id)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	// A line without a tab ends a table: the tasks' columns are aligned on their own.
 	if len(d.GetTasks()) > 0 {
-		fmt.Fprintln(w, "\nTasks:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nTasks:")
 		fmt.Fprintln(tw, "OPERATOR\tSUBTASK\tATTEMPT\tSTATUS\tTASKMANAGER\tRECORDS IN\tRECORDS OUT")
 		for _, t := range d.GetTasks() {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\n", t.GetOperator(), t.GetSubtask(), t.GetAttempt(), execStateName(t.GetStatus()),
 				t.GetTaskmanager(), t.GetRecordsIn(), t.GetRecordsOut())
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	if len(d.GetExceptions()) > 0 {
 		fmt.Fprintln(w, "\nExceptions:")
@@ -293,10 +291,8 @@ func handlingText(e *pb.ExceptionEntry) string {
 		return "job failed: recovery suppressed by the restart strategy"
 	case pb.FailureHandling_FAILURE_HANDLING_UNRECOVERABLE:
 		return "job failed: unrecoverable error"
-	case pb.FailureHandling_FAILURE_HANDLING_UNSPECIFIED:
-		return ""
 	}
-	return handlingName(e.GetHandling()) // a handling this flinkctl does not know yet
+	return handlingName(e.GetHandling()) // "" for unspecified, or a handling this flinkctl does not know yet
 }
 
 // restartScope is " (region failover: 2 tasks: a (1/2), b (1/2))", naming at most
@@ -307,16 +303,12 @@ func restartScope(e *pb.ExceptionEntry) string {
 		parts = append(parts, f+" failover")
 	}
 	if tasks := e.GetRestartedTasks(); len(tasks) > 0 {
-		noun := "tasks"
-		if len(tasks) == 1 {
-			noun = "task"
-		}
 		shown := tasks[:min(len(tasks), maxRestartedTasks)]
 		list := strings.Join(shown, ", ")
 		if more := len(tasks) - len(shown); more > 0 {
 			list += fmt.Sprintf(", … and %d more", more)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s: %s", len(tasks), noun, list))
+		parts = append(parts, plural(len(tasks), "task")+": "+list)
 	}
 	if len(parts) == 0 {
 		return ""
@@ -327,8 +319,6 @@ func restartScope(e *pb.ExceptionEntry) string {
 // leaderMark marks the leader's row in flinkctl cluster.
 const leaderMark = "*"
 
-// writeCluster writes the JobManagers (the leader marked; members whose status is missing
-// shown with "-" and the reason below the table) and the TaskManagers.
 // clusterGaps says what a cluster view lacks: the status of a JobManager that could not be
 // asked, or the TaskManagers, which only the leader lists (none is known, or another member
 // answered).
@@ -352,6 +342,8 @@ func clusterGaps(c *pb.GetClusterResponse) []string {
 	return gaps
 }
 
+// writeCluster writes the JobManagers (the leader marked; members whose status is missing
+// shown with "-" and the reason below the table) and the TaskManagers.
 func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
@@ -390,17 +382,11 @@ func writeCluster(w io.Writer, c *pb.GetClusterResponse) error {
 		return err
 	}
 	// The leader column is empty on the other rows: no trailing blanks.
-	var out strings.Builder
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		body, nl := strings.CutSuffix(line, "\n")
-		out.WriteString(strings.TrimRight(body, " "))
-		if nl {
-			out.WriteString("\n")
-		}
-	}
-	_, err := io.WriteString(w, out.String())
+	_, err := io.WriteString(w, trailingBlanks.ReplaceAllString(buf.String(), ""))
 	return err
 }
+
+var trailingBlanks = regexp.MustCompile(`(?m) +$`)
 
 func orDash(s string) string {
 	if s == "" {
@@ -417,21 +403,20 @@ func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
 	for _, c := range cps {
 		done := c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
-		dur, size, align, acks := "-", "-", "-", "-"
-		if done || c.GetDurationMs() > 0 {
-			dur = msText(c.GetDurationMs())
+		// A measure shows once the checkpoint completed, or as far as it got.
+		measure := func(v int64, text func(int64) string) string {
+			if done || v > 0 {
+				return text(v)
+			}
+			return "-"
 		}
-		if done || c.GetStateSizeBytes() > 0 {
-			size = bytesText(c.GetStateSizeBytes())
-		}
-		if done || c.GetAlignmentMs() > 0 {
-			align = msText(c.GetAlignmentMs())
-		}
+		acks := "-"
 		if c.GetTotal() > 0 {
 			acks = fmt.Sprintf("%d/%d", c.GetAcknowledged(), c.GetTotal())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), checkpointStatusName(c.GetStatus()),
-			timeText(c.GetTriggerTime()), dur, size, align, acks, orDash(truncate(failureText(c), maxFailureText)))
+			timeText(c.GetTriggerTime()), measure(c.GetDurationMs(), msText), measure(c.GetStateSizeBytes(), bytesText),
+			measure(c.GetAlignmentMs(), msText), acks, orDash(truncate(failureText(c), maxFailureText)))
 	}
 	return tw.Flush()
 }

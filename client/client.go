@@ -84,15 +84,12 @@ func New(addrs ...string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{Wait: defaultWait, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
+	c := &Client{Wait: defaultWait, addrs: list, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
 	for _, a := range list {
-		conn, err := c.dial(a)
-		if err != nil {
+		if _, err := c.conn(a); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("jobmanager address %q: %w", a, err)
 		}
-		c.addrs = append(c.addrs, a)
-		c.conns[a] = conn
 	}
 	return c, nil
 }
@@ -264,14 +261,8 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 func (c *Client) order(first string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.addrs)+len(c.learned)+3)
-	for _, a := range []string{first, c.leader, c.served} {
-		if a != "" {
-			out = append(out, a)
-		}
-	}
-	out = append(out, c.addrs...)
-	return append(out, c.learned...)
+	all := slices.Concat([]string{first, c.leader, c.served}, c.addrs, c.learned)
+	return slices.DeleteFunc(all, func(a string) bool { return a == "" })
 }
 
 func (c *Client) setServed(addr string) {
@@ -300,14 +291,7 @@ const learnRetry = 2 * time.Second
 func (c *Client) learnGroup(ctx context.Context, first chan<- struct{}) {
 	done := c.learn(ctx)
 	close(first)
-	for !done {
-		t := time.NewTimer(learnRetry)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
+	for !done && pause(ctx, learnRetry) {
 		done = c.learn(ctx)
 	}
 }
@@ -334,12 +318,7 @@ func (c *Client) learn(ctx context.Context) bool {
 		return status.Code(err) == codes.Unimplemented
 	}
 	c.addMembers(ctx, resp)
-	for _, jm := range resp.GetJobmanagers() {
-		if jm.GetAddress() == "" {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(resp.GetJobmanagers(), func(jm *pb.JobManagerInfo) bool { return jm.GetAddress() == "" })
 }
 
 // addMembers adds the RPC addresses of a GetCluster answer's JobManagers to the learned
@@ -408,6 +387,18 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
+// pause waits d and reports true, or reports false as soon as ctx is done.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Retry describes a call that is retrying because no JobManager could serve it yet.
 type Retry struct {
 	Tried    []string      // every address tried, in the order first tried
@@ -459,12 +450,11 @@ type NotJobManagerError struct {
 }
 
 func (e *NotJobManagerError) Error() string {
+	guess := "is it the Raft port? the RPC port"
 	if status.Code(e.Err) == codes.Unimplemented {
-		return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it a TaskManager? the JobManager's RPC port is %d by default",
-			e.Addr, describe(e.Err), DefaultPort)
+		guess = "is it a TaskManager? the JobManager's RPC port"
 	}
-	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); is it the Raft port? the RPC port is %d by default",
-		e.Addr, describe(e.Err), DefaultPort)
+	return fmt.Sprintf("%s does not answer as a goflink JobManager (%s); %s is %d by default", e.Addr, describe(e.Err), guess, DefaultPort)
 }
 
 func (e *NotJobManagerError) Unwrap() error { return e.Err }
@@ -536,8 +526,8 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 		queue := c.order(first)
 		seen := map[string]bool{}
 		hints := 0
-		var roundWrong []*NotJobManagerError // this round's addresses that are not JobManagers
-		others := false                      // this round tried an address that may yet serve
+		var roundWrong []error // this round's addresses that are not JobManagers (*NotJobManagerError)
+		others := false        // this round tried an address that may yet serve
 		for len(queue) > 0 {
 			addr := queue[0]
 			queue = queue[1:]
@@ -602,7 +592,7 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			return "", roundWrong[0]
 		}
 		if !others && len(roundWrong) > 1 {
-			return "", errors.Join(errs(roundWrong)...)
+			return "", errors.Join(roundWrong...)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -620,33 +610,18 @@ func (c *Client) do(ctx context.Context, first string, fn func(conn *grpc.Client
 			nextNotice = now.Add(retryNoticeEvery)
 			c.Retrying(Retry{Tried: slices.Clone(tried), LastAddr: lastAddr, Last: last, Waited: now.Sub(start), Wait: c.Wait})
 		}
-		t := time.NewTimer(sleep)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, sleep) {
 			return "", fail(ctx.Err())
 		}
 		wait = min(wait*2, maxBackoff)
 	}
 }
 
-func errs(ws []*NotJobManagerError) []error {
-	out := make([]error, len(ws))
-	for i, w := range ws {
-		out[i] = w
-	}
-	return out
-}
-
 // call runs fn with c.do and returns the result of the JobManager that served it.
 func call[T any](ctx context.Context, c *Client, fn func(conn *grpc.ClientConn) (T, error)) (T, error) {
 	var res T
-	_, err := c.do(ctx, "", func(conn *grpc.ClientConn) error {
-		r, err := fn(conn)
-		if err == nil {
-			res = r
-		}
+	_, err := c.do(ctx, "", func(conn *grpc.ClientConn) (err error) {
+		res, err = fn(conn)
 		return err
 	})
 	return res, err
@@ -788,36 +763,26 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(*pb.JobDetails) e
 	var last *pb.JobDetails
 	hint := ""
 	wait := time.Duration(0) // pause before resuming, growing while streams break at once
-	// Learning the members runs beside the watch: learned is closed after the first try,
-	// learner when it has stopped.
-	var learned, learner chan struct{}
+	// Learning the members runs beside the watch, from the first stream on: learned is closed
+	// after its first try.
+	var learned chan struct{}
+	var learning sync.WaitGroup
 	lctx, stopLearning := context.WithCancel(ctx)
 	defer func() {
 		stopLearning()
-		if learner != nil {
-			<-learner
-		}
+		learning.Wait()
 	}()
 	for {
-		if wait > 0 {
-			t := time.NewTimer(jitter(wait))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return last, ctx.Err()
-			}
+		if wait > 0 && !pause(ctx, jitter(wait)) {
+			return last, ctx.Err()
 		}
 		w, err := c.openWatch(ctx, id, hint)
 		if err != nil {
 			return last, err
 		}
-		if learner == nil {
-			learned, learner = make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(learner)
-				c.learnGroup(lctx, learned)
-			}()
+		if learned == nil {
+			learned = make(chan struct{})
+			learning.Go(func() { c.learnGroup(lctx, learned) })
 		}
 		opened := time.Now()
 		n, stopped, err := w.run(fn, &last)
@@ -891,7 +856,7 @@ func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int,
 		if err := fn(d); err != nil {
 			return n, err, nil
 		}
-		if isEnded(d) {
+		if IsTerminal(d.GetStatus()) {
 			return n, nil, nil
 		}
 		m, err := w.stream.Recv()
@@ -906,13 +871,7 @@ func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int,
 	}
 }
 
-func isEnded(d *pb.JobDetails) bool {
-	switch d.GetStatus() {
-	case pb.JobStatus_JOB_STATUS_FINISHED, pb.JobStatus_JOB_STATUS_FAILED, pb.JobStatus_JOB_STATUS_CANCELED:
-		return true
-	}
-	return false
-}
-
 // IsTerminal reports whether a job status is terminal.
-func IsTerminal(s pb.JobStatus) bool { return isEnded(&pb.JobDetails{Status: s}) }
+func IsTerminal(s pb.JobStatus) bool {
+	return s == pb.JobStatus_JOB_STATUS_FINISHED || s == pb.JobStatus_JOB_STATUS_FAILED || s == pb.JobStatus_JOB_STATUS_CANCELED
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,13 +46,11 @@ func ParseDuration(s string) (time.Duration, error) {
 		unit = "ms"
 	}
 	for _, u := range durationUnits {
-		for _, name := range u.names {
-			if unit == name {
-				if n > math.MaxInt64/int64(u.unit) {
-					return 0, fmt.Errorf("invalid duration %q: too large", s)
-				}
-				return time.Duration(n) * u.unit, nil
+		if slices.Contains(u.names, unit) {
+			if n > math.MaxInt64/int64(u.unit) {
+				return 0, fmt.Errorf("invalid duration %q: too large", s)
 			}
+			return time.Duration(n) * u.unit, nil
 		}
 	}
 	if d, err := time.ParseDuration(strings.ReplaceAll(t, " ", "")); err == nil && d >= 0 {

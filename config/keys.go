@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,6 @@ const (
 	KindDuration
 	KindString
 	KindEnum
-	KindBool
 	// KindFloat is a finite floating-point number ("1.5"), bounded by FloatMin and FloatMax.
 	KindFloat
 	// KindLimit is a positive count that may be "infinite": Flink's Integer.MAX_VALUE, which
@@ -171,18 +171,6 @@ var byKey = func() map[string]*Option {
 	return m
 }()
 
-// Options returns every known key, in documentation order.
-func Options() []Option { return append([]Option(nil), options...) }
-
-// Lookup returns the option for key.
-func Lookup(key string) (Option, bool) {
-	o, ok := byKey[key]
-	if !ok {
-		return Option{}, false
-	}
-	return *o, true
-}
-
 // normalize validates value for o and returns its canonical form.
 func (o *Option) normalize(value string) (string, error) {
 	v := strings.TrimSpace(value)
@@ -206,10 +194,8 @@ func (o *Option) normalize(value string) (string, error) {
 		}
 		return FormatDuration(d), nil
 	case KindEnum:
-		for _, e := range o.Enum {
-			if strings.EqualFold(v, e) {
-				return e, nil
-			}
+		if i := slices.IndexFunc(o.Enum, func(e string) bool { return strings.EqualFold(v, e) }); i >= 0 {
+			return o.Enum[i], nil
 		}
 		return "", fmt.Errorf("%q is not one of %s", value, strings.Join(o.Enum, ", "))
 	case KindFloat:
@@ -217,10 +203,10 @@ func (o *Option) normalize(value string) (string, error) {
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return "", fmt.Errorf("%q is not a finite number", value)
 		}
-		if f < o.FloatMin || (o.FloatMinExclusive && f == o.FloatMin) {
-			if o.FloatMinExclusive {
-				return "", fmt.Errorf("%v must be greater than %v", f, o.FloatMin)
-			}
+		if o.FloatMinExclusive && f <= o.FloatMin {
+			return "", fmt.Errorf("%v must be greater than %v", f, o.FloatMin)
+		}
+		if f < o.FloatMin {
 			return "", fmt.Errorf("%v is below the minimum %v", f, o.FloatMin)
 		}
 		if o.FloatMax > o.FloatMin && f > o.FloatMax {
@@ -245,14 +231,6 @@ func (o *Option) normalize(value string) (string, error) {
 			return "infinite", nil
 		}
 		return strconv.FormatInt(n, 10), nil
-	case KindBool:
-		switch strings.ToLower(v) {
-		case "true":
-			return "true", nil
-		case "false":
-			return "false", nil
-		}
-		return "", fmt.Errorf("%q is not true or false", value)
 	}
 	if v == "" {
 		return "", fmt.Errorf("value is empty")

@@ -98,9 +98,11 @@ func TestRestartKeys(t *testing.T) {
 	}
 	for _, k := range []string{RestartStrategy, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval, FailureRateDelay,
 		ExpDelayInitialBackoff, ExpDelayMaxBackoff, ExpDelayMultiplier, ExpDelayResetThreshold, ExpDelayJitter, ExpDelayAttempts} {
-		o, ok := Lookup(k)
-		if !ok || o.Scope != ScopeJob || o.Description == "" {
-			t.Errorf("%s: registered %v, scope %v, description %q; want a described job key", k, ok, o.Scope, o.Description)
+		o, ok := byKey[k]
+		if !ok {
+			t.Errorf("%s: not registered; want a described job key", k)
+		} else if o.Scope != ScopeJob || o.Description == "" {
+			t.Errorf("%s: scope %v, description %q; want a described job key", k, o.Scope, o.Description)
 		}
 	}
 	if err := ValidateJob(map[string]string{ExpDelayMultiplier: "2", ExpDelayJitter: "0.2", ExpDelayAttempts: "infinite"}); err != nil {
@@ -110,7 +112,7 @@ func TestRestartKeys(t *testing.T) {
 
 // TestEveryDefaultIsValid: each key's default passes its own validation and stays canonical.
 func TestEveryDefaultIsValid(t *testing.T) {
-	for _, o := range Options() {
+	for _, o := range options {
 		if o.Default == "" {
 			continue
 		}

@@ -13,7 +13,7 @@ func TestREADMEDocumentsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	for _, o := range Options() {
+	for _, o := range options {
 		row := "| `" + o.Key + "` |"
 		if !strings.Contains(readme, row) {
 			t.Errorf("README.md has no table row for %s", o.Key)

@@ -116,8 +116,8 @@ func TestDefaultsAreFlink2(t *testing.T) {
 			t.Errorf("default %s = %v, want %v", key, got, want)
 		}
 	}
-	if o, _ := config.Lookup(config.ExpDelayAttempts); o.Default != "infinite" {
-		t.Errorf("default %s = %q, want infinite", config.ExpDelayAttempts, o.Default)
+	if got := config.New().Limit(config.ExpDelayAttempts); got != config.Infinite {
+		t.Errorf("default %s = %d, want infinite (%d)", config.ExpDelayAttempts, got, config.Infinite)
 	}
 }
 

@@ -55,12 +55,7 @@ type Cluster struct {
 
 // Start starts the JobManager, then the TaskManagers.
 func Start(opts Options) (*Cluster, error) {
-	if opts.TaskManagers <= 0 {
-		opts.TaskManagers = 1
-	}
-	if opts.Slots <= 0 {
-		opts.Slots = 1
-	}
+	opts.TaskManagers, opts.Slots = max(opts.TaskManagers, 1), max(opts.Slots, 1)
 	if opts.Settings == nil {
 		opts.Settings = config.New()
 	}
@@ -99,25 +94,24 @@ func (c *Cluster) startJobManagers() error {
 	n := max(c.opts.JobManagers, 1)
 	var peers []coordinator.Peer
 	for i := range n {
-		id := "jm-local"
+		id, dir := "jm-local", "jobmanager"
 		if n > 1 {
 			id = fmt.Sprintf("jm-%d", i+1)
+			dir = id
 		}
-		cfg := coordinator.Config{NodeID: id, DataDir: filepath.Join(c.dataDir, id)}
-		if n == 1 {
-			cfg.DataDir = filepath.Join(c.dataDir, "jobmanager")
-		}
-		c.jmCfgs = append(c.jmCfgs, cfg) // before binding: Close closes what is bound
+		// Appended before binding: Close closes what is bound.
+		c.jmCfgs = append(c.jmCfgs, coordinator.Config{NodeID: id, DataDir: filepath.Join(c.dataDir, dir)})
+		cfg := &c.jmCfgs[i]
 		var err error
-		if c.jmCfgs[i].RPCListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		if cfg.RPCListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return err
 		}
-		if c.jmCfgs[i].RaftListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		if cfg.RaftListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return err
 		}
-		c.jmCfgs[i].RPCAddr, c.jmCfgs[i].RaftAddr = c.jmCfgs[i].RPCListener.Addr().String(), c.jmCfgs[i].RaftListener.Addr().String()
+		cfg.RPCAddr, cfg.RaftAddr = cfg.RPCListener.Addr().String(), cfg.RaftListener.Addr().String()
 		if n > 1 {
-			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: c.jmCfgs[i].RaftAddr})
+			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: cfg.RaftAddr})
 		}
 	}
 	for i := range c.jmCfgs {
@@ -262,12 +256,8 @@ func (c *Cluster) Close() error {
 			}
 		}
 	}
-	c.cleanup()
-	return errors.Join(errs...)
-}
-
-func (c *Cluster) cleanup() {
 	if c.tmpDir != "" {
 		os.RemoveAll(c.tmpDir)
 	}
+	return errors.Join(errs...)
 }

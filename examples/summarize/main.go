@@ -6,14 +6,15 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -41,20 +42,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "summarize:", err)
 		return 1
 	}
-	keys := make([]string, 0, len(final))
-	for k := range final {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	ok := true
+	// expected is " (expected want: ok)", or with WRONG, clearing ok, when got differs.
+	expected := func(want, got string) string {
+		if got != want {
+			ok = false
+			return " (expected " + want + ": WRONG)"
+		}
+		return " (expected " + want + ": ok)"
+	}
 	count := fmt.Sprintf("%d records in %s", lines, dir)
 	if *records >= 0 {
-		if lines == *records {
-			count += " (expected " + fmt.Sprint(*records) + ": ok)"
-		} else {
-			count += " (expected " + fmt.Sprint(*records) + ": WRONG)"
-			ok = false
-		}
+		count += expected(fmt.Sprint(*records), fmt.Sprint(lines))
 	}
 	fmt.Fprintf(stdout, "%s; final %s per %s:\n", count, *value, *key)
 	want := map[string]string{}
@@ -63,15 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			want[k] = v
 		}
 	}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(final)) {
 		mark := ""
 		if w, has := want[k]; has {
-			if w == final[k] {
-				mark = "  (expected " + w + ": ok)"
-			} else {
-				mark = "  (expected " + w + ": WRONG)"
-				ok = false
-			}
+			mark = " " + expected(w, final[k])
 		}
 		fmt.Fprintf(stdout, "  %-8s %s%s\n", k, final[k], mark)
 	}
@@ -100,24 +94,17 @@ func lastByKey(dir, key, value string) (map[string]string, int, error) {
 	final := map[string]string{}
 	lines := 0
 	for _, f := range files {
-		fh, err := os.Open(f)
+		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, 0, err
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
+		for line := range bytes.Lines(data) {
 			var rec map[string]json.RawMessage
-			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-				fh.Close()
+			if err := json.Unmarshal(line, &rec); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", f, err)
 			}
-			k, v := strings.Trim(string(rec[key]), `"`), string(rec[value])
-			final[k] = v
+			final[strings.Trim(string(rec[key]), `"`)] = string(rec[value])
 			lines++
-		}
-		fh.Close()
-		if err := sc.Err(); err != nil {
-			return nil, 0, err
 		}
 	}
 	return final, lines, nil

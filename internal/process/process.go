@@ -116,10 +116,7 @@ func (f *Flags) ServeDebug(ctx context.Context, log *slog.Logger, lis net.Listen
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	go func() {
 		if err := srv.Serve(lis); err != nil && err != http.ErrServerClosed {
 			log.Warn("debug server stopped", "err", err)

@@ -970,3 +970,9 @@ func cfg(v any) []byte {
 	}
 	return b
 }
+
+// IsUserError reports whether err is (or wraps) a UserError.
+func IsUserError(err error) bool {
+	var ue *UserError
+	return errors.As(err, &ue)
+}

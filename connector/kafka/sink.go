@@ -759,17 +759,6 @@ func (s *kafkaTxnSink) Close() error {
 	return err
 }
 
-// inUseSlots lists the slots holding or reserving a transaction (for tests and logs).
-func (s *kafkaTxnSink) inUseSlots() []int {
-	var out []int
-	for _, sl := range s.slots {
-		if sl.inUse {
-			out = append(out, sl.n)
-		}
-	}
-	return out
-}
-
 var (
 	_ operator.TwoPhaseCommitter[*kafkaTxn] = (*kafkaTxnSink)(nil)
 	_ operator.LingeringAborter[*kafkaTxn]  = (*kafkaTxnSink)(nil)

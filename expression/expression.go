@@ -46,50 +46,28 @@ type envLayout struct {
 	hasAcc  bool
 }
 
-var (
-	goInt    = reflect.TypeFor[int]()
-	goFloat  = reflect.TypeFor[float64]()
-	goString = reflect.TypeFor[string]()
-	goBool   = reflect.TypeFor[bool]()
-	goBytes  = reflect.TypeFor[[]byte]()
-	goTime   = reflect.TypeFor[time.Time]()
-	goMap    = reflect.TypeFor[map[string]string]()
-)
-
-func goType(t record.Type) reflect.Type {
-	switch t {
-	case record.Int64:
-		return goInt
-	case record.Float64:
-		return goFloat
-	case record.String:
-		return goString
-	case record.Bool:
-		return goBool
-	case record.Bytes:
-		return goBytes
-	case record.Timestamp:
-		return goTime
-	case record.Map:
-		return goMap
-	}
-	panic(fmt.Sprintf("expression: no Go type for %v", t))
+// goTypes are the Go types expr sees for the record types.
+var goTypes = map[record.Type]reflect.Type{
+	record.Int64:     reflect.TypeFor[int](),
+	record.Float64:   reflect.TypeFor[float64](),
+	record.String:    reflect.TypeFor[string](),
+	record.Bool:      reflect.TypeFor[bool](),
+	record.Bytes:     reflect.TypeFor[[]byte](),
+	record.Timestamp: reflect.TypeFor[time.Time](),
+	record.Map:       reflect.TypeFor[map[string]string](),
 }
 
 // goAny is the Go type of a field whose type is not known (see Check).
 var goAny = reflect.TypeFor[any]()
 
 func recordType(t reflect.Type) record.Type {
+	for rt, gt := range goTypes {
+		if t == gt {
+			return rt
+		}
+	}
 	if t == nil {
 		return record.Invalid
-	}
-	switch t {
-	case goTime:
-		return record.Timestamp
-	case goBytes:
-		return record.Bytes
-	case goMap:
-		return record.Map
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -111,7 +89,7 @@ func structFields(fs []record.Field) []reflect.StructField {
 	for i, f := range fs {
 		typ := goAny
 		if f.Type != record.Invalid {
-			typ = goType(f.Type)
+			typ = goTypes[f.Type]
 		}
 		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: typ, Tag: reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name))}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -245,10 +246,7 @@ func (k *kafkaSource) newPartitions(ctx context.Context, known map[topicPartitio
 	var mine []topicPartition
 	var topics []string
 	for _, tp := range all {
-		if known[tp] {
-			continue
-		}
-		if kafkaPartitionOwner(tp, k.ctx.Parallelism) == k.ctx.Subtask {
+		if !known[tp] && kafkaPartitionOwner(tp, k.ctx.Parallelism) == k.ctx.Subtask {
 			mine = append(mine, tp)
 			if !slices.Contains(topics, tp.topic) {
 				topics = append(topics, tp.topic)
@@ -314,28 +312,21 @@ func compareTopicPartitions(a, b topicPartition) int {
 
 // partitions lists the partitions of the source's topics, sorted by (topic, partition).
 func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) {
-	var topics kadm.TopicDetails
-	var err error
+	names := k.spec.Topics
+	var re *regexp.Regexp
 	if p := k.spec.TopicPattern; p != "" {
-		re, rerr := regexp.Compile(p)
-		if rerr != nil {
-			return nil, fmt.Errorf("kafka source: topic pattern: %w", rerr)
+		var err error
+		if re, err = regexp.Compile(p); err != nil {
+			return nil, fmt.Errorf("kafka source: topic pattern: %w", err)
 		}
-		all, lerr := k.adm.ListTopics(ctx)
-		if lerr != nil {
-			return nil, fmt.Errorf("kafka source: list topics: %w", lerr)
-		}
-		topics = kadm.TopicDetails{}
-		for name, d := range all {
-			if re.MatchString(name) {
-				topics[name] = d
-			}
-		}
-	} else {
-		topics, err = k.adm.ListTopics(ctx, k.spec.Topics...)
-		if err != nil {
-			return nil, fmt.Errorf("kafka source: list topics: %w", err)
-		}
+		names = nil // list them all
+	}
+	topics, err := k.adm.ListTopics(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: list topics: %w", err)
+	}
+	if re != nil {
+		maps.DeleteFunc(topics, func(name string, _ kadm.TopicDetail) bool { return !re.MatchString(name) })
 	}
 	var out []topicPartition
 	for _, name := range k.spec.Topics {
@@ -477,15 +468,14 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		}
 	}
 	n := 0
+	var err error
 	for n < limit && len(k.pending) > 0 {
 		r := k.pending[0]
-		if err := k.fill(r); err != nil {
-			k.rate.Emitted(n)
-			return n, 0, false, err
+		if err = k.fill(r); err == nil {
+			err = k.out.Emit(k.row)
 		}
-		if err := k.out.Emit(k.row); err != nil {
-			k.rate.Emitted(n)
-			return n, 0, false, err
+		if err != nil {
+			break
 		}
 		k.pending[0] = nil
 		k.pending = k.pending[1:]
@@ -493,7 +483,7 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		n++
 	}
 	k.rate.Emitted(n)
-	return n, 0, false, nil
+	return n, 0, false, err
 }
 
 // fill lays out r in k.row.
@@ -638,11 +628,7 @@ func (k *kafkaSource) SnapshotState(id int64) error {
 	offs := k.offsets()
 	elems := make([][]byte, len(offs))
 	for i, o := range offs {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return fmt.Errorf("kafka source: %w", err)
-		}
-		elems[i] = b
+		elems[i], _ = json.Marshal(o) // strings and integers cannot fail
 	}
 	k.list.Update(elems)
 	k.snapshots[id] = offs
@@ -654,17 +640,12 @@ func (k *kafkaSource) SnapshotState(id int64) error {
 // for start: committed; failures are logged, never fatal.
 func (k *kafkaSource) NotifyCheckpointComplete(id int64) error {
 	var newest int64 = -1
-	for cp := range k.snapshots {
-		if cp <= id && cp > newest {
-			newest = cp
-		}
-	}
-	if newest < 0 {
-		return nil
-	}
-	offs := k.snapshots[newest]
-	for cp := range k.snapshots {
+	var offs []kafkaOffset
+	for cp, o := range k.snapshots {
 		if cp <= id {
+			if cp > newest {
+				newest, offs = cp, o
+			}
 			delete(k.snapshots, cp)
 		}
 	}

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -165,30 +166,29 @@ func (b *builder) buildConfig(top *spec.Map) {
 	if b.env.Defaults != nil {
 		b.cfg.Merge(b.env.Defaults)
 	}
+	set := func(k, v string) error {
+		if err := config.ValidateJob(map[string]string{k: v}); err != nil {
+			return err
+		}
+		_ = b.cfg.Set(k, v)
+		b.jobCfg[k] = v
+		return nil
+	}
 	if e, ok := top.Get("config"); ok {
 		if m, ok := e.Map(); ok {
 			for _, ce := range m.Entries() {
-				v, ok := ce.String()
-				if !ok {
-					continue
+				if v, ok := ce.String(); ok {
+					if err := set(ce.Key, v); err != nil {
+						ce.Value.At("config").Problemf("%v", err)
+					}
 				}
-				if err := config.ValidateJob(map[string]string{ce.Key: v}); err != nil {
-					ce.Value.At("config").Problemf("%v", err)
-					continue
-				}
-				_ = b.cfg.Set(ce.Key, v)
-				b.jobCfg[ce.Key] = v
 			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.req.Overrides)) {
-		v := b.req.Overrides[k]
-		if err := config.ValidateJob(map[string]string{k: v}); err != nil {
+		if err := set(k, b.req.Overrides[k]); err != nil {
 			b.ps.Add(0, "-D "+k, "%v", err)
-			continue
 		}
-		_ = b.cfg.Set(k, v)
-		b.jobCfg[k] = v
 	}
 }
 
@@ -271,26 +271,25 @@ func (b *builder) parseOperators(list []spec.Value) {
 // parseType looks the operator's type up.
 func (b *builder) parseType(op *specOp, m *spec.Map) {
 	e, ok := m.Get("type")
-	if !ok {
-		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
-		return
+	if ok {
+		if op.typ, ok = e.String(); !ok {
+			return
+		}
 	}
-	if op.typ, ok = e.String(); !ok {
-		return
-	}
-	if t, found := b.env.Operators.Lookup(op.typ); found {
+	if t, found := b.env.Operators.Lookup(op.typ); found { // never "": a type needs a name
 		op.t = &t
 		return
 	}
+	names := b.env.Operators.Names()
 	if op.typ == "" {
-		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
+		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(names, ", "))
 		return
 	}
 	msg := fmt.Sprintf("unknown operator type %q", op.typ)
-	if s := suggest.Closest(op.typ, b.env.Operators.Names()); s != "" {
+	if s := suggest.Closest(op.typ, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
-	e.Problemf("%s (known: %s)", msg, strings.Join(b.env.Operators.Names(), ", "))
+	e.Problemf("%s (known: %s)", msg, strings.Join(names, ", "))
 }
 
 // readsInputs reports whether op reads inputs: it names some, or it is not the first operator
@@ -580,11 +579,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 			mp = state.DefaultMaxParallelism(p)
 		}
 		if err := state.ValidateMaxParallelism(mp, p); err != nil {
-			line := op.parLine
-			if line == 0 {
-				line = op.line
-			}
-			b.ps.Add(line, op.path, "%v (%s)", err, config.MaxParallelism)
+			b.ps.Add(cmp.Or(op.parLine, op.line), op.path, "%v (%s)", err, config.MaxParallelism)
 		}
 		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp}
 		vertices = append(vertices, v)

@@ -174,7 +174,9 @@ func newKafkaSink(spec *kafkaspec.SinkConfig, in *record.Schema) (operator.Opera
 		if ms := spec.TransactionTimeoutMs; ms > 0 {
 			timeout = time.Duration(ms) * time.Millisecond
 		}
-		return &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.TransactionalIDPrefix, txnTimeout: timeout}, nil
+		s := &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.TransactionalIDPrefix, txnTimeout: timeout}
+		s.Bind("kafka sink", s)
+		return s, nil
 	case "", kafkaAtLeastOnce, kafkaNone:
 		return &kafkaSink{enc: enc, opts: opts, atLeastOnce: g != kafkaNone}, nil
 	default:
@@ -376,17 +378,7 @@ type kafkaTxn struct {
 	ended bool       // committed or aborted by this process
 }
 
-func (s *kafkaTxnSink) wire() {
-	s.Bind("kafka sink", s)
-}
-
-func (s *kafkaTxnSink) InitializeState(sc operator.StateContext) error {
-	s.wire()
-	return s.TwoPhaseSink.InitializeState(sc)
-}
-
 func (s *kafkaTxnSink) Open(ctx *operator.Context, out operator.Output) error {
-	s.wire()
 	if s.prefix == "" {
 		s.prefix = fmt.Sprintf("goflink-%s-%s", ctx.JobID, ctx.OperatorName)
 	}

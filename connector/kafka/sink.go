@@ -147,15 +147,6 @@ func (e *kafkaEncoder) record(row record.Row) (*kgo.Record, error) {
 	return r, nil
 }
 
-// kafkaClientOpts are the connection and producer options of a spec.
-func kafkaClientOpts(spec *kafkaspec.SinkConfig) ([]kgo.Opt, error) {
-	opts, _, err := clientOpts("sink", spec.Brokers, spec.Properties, true)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, kgo.DefaultProduceTopic(spec.Topic)), nil
-}
-
 // newKafkaSink builds the sink of spec {type: kafka}: the exactly-once one (kafkaTxnSink) or
 // the plain producer of at-least-once and none (kafkaSink). Without a delivery guarantee it
 // is at-least-once.
@@ -164,10 +155,11 @@ func newKafkaSink(spec *kafkaspec.SinkConfig, in *record.Schema) (operator.Opera
 	if err != nil {
 		return nil, err
 	}
-	opts, err := kafkaClientOpts(spec)
+	opts, _, err := clientOpts("sink", spec.Brokers, spec.Properties, true)
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, kgo.DefaultProduceTopic(spec.Topic))
 	switch g := spec.DeliveryGuarantee; g {
 	case kafkaExactlyOnce:
 		timeout := kafkaDefaultTxnTimeout
@@ -412,10 +404,6 @@ func (s *kafkaTxnSink) parseTxnID(id string) (subtask, slot int, ok bool) {
 	return i, j, true
 }
 
-func kafkaOpContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), kafkaOpTimeout)
-}
-
 // slot returns slot n, extending the pool.
 func (s *kafkaTxnSink) slot(n int) *kafkaSlot {
 	for len(s.slots) <= n {
@@ -500,7 +488,7 @@ func (s *kafkaTxnSink) PreCommit(t *kafkaTxn) error {
 	}
 	t.Checkpoint = s.preparing
 	if t.Records > 0 {
-		ctx, cancel := kafkaOpContext()
+		ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 		defer cancel()
 		if err := t.slot.cl.Flush(ctx); err != nil {
 			return fmt.Errorf("flush transaction %s: %w", t.TxnID, err)
@@ -543,7 +531,7 @@ func (s *kafkaTxnSink) Commit(t *kafkaTxn) error {
 	if t.ended {
 		return nil
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	var err error
 	switch {
@@ -576,7 +564,7 @@ func (s *kafkaTxnSink) Abort(t *kafkaTxn) error {
 	if t.ended {
 		return nil
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	if sl := t.slot; sl != nil && sl.txn == t {
 		sl.txn = nil
@@ -678,7 +666,7 @@ func (s *kafkaTxnSink) AbortLingering(referenced []*kafkaTxn) error {
 			sl.inUse, sl.lastRef = true, max(sl.lastRef, s.RestoredID())
 		}
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	pattern := "^" + regexp.QuoteMeta(s.prefix) + "-[0-9]+-[0-9]+$"
 	// The pattern filter needs Kafka 4.1+; older brokers ignore it, so filter here too.

@@ -16,13 +16,13 @@ import (
 // errNotKeyed is returned when a keyed aggregate runs without a keyed state backend.
 var errNotKeyed = errors.New("needs a keyed stream (a key-by before it)")
 
-// keyedBackend returns the backend of a keyed operator's state context.
-func keyedBackend(sc StateContext) (state.KeyedBackend, error) {
+// keyedState registers a keyed operator's value state.
+func keyedState[T any](sc StateContext, name string, codec state.Codec[T]) (*state.ValueState[T], error) {
 	kb := sc.KeyedBackend()
 	if kb == nil {
 		return nil, errNotKeyed
 	}
-	return kb, nil
+	return state.NewValueState(kb, name, codec)
 }
 
 // Sum replaces a numeric field (spec field field) with its running sum per key, emitting one
@@ -76,11 +76,8 @@ func newSum(c sumConfig, in *record.Schema) (Operator, error) {
 }
 
 func (s *sumOp[T]) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	s.sums, err = state.NewValueState(kb, "sum", s.codec)
+	var err error
+	s.sums, err = keyedState(sc, "sum", s.codec)
 	return err
 }
 
@@ -123,11 +120,8 @@ type countOp struct {
 }
 
 func (c *countOp) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	c.counts, err = state.NewValueState(kb, "count", state.Codec[int64](state.Int64Codec{}))
+	var err error
+	c.counts, err = keyedState(sc, "count", state.Codec[int64](state.Int64Codec{}))
 	return err
 }
 
@@ -204,11 +198,8 @@ func newReduce(c exprsConfig, in *record.Schema) (*reduceOp, error) {
 }
 
 func (r *reduceOp) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	r.acc, err = state.NewValueState(kb, "reduce", state.RowCodec(r.schema))
+	var err error
+	r.acc, err = keyedState(sc, "reduce", state.RowCodec(r.schema))
 	return err
 }
 

@@ -976,3 +976,6 @@ func IsUserError(err error) bool {
 	var ue *UserError
 	return errors.As(err, &ue)
 }
+
+// Position returns the next value this subtask will emit.
+func (s *sequence) Position() int64 { return s.next }

@@ -173,9 +173,6 @@ func (s *sequence) SnapshotState(id int64) error {
 	return nil
 }
 
-// Position returns the next value this subtask will emit.
-func (s *sequence) Position() int64 { return s.next }
-
 func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 	if s.done {
 		return 0, 0, true, nil

@@ -286,9 +286,6 @@ func (s *kafkaSink) Close() error {
 	return nil
 }
 
-// Dropped is the number of records that failed in delivery guarantee none.
-func (s *kafkaSink) Dropped() int64 { return s.dropped.Load() }
-
 var (
 	_ operator.Operator   = (*kafkaSink)(nil)
 	_ operator.PreBarrier = (*kafkaSink)(nil)

@@ -379,23 +379,13 @@ func (s *kafkaTxnSink) Open(ctx *operator.Context, out operator.Output) error {
 	return s.TwoPhaseSink.Open(ctx, out)
 }
 
-func (s *kafkaTxnSink) txnID(subtask, slot int) string {
-	return fmt.Sprintf("%s-%d-%d", s.prefix, subtask, slot)
-}
-
 // parseTxnID returns the subtask and slot of one of this sink's transactional IDs.
 func (s *kafkaTxnSink) parseTxnID(id string) (subtask, slot int, ok bool) {
-	rest, ok := strings.CutPrefix(id, s.prefix+"-")
-	if !ok {
-		return 0, 0, false
-	}
-	a, b, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
+	rest, ok1 := strings.CutPrefix(id, s.prefix+"-")
+	a, b, ok2 := strings.Cut(rest, "-")
 	i, err1 := strconv.Atoi(a)
 	j, err2 := strconv.Atoi(b)
-	if err1 != nil || err2 != nil || i < 0 || j < 0 || strconv.Itoa(i) != a || strconv.Itoa(j) != b {
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || i < 0 || j < 0 || strconv.Itoa(i) != a || strconv.Itoa(j) != b {
 		return 0, 0, false
 	}
 	return i, j, true
@@ -405,7 +395,8 @@ func (s *kafkaTxnSink) parseTxnID(id string) (subtask, slot int, ok bool) {
 func (s *kafkaTxnSink) slot(n int) *kafkaSlot {
 	for len(s.slots) <= n {
 		i := len(s.slots)
-		s.slots = append(s.slots, &kafkaSlot{n: i, id: s.txnID(s.Context().Subtask, i)})
+		id := fmt.Sprintf("%s-%d-%d", s.prefix, s.Context().Subtask, i) // "<prefix>-<subtask>-<slot>"
+		s.slots = append(s.slots, &kafkaSlot{n: i, id: id})
 	}
 	return s.slots[n]
 }

@@ -64,19 +64,8 @@ type specOp struct {
 	pbOp       *pb.Operator
 }
 
-// role is the operator's role; known reports whether its type is.
-func (op *specOp) role() (r operator.Role, known bool) {
-	if op.t == nil {
-		return 0, false
-	}
-	return op.t.Role, true
-}
-
 // is reports whether the operator's type is known and has role r.
-func (op *specOp) is(r operator.Role) bool {
-	role, known := op.role()
-	return known && role == r
-}
+func (op *specOp) is(r operator.Role) bool { return op.t != nil && op.t.Role == r }
 
 // Build validates a spec and returns its JobGraph.
 func Build(req Request, env Env) (*pb.JobGraph, error) {
@@ -307,7 +296,7 @@ func (op *specOp) readsInputs() bool {
 func (b *builder) resolveInputs() {
 	byName := map[string]*specOp{}
 	for _, op := range b.ops {
-		_, known := op.role()
+		known := op.t != nil
 		inputs := op.value.At(op.path + ".inputs")
 		switch {
 		case op.is(operator.RoleSource):
@@ -458,11 +447,11 @@ func (b *builder) inputShape(op *specOp) *operator.Shape {
 func (b *builder) checkKeyed(op *specOp) {
 	var keyed, plain []*specOp
 	for _, in := range op.inputs {
-		switch role, known := in.role(); {
-		case !known:
-		case role == operator.RoleKeyBy:
+		switch {
+		case in.t == nil:
+		case in.t.Role == operator.RoleKeyBy:
 			keyed = append(keyed, in)
-		case role == operator.RoleSource, role == operator.RoleTransform:
+		case in.t.Role == operator.RoleSource, in.t.Role == operator.RoleTransform:
 			plain = append(plain, in)
 		}
 	}
@@ -499,7 +488,7 @@ func (b *builder) checkSinks() {
 	}
 	sinks, unread := 0, 0
 	for _, op := range b.ops {
-		if role, known := op.role(); !known || role == operator.RoleSink { // an operator of unknown type may be a sink
+		if op.t == nil || op.t.Role == operator.RoleSink { // an operator of unknown type may be a sink
 			sinks++
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -158,10 +159,7 @@ func Check(src string, fields []record.Field, open bool, opts Options) (record.T
 		return record.Invalid, errors.New("expression is empty")
 	}
 	sf := structFields(fields)
-	known := !open
-	for _, f := range fields {
-		known = known && f.Type != record.Invalid
-	}
+	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
 	if opts.Acc {
 		acc := goAny
 		if !open {

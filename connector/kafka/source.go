@@ -538,9 +538,9 @@ func decodeJSONRecord(value []byte, fields []record.Field, row record.Row) error
 func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 	switch t {
 	case record.Int64:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
+		n, err := decodeJSON[json.Number](raw, "a number")
+		if err != nil {
+			return record.Value{}, err
 		}
 		v, err := strconv.ParseInt(n.String(), 10, 64)
 		if err != nil {
@@ -552,27 +552,18 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 		}
 		return record.IntValue(v), nil
 	case record.Float64:
-		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
-		}
-		return record.FloatValue(f), nil
+		f, err := decodeJSON[float64](raw, "a number")
+		return record.FloatValue(f), err
 	case record.Bool:
-		var b bool
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return record.Value{}, fmt.Errorf("want true or false, got %s", raw)
-		}
-		return record.BoolValue(b), nil
+		b, err := decodeJSON[bool](raw, "true or false")
+		return record.BoolValue(b), err
 	case record.String:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return record.Value{}, fmt.Errorf("want a string, got %s", raw)
-		}
-		return record.StringValue(s), nil
+		s, err := decodeJSON[string](raw, "a string")
+		return record.StringValue(s), err
 	case record.Bytes:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return record.Value{}, fmt.Errorf("want a base64 string, got %s", raw)
+		s, err := decodeJSON[string](raw, "a base64 string")
+		if err != nil {
+			return record.Value{}, err
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
@@ -588,15 +579,12 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 			}
 			return record.TimeValue(ts), nil
 		}
-		var ms int64
-		if err := json.Unmarshal(raw, &ms); err != nil {
-			return record.Value{}, fmt.Errorf("want an RFC 3339 time or epoch milliseconds, got %s", raw)
-		}
-		return record.TimeValue(time.UnixMilli(ms)), nil
+		ms, err := decodeJSON[int64](raw, "an RFC 3339 time or epoch milliseconds")
+		return record.TimeValue(time.UnixMilli(ms)), err
 	case record.Map:
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return record.Value{}, fmt.Errorf("want an object, got %s", raw)
+		obj, err := decodeJSON[map[string]json.RawMessage](raw, "an object")
+		if err != nil {
+			return record.Value{}, err
 		}
 		entries := make([]record.MapEntry, 0, len(obj))
 		for k, v := range obj {
@@ -609,6 +597,15 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 		return record.MapOf(entries), nil
 	}
 	return record.Value{}, fmt.Errorf("unsupported type %v", t)
+}
+
+// decodeJSON decodes raw as a T; its error says what was wanted ("want a number, got ...").
+func decodeJSON[T any](raw json.RawMessage, want string) (T, error) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("want %s, got %s", want, raw)
+	}
+	return v, nil
 }
 
 // offsets returns the next offset of every assigned partition, sorted.

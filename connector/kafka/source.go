@@ -354,9 +354,6 @@ func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) 
 // the start option's.
 func (k *kafkaSource) startOffsets(ctx context.Context) error {
 	k.next = make(map[topicPartition]int64, len(k.mine))
-	if len(k.mine) == 0 {
-		return nil
-	}
 	var topics []string
 	var unresolved []topicPartition
 	for _, tp := range k.mine {
@@ -418,15 +415,11 @@ func (k *kafkaSource) startOffsets(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("kafka source: no start offset for %s[%d]", tp.topic, tp.partition)
 		}
-		if from != nil {
-			if o, ok := lookup(from, tp); ok {
-				off = o
-			}
+		if o, ok := lookup(from, tp); ok { // nil from and committed have no offsets
+			off = o
 		}
-		if committed != nil {
-			if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil && o.At >= off {
-				off = o.At
-			}
+		if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil && o.At >= off {
+			off = o.At
 		}
 		k.next[tp] = off
 	}

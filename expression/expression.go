@@ -84,8 +84,10 @@ func recordType(t reflect.Type) record.Type {
 	return record.Invalid
 }
 
-// structFields mirrors fields for expr; a field of type record.Invalid becomes an any.
-func structFields(fs []record.Field) []reflect.StructField {
+// structFields mirrors fields for expr; a field of type record.Invalid becomes an any. With
+// acc it adds the field acc, a struct of the same fields (an any when open: their names are
+// not all known).
+func structFields(fs []record.Field, open, acc bool) []reflect.StructField {
 	fields := make([]reflect.StructField, len(fs))
 	for i, f := range fs {
 		typ := goAny
@@ -94,17 +96,18 @@ func structFields(fs []record.Field) []reflect.StructField {
 		}
 		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: typ, Tag: reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name))}
 	}
+	if acc {
+		typ := goAny
+		if !open {
+			typ = reflect.StructOf(structFields(fs, false, false))
+		}
+		fields = append(fields, reflect.StructField{Name: "Acc", Type: typ, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
+	}
 	return fields
 }
 
 func newLayout(s *record.Schema, withAcc bool) *envLayout {
-	fields := structFields(s.Fields())
-	l := &envLayout{hasAcc: withAcc}
-	if withAcc {
-		base := reflect.StructOf(structFields(s.Fields()))
-		fields = append(fields, reflect.StructField{Name: "Acc", Type: base, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
-	}
-	l.typ = reflect.StructOf(fields)
+	l := &envLayout{hasAcc: withAcc, typ: reflect.StructOf(structFields(s.Fields(), false, withAcc))}
 	l.offsets = make([]uintptr, s.Len())
 	for i := range l.offsets {
 		l.offsets[i] = l.typ.Field(i).Offset
@@ -158,15 +161,8 @@ func Check(src string, fields []record.Field, open bool, opts Options) (record.T
 	if strings.TrimSpace(src) == "" {
 		return record.Invalid, errors.New("expression is empty")
 	}
-	sf := structFields(fields)
+	sf := structFields(fields, open, opts.Acc)
 	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
-	if opts.Acc {
-		acc := goAny
-		if !open {
-			acc = reflect.StructOf(structFields(fields))
-		}
-		sf = append(sf, reflect.StructField{Name: "Acc", Type: acc, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
-	}
 	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface())}
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())

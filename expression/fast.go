@@ -179,26 +179,25 @@ func kindOf(n ast.Node) reflect.Kind {
 
 // field resolves an identifier or `acc.name` to (index, fromAcc) if it names a field of type t.
 func (c *fastCompiler) field(n ast.Node, t record.Type) (idx int, fromAcc, ok bool) {
+	var name string
 	switch n := n.(type) {
 	case *ast.IdentifierNode:
-		i := c.schema.Index(n.Value)
-		if i < 0 || c.schema.Field(i).Type != t {
-			return 0, false, false
-		}
-		return i, false, true
+		name = n.Value
 	case *ast.MemberNode:
 		id, ok1 := n.Node.(*ast.IdentifierNode)
 		prop, ok2 := n.Property.(*ast.StringNode)
 		if !c.acc || !ok1 || !ok2 || id.Value != AccName || n.Optional || n.Method {
 			return 0, false, false
 		}
-		i := c.schema.Index(prop.Value)
-		if i < 0 || c.schema.Field(i).Type != t {
-			return 0, false, false
-		}
-		return i, true, true
+		name, fromAcc = prop.Value, true
+	default:
+		return 0, false, false
 	}
-	return 0, false, false
+	i := c.schema.Index(name)
+	if i < 0 || c.schema.Field(i).Type != t {
+		return 0, false, false
+	}
+	return i, fromAcc, true
 }
 
 func (c *fastCompiler) int(n ast.Node) intFn {

@@ -601,24 +601,16 @@ func decodeJSON[T any](raw json.RawMessage, want string) (T, error) {
 	return v, nil
 }
 
-// offsets returns the next offset of every assigned partition, sorted.
-func (k *kafkaSource) offsets() []kafkaOffset {
-	out := make([]kafkaOffset, 0, len(k.mine))
-	for _, tp := range k.mine {
-		out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: k.next[tp]})
-	}
-	return out
-}
-
-// SnapshotState stores the next offset of every assigned partition.
+// SnapshotState stores the next offset of every assigned partition (sorted).
 func (k *kafkaSource) SnapshotState(id int64) error {
 	if k.list == nil {
 		return fmt.Errorf("kafka source: snapshot of checkpoint %d without InitializeState", id)
 	}
-	offs := k.offsets()
-	elems := make([][]byte, len(offs))
-	for i, o := range offs {
-		elems[i], _ = json.Marshal(o) // strings and integers cannot fail
+	offs := make([]kafkaOffset, len(k.mine))
+	elems := make([][]byte, len(k.mine))
+	for i, tp := range k.mine {
+		offs[i] = kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: k.next[tp]}
+		elems[i], _ = json.Marshal(offs[i]) // strings and integers cannot fail
 	}
 	k.list.Update(elems)
 	k.snapshots[id] = offs

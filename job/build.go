@@ -327,8 +327,8 @@ func (b *builder) resolveInputs() {
 				src, ok := byName[in]
 				if !ok {
 					msg := fmt.Sprintf("missing input: no operator %q", in)
-					if later := b.find(in); later != nil {
-						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, later.line)
+					if i := slices.IndexFunc(b.ops, func(o *specOp) bool { return o.name == in }); i >= 0 {
+						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, b.ops[i].line)
 					} else if s := suggest.Closest(in, slices.Collect(maps.Keys(byName))); s != "" {
 						msg += fmt.Sprintf("; did you mean %q?", s)
 					}
@@ -350,15 +350,6 @@ func (b *builder) resolveInputs() {
 			}
 		}
 	}
-}
-
-func (b *builder) find(name string) *specOp {
-	for _, op := range b.ops {
-		if op.name == name {
-			return op
-		}
-	}
-	return nil
 }
 
 // plan checks op against what is known of its inputs and derives what it emits. An operator

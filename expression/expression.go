@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -46,50 +47,28 @@ type envLayout struct {
 	hasAcc  bool
 }
 
-var (
-	goInt    = reflect.TypeFor[int]()
-	goFloat  = reflect.TypeFor[float64]()
-	goString = reflect.TypeFor[string]()
-	goBool   = reflect.TypeFor[bool]()
-	goBytes  = reflect.TypeFor[[]byte]()
-	goTime   = reflect.TypeFor[time.Time]()
-	goMap    = reflect.TypeFor[map[string]string]()
-)
-
-func goType(t record.Type) reflect.Type {
-	switch t {
-	case record.Int64:
-		return goInt
-	case record.Float64:
-		return goFloat
-	case record.String:
-		return goString
-	case record.Bool:
-		return goBool
-	case record.Bytes:
-		return goBytes
-	case record.Timestamp:
-		return goTime
-	case record.Map:
-		return goMap
-	}
-	panic(fmt.Sprintf("expression: no Go type for %v", t))
+// goTypes are the Go types expr sees for the record types.
+var goTypes = map[record.Type]reflect.Type{
+	record.Int64:     reflect.TypeFor[int](),
+	record.Float64:   reflect.TypeFor[float64](),
+	record.String:    reflect.TypeFor[string](),
+	record.Bool:      reflect.TypeFor[bool](),
+	record.Bytes:     reflect.TypeFor[[]byte](),
+	record.Timestamp: reflect.TypeFor[time.Time](),
+	record.Map:       reflect.TypeFor[map[string]string](),
 }
 
 // goAny is the Go type of a field whose type is not known (see Check).
 var goAny = reflect.TypeFor[any]()
 
 func recordType(t reflect.Type) record.Type {
+	for rt, gt := range goTypes {
+		if t == gt {
+			return rt
+		}
+	}
 	if t == nil {
 		return record.Invalid
-	}
-	switch t {
-	case goTime:
-		return record.Timestamp
-	case goBytes:
-		return record.Bytes
-	case goMap:
-		return record.Map
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -105,27 +84,30 @@ func recordType(t reflect.Type) record.Type {
 	return record.Invalid
 }
 
-// structFields mirrors fields for expr; a field of type record.Invalid becomes an any.
-func structFields(fs []record.Field) []reflect.StructField {
+// structFields mirrors fields for expr; a field of type record.Invalid becomes an any. With
+// acc it adds the field acc, a struct of the same fields (an any when open: their names are
+// not all known).
+func structFields(fs []record.Field, open, acc bool) []reflect.StructField {
 	fields := make([]reflect.StructField, len(fs))
 	for i, f := range fs {
 		typ := goAny
 		if f.Type != record.Invalid {
-			typ = goType(f.Type)
+			typ = goTypes[f.Type]
 		}
 		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: typ, Tag: reflect.StructTag(fmt.Sprintf(`expr:%q`, f.Name))}
+	}
+	if acc {
+		typ := goAny
+		if !open {
+			typ = reflect.StructOf(structFields(fs, false, false))
+		}
+		fields = append(fields, reflect.StructField{Name: "Acc", Type: typ, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
 	}
 	return fields
 }
 
 func newLayout(s *record.Schema, withAcc bool) *envLayout {
-	fields := structFields(s.Fields())
-	l := &envLayout{hasAcc: withAcc}
-	if withAcc {
-		base := reflect.StructOf(structFields(s.Fields()))
-		fields = append(fields, reflect.StructField{Name: "Acc", Type: base, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
-	}
-	l.typ = reflect.StructOf(fields)
+	l := &envLayout{hasAcc: withAcc, typ: reflect.StructOf(structFields(s.Fields(), false, withAcc))}
 	l.offsets = make([]uintptr, s.Len())
 	for i := range l.offsets {
 		l.offsets[i] = l.typ.Field(i).Offset
@@ -179,18 +161,8 @@ func Check(src string, fields []record.Field, open bool, opts Options) (record.T
 	if strings.TrimSpace(src) == "" {
 		return record.Invalid, errors.New("expression is empty")
 	}
-	sf := structFields(fields)
-	known := !open
-	for _, f := range fields {
-		known = known && f.Type != record.Invalid
-	}
-	if opts.Acc {
-		acc := goAny
-		if !open {
-			acc = reflect.StructOf(structFields(fields))
-		}
-		sf = append(sf, reflect.StructField{Name: "Acc", Type: acc, Tag: reflect.StructTag(`expr:"` + AccName + `"`)})
-	}
+	sf := structFields(fields, open, opts.Acc)
+	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
 	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface())}
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())

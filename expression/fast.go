@@ -19,11 +19,11 @@ type frame struct {
 type runtimeError string
 
 type (
-	fastFn  func(*frame) record.Value
-	intFn   func(*frame) int64
-	floatFn func(*frame) float64
-	strFn   func(*frame) string
-	boolFn  func(*frame) bool
+	fastFn  = func(*frame) record.Value
+	intFn   = func(*frame) int64
+	floatFn = func(*frame) float64
+	strFn   = func(*frame) string
+	boolFn  = func(*frame) bool
 )
 
 // compileFast translates a checked expr AST into native closures with expr's semantics
@@ -51,9 +51,7 @@ func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
 		}
 	case record.Map:
 		// A map field as it is (say, Kafka headers passed through).
-		if i, fromAcc, ok := c.field(node, record.Map); ok {
-			return fieldFn(i, fromAcc, func(v record.Value) record.Value { return v })
-		}
+		return fieldFn(c, node, record.Map, func(v record.Value) record.Value { return v })
 	}
 	return nil
 }
@@ -63,8 +61,11 @@ type fastCompiler struct {
 	acc    bool
 }
 
-// ternary builds cond ? a : b.
+// ternary builds cond ? a : b; nil when a part is not native.
 func ternary[T any](cond boolFn, a, b func(*frame) T) func(*frame) T {
+	if cond == nil || a == nil || b == nil {
+		return nil
+	}
 	return func(f *frame) T {
 		if cond(f) {
 			return a(f)
@@ -73,13 +74,41 @@ func ternary[T any](cond boolFn, a, b func(*frame) T) func(*frame) T {
 	}
 }
 
+// constant builds a literal.
+func constant[T any](v T) func(*frame) T { return func(*frame) T { return v } }
+
+// signed builds -x or +x; nil for another operator or when x is not native.
+func signed[T int64 | float64](op string, x func(*frame) T) func(*frame) T {
+	switch {
+	case x == nil:
+		return nil
+	case op == "-":
+		return func(f *frame) T { return -x(f) }
+	case op == "+":
+		return x
+	}
+	return nil
+}
+
+// arith builds l + r, l - r or l * r; nil for another operator or when a side is not native.
+func arith[T int64 | float64](op string, l, r func(*frame) T) func(*frame) T {
+	if l == nil || r == nil {
+		return nil
+	}
+	switch op {
+	case "+":
+		return func(f *frame) T { return l(f) + r(f) }
+	case "-":
+		return func(f *frame) T { return l(f) - r(f) }
+	case "*":
+		return func(f *frame) T { return l(f) * r(f) }
+	}
+	return nil
+}
+
 // compare builds l <op> r for an ordered type, or returns nil for another operator.
 func compare[T cmp.Ordered](op string, l, r func(*frame) T) boolFn {
 	switch op {
-	case "==":
-		return func(f *frame) bool { return l(f) == r(f) }
-	case "!=":
-		return func(f *frame) bool { return l(f) != r(f) }
 	case "<":
 		return func(f *frame) bool { return l(f) < r(f) }
 	case "<=":
@@ -89,12 +118,28 @@ func compare[T cmp.Ordered](op string, l, r func(*frame) T) boolFn {
 	case ">=":
 		return func(f *frame) bool { return l(f) >= r(f) }
 	}
+	return equality(op, l, r)
+}
+
+// equality builds l == r or l != r, or returns nil for another operator.
+func equality[T comparable](op string, l, r func(*frame) T) boolFn {
+	switch op {
+	case "==":
+		return func(f *frame) bool { return l(f) == r(f) }
+	case "!=":
+		return func(f *frame) bool { return l(f) != r(f) }
+	}
 	return nil
 }
 
-// fieldFn reads field i of the row, or of acc (zero when there is no acc).
-func fieldFn[T any](i int, fromAcc bool, get func(record.Value) T) func(*frame) T {
-	if fromAcc {
+// fieldFn reads n, an identifier or `acc.name` naming a field of type t, from the row or from
+// acc (zero when there is no acc); nil when n names no such field.
+func fieldFn[T any](c *fastCompiler, n ast.Node, t record.Type, get func(record.Value) T) func(*frame) T {
+	i, fromAcc, ok := c.field(n, t)
+	switch {
+	case !ok:
+		return nil
+	case fromAcc:
 		return func(f *frame) T {
 			if f.acc == nil {
 				var zero T
@@ -134,26 +179,25 @@ func kindOf(n ast.Node) reflect.Kind {
 
 // field resolves an identifier or `acc.name` to (index, fromAcc) if it names a field of type t.
 func (c *fastCompiler) field(n ast.Node, t record.Type) (idx int, fromAcc, ok bool) {
+	var name string
 	switch n := n.(type) {
 	case *ast.IdentifierNode:
-		i := c.schema.Index(n.Value)
-		if i < 0 || c.schema.Field(i).Type != t {
-			return 0, false, false
-		}
-		return i, false, true
+		name = n.Value
 	case *ast.MemberNode:
 		id, ok1 := n.Node.(*ast.IdentifierNode)
 		prop, ok2 := n.Property.(*ast.StringNode)
 		if !c.acc || !ok1 || !ok2 || id.Value != AccName || n.Optional || n.Method {
 			return 0, false, false
 		}
-		i := c.schema.Index(prop.Value)
-		if i < 0 || c.schema.Field(i).Type != t {
-			return 0, false, false
-		}
-		return i, true, true
+		name, fromAcc = prop.Value, true
+	default:
+		return 0, false, false
 	}
-	return 0, false, false
+	i := c.schema.Index(name)
+	if i < 0 || c.schema.Field(i).Type != t {
+		return 0, false, false
+	}
+	return i, fromAcc, true
 }
 
 func (c *fastCompiler) int(n ast.Node) intFn {
@@ -162,44 +206,18 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 	}
 	switch n := n.(type) {
 	case *ast.IntegerNode:
-		v := int64(n.Value)
-		return func(*frame) int64 { return v }
+		return constant(int64(n.Value))
 	case *ast.ConstantNode:
 		if v, ok := n.Value.(int); ok {
-			x := int64(v)
-			return func(*frame) int64 { return x }
+			return constant(int64(v))
 		}
-		return nil
 	case *ast.IdentifierNode, *ast.MemberNode:
-		i, fromAcc, ok := c.field(n, record.Int64)
-		if !ok {
-			return nil
-		}
-		return fieldFn(i, fromAcc, record.Value.Int)
+		return fieldFn(c, n, record.Int64, record.Value.Int)
 	case *ast.UnaryNode:
-		x := c.int(n.Node)
-		if x == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "-":
-			return func(f *frame) int64 { return -x(f) }
-		case "+":
-			return x
-		}
+		return signed(n.Operator, c.int(n.Node))
 	case *ast.BinaryNode:
 		l, r := c.int(n.Left), c.int(n.Right)
-		if l == nil || r == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "+":
-			return func(f *frame) int64 { return l(f) + r(f) }
-		case "-":
-			return func(f *frame) int64 { return l(f) - r(f) }
-		case "*":
-			return func(f *frame) int64 { return l(f) * r(f) }
-		case "%":
+		if n.Operator == "%" && l != nil && r != nil {
 			return func(f *frame) int64 {
 				a, b := l(f), r(f)
 				if b == 0 {
@@ -208,12 +226,9 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 				return a % b
 			}
 		}
+		return arith(n.Operator, l, r)
 	case *ast.ConditionalNode:
-		cond, a, b := c.bool(n.Cond), c.int(n.Exp1), c.int(n.Exp2)
-		if cond == nil || a == nil || b == nil {
-			return nil
-		}
-		return ternary(cond, a, b)
+		return ternary(c.bool(n.Cond), c.int(n.Exp1), c.int(n.Exp2))
 	}
 	return nil
 }
@@ -237,53 +252,28 @@ func (c *fastCompiler) float(n ast.Node) floatFn {
 	}
 	switch n := n.(type) {
 	case *ast.FloatNode:
-		v := n.Value
-		return func(*frame) float64 { return v }
+		return constant(n.Value)
 	case *ast.ConstantNode:
 		if v, ok := n.Value.(float64); ok {
-			return func(*frame) float64 { return v }
+			return constant(v)
 		}
-		return nil
 	case *ast.IdentifierNode, *ast.MemberNode:
-		i, fromAcc, ok := c.field(n, record.Float64)
-		if !ok {
-			return nil
-		}
-		return fieldFn(i, fromAcc, record.Value.Float)
+		return fieldFn(c, n, record.Float64, record.Value.Float)
 	case *ast.UnaryNode:
-		x := c.float(n.Node)
-		if x == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "-":
-			return func(f *frame) float64 { return -x(f) }
-		case "+":
-			return x
-		}
+		return signed(n.Operator, c.float(n.Node))
 	case *ast.BinaryNode:
 		l, r := c.num(n.Left), c.num(n.Right)
-		if l == nil || r == nil {
+		switch {
+		case l == nil || r == nil:
 			return nil
-		}
-		switch n.Operator {
-		case "+":
-			return func(f *frame) float64 { return l(f) + r(f) }
-		case "-":
-			return func(f *frame) float64 { return l(f) - r(f) }
-		case "*":
-			return func(f *frame) float64 { return l(f) * r(f) }
-		case "/":
+		case n.Operator == "/":
 			return func(f *frame) float64 { return l(f) / r(f) }
-		case "**", "^":
+		case n.Operator == "**" || n.Operator == "^":
 			return func(f *frame) float64 { return math.Pow(l(f), r(f)) }
 		}
+		return arith(n.Operator, l, r)
 	case *ast.ConditionalNode:
-		cond, a, b := c.bool(n.Cond), c.float(n.Exp1), c.float(n.Exp2)
-		if cond == nil || a == nil || b == nil {
-			return nil
-		}
-		return ternary(cond, a, b)
+		return ternary(c.bool(n.Cond), c.float(n.Exp1), c.float(n.Exp2))
 	}
 	return nil
 }
@@ -294,23 +284,17 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 	}
 	switch n := n.(type) {
 	case *ast.StringNode:
-		v := n.Value
-		return func(*frame) string { return v }
+		return constant(n.Value)
 	case *ast.ConstantNode:
 		if v, ok := n.Value.(string); ok {
-			return func(*frame) string { return v }
+			return constant(v)
 		}
-		return nil
 	case *ast.IdentifierNode, *ast.MemberNode:
 		if i, key, ok := c.mapIndex(n); ok {
 			// A missing key reads as "", as on the VM.
 			return func(f *frame) string { v, _ := f.row[i].MapGet(key); return v }
 		}
-		i, fromAcc, ok := c.field(n, record.String)
-		if !ok {
-			return nil
-		}
-		return fieldFn(i, fromAcc, record.Value.Str)
+		return fieldFn(c, n, record.String, record.Value.Str)
 	case *ast.BinaryNode:
 		l, r := c.str(n.Left), c.str(n.Right)
 		if l == nil || r == nil || n.Operator != "+" {
@@ -318,11 +302,7 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 		}
 		return func(f *frame) string { return l(f) + r(f) }
 	case *ast.ConditionalNode:
-		cond, a, b := c.bool(n.Cond), c.str(n.Exp1), c.str(n.Exp2)
-		if cond == nil || a == nil || b == nil {
-			return nil
-		}
-		return ternary(cond, a, b)
+		return ternary(c.bool(n.Cond), c.str(n.Exp1), c.str(n.Exp2))
 	}
 	return nil
 }
@@ -333,19 +313,13 @@ func (c *fastCompiler) bool(n ast.Node) boolFn {
 	}
 	switch n := n.(type) {
 	case *ast.BoolNode:
-		v := n.Value
-		return func(*frame) bool { return v }
+		return constant(n.Value)
 	case *ast.ConstantNode:
 		if v, ok := n.Value.(bool); ok {
-			return func(*frame) bool { return v }
+			return constant(v)
 		}
-		return nil
 	case *ast.IdentifierNode, *ast.MemberNode:
-		i, fromAcc, ok := c.field(n, record.Bool)
-		if !ok {
-			return nil
-		}
-		return fieldFn(i, fromAcc, record.Value.Bool)
+		return fieldFn(c, n, record.Bool, record.Value.Bool)
 	case *ast.UnaryNode:
 		x := c.bool(n.Node)
 		if x == nil || (n.Operator != "!" && n.Operator != "not") {
@@ -353,11 +327,7 @@ func (c *fastCompiler) bool(n ast.Node) boolFn {
 		}
 		return func(f *frame) bool { return !x(f) }
 	case *ast.ConditionalNode:
-		cond, a, b := c.bool(n.Cond), c.bool(n.Exp1), c.bool(n.Exp2)
-		if cond == nil || a == nil || b == nil {
-			return nil
-		}
-		return ternary(cond, a, b)
+		return ternary(c.bool(n.Cond), c.bool(n.Exp1), c.bool(n.Exp2))
 	case *ast.BinaryNode:
 		return c.binaryBool(n)
 	}
@@ -394,15 +364,8 @@ func (c *fastCompiler) binaryBool(n *ast.BinaryNode) boolFn {
 			return compare(n.Operator, l, r)
 		}
 	case lk == reflect.Bool && rk == reflect.Bool:
-		l, r := c.bool(n.Left), c.bool(n.Right)
-		if l == nil || r == nil {
-			return nil
-		}
-		switch n.Operator {
-		case "==":
-			return func(f *frame) bool { return l(f) == r(f) }
-		case "!=":
-			return func(f *frame) bool { return l(f) != r(f) }
+		if l, r := c.bool(n.Left), c.bool(n.Right); l != nil && r != nil {
+			return equality(n.Operator, l, r)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -63,19 +64,8 @@ type specOp struct {
 	pbOp       *pb.Operator
 }
 
-// role is the operator's role; known reports whether its type is.
-func (op *specOp) role() (r operator.Role, known bool) {
-	if op.t == nil {
-		return 0, false
-	}
-	return op.t.Role, true
-}
-
 // is reports whether the operator's type is known and has role r.
-func (op *specOp) is(r operator.Role) bool {
-	role, known := op.role()
-	return known && role == r
-}
+func (op *specOp) is(r operator.Role) bool { return op.t != nil && op.t.Role == r }
 
 // Build validates a spec and returns its JobGraph.
 func Build(req Request, env Env) (*pb.JobGraph, error) {
@@ -165,30 +155,29 @@ func (b *builder) buildConfig(top *spec.Map) {
 	if b.env.Defaults != nil {
 		b.cfg.Merge(b.env.Defaults)
 	}
+	set := func(k, v string) error {
+		if err := config.ValidateJob(map[string]string{k: v}); err != nil {
+			return err
+		}
+		_ = b.cfg.Set(k, v)
+		b.jobCfg[k] = v
+		return nil
+	}
 	if e, ok := top.Get("config"); ok {
 		if m, ok := e.Map(); ok {
 			for _, ce := range m.Entries() {
-				v, ok := ce.String()
-				if !ok {
-					continue
+				if v, ok := ce.String(); ok {
+					if err := set(ce.Key, v); err != nil {
+						ce.Value.At("config").Problemf("%v", err)
+					}
 				}
-				if err := config.ValidateJob(map[string]string{ce.Key: v}); err != nil {
-					ce.Value.At("config").Problemf("%v", err)
-					continue
-				}
-				_ = b.cfg.Set(ce.Key, v)
-				b.jobCfg[ce.Key] = v
 			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.req.Overrides)) {
-		v := b.req.Overrides[k]
-		if err := config.ValidateJob(map[string]string{k: v}); err != nil {
+		if err := set(k, b.req.Overrides[k]); err != nil {
 			b.ps.Add(0, "-D "+k, "%v", err)
-			continue
 		}
-		_ = b.cfg.Set(k, v)
-		b.jobCfg[k] = v
 	}
 }
 
@@ -271,26 +260,25 @@ func (b *builder) parseOperators(list []spec.Value) {
 // parseType looks the operator's type up.
 func (b *builder) parseType(op *specOp, m *spec.Map) {
 	e, ok := m.Get("type")
-	if !ok {
-		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
-		return
+	if ok {
+		if op.typ, ok = e.String(); !ok {
+			return
+		}
 	}
-	if op.typ, ok = e.String(); !ok {
-		return
-	}
-	if t, found := b.env.Operators.Lookup(op.typ); found {
+	if t, found := b.env.Operators.Lookup(op.typ); found { // never "": a type needs a name
 		op.t = &t
 		return
 	}
+	names := b.env.Operators.Names()
 	if op.typ == "" {
-		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(b.env.Operators.Names(), ", "))
+		op.value.Problemf("an operator needs a type (one of %s)", strings.Join(names, ", "))
 		return
 	}
 	msg := fmt.Sprintf("unknown operator type %q", op.typ)
-	if s := suggest.Closest(op.typ, b.env.Operators.Names()); s != "" {
+	if s := suggest.Closest(op.typ, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
-	e.Problemf("%s (known: %s)", msg, strings.Join(b.env.Operators.Names(), ", "))
+	e.Problemf("%s (known: %s)", msg, strings.Join(names, ", "))
 }
 
 // readsInputs reports whether op reads inputs: it names some, or it is not the first operator
@@ -308,7 +296,7 @@ func (op *specOp) readsInputs() bool {
 func (b *builder) resolveInputs() {
 	byName := map[string]*specOp{}
 	for _, op := range b.ops {
-		_, known := op.role()
+		known := op.t != nil
 		inputs := op.value.At(op.path + ".inputs")
 		switch {
 		case op.is(operator.RoleSource):
@@ -339,8 +327,8 @@ func (b *builder) resolveInputs() {
 				src, ok := byName[in]
 				if !ok {
 					msg := fmt.Sprintf("missing input: no operator %q", in)
-					if later := b.find(in); later != nil {
-						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, later.line)
+					if i := slices.IndexFunc(b.ops, func(o *specOp) bool { return o.name == in }); i >= 0 {
+						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, b.ops[i].line)
 					} else if s := suggest.Closest(in, slices.Collect(maps.Keys(byName))); s != "" {
 						msg += fmt.Sprintf("; did you mean %q?", s)
 					}
@@ -362,15 +350,6 @@ func (b *builder) resolveInputs() {
 			}
 		}
 	}
-}
-
-func (b *builder) find(name string) *specOp {
-	for _, op := range b.ops {
-		if op.name == name {
-			return op
-		}
-	}
-	return nil
 }
 
 // plan checks op against what is known of its inputs and derives what it emits. An operator
@@ -459,11 +438,11 @@ func (b *builder) inputShape(op *specOp) *operator.Shape {
 func (b *builder) checkKeyed(op *specOp) {
 	var keyed, plain []*specOp
 	for _, in := range op.inputs {
-		switch role, known := in.role(); {
-		case !known:
-		case role == operator.RoleKeyBy:
+		switch {
+		case in.t == nil:
+		case in.t.Role == operator.RoleKeyBy:
 			keyed = append(keyed, in)
-		case role == operator.RoleSource, role == operator.RoleTransform:
+		case in.t.Role == operator.RoleSource, in.t.Role == operator.RoleTransform:
 			plain = append(plain, in)
 		}
 	}
@@ -500,7 +479,7 @@ func (b *builder) checkSinks() {
 	}
 	sinks, unread := 0, 0
 	for _, op := range b.ops {
-		if role, known := op.role(); !known || role == operator.RoleSink { // an operator of unknown type may be a sink
+		if op.t == nil || op.t.Role == operator.RoleSink { // an operator of unknown type may be a sink
 			sinks++
 			continue
 		}
@@ -580,11 +559,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 			mp = state.DefaultMaxParallelism(p)
 		}
 		if err := state.ValidateMaxParallelism(mp, p); err != nil {
-			line := op.parLine
-			if line == 0 {
-				line = op.line
-			}
-			b.ps.Add(line, op.path, "%v (%s)", err, config.MaxParallelism)
+			b.ps.Add(cmp.Or(op.parLine, op.line), op.path, "%v (%s)", err, config.MaxParallelism)
 		}
 		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp}
 		vertices = append(vertices, v)

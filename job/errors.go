@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -18,11 +19,7 @@ type SpecError struct {
 
 func (e *SpecError) Error() string {
 	var b strings.Builder
-	name := e.Spec
-	if name == "" {
-		name = "job spec"
-	}
-	fmt.Fprintf(&b, "invalid %s (%d problem", name, len(e.Problems))
+	fmt.Fprintf(&b, "invalid %s (%d problem", cmp.Or(e.Spec, "job spec"), len(e.Problems))
 	if len(e.Problems) != 1 {
 		b.WriteByte('s')
 	}

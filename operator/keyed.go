@@ -16,13 +16,13 @@ import (
 // errNotKeyed is returned when a keyed aggregate runs without a keyed state backend.
 var errNotKeyed = errors.New("needs a keyed stream (a key-by before it)")
 
-// keyedBackend returns the backend of a keyed operator's state context.
-func keyedBackend(sc StateContext) (state.KeyedBackend, error) {
+// keyedState registers a keyed operator's value state.
+func keyedState[T any](sc StateContext, name string, codec state.Codec[T]) (*state.ValueState[T], error) {
 	kb := sc.KeyedBackend()
 	if kb == nil {
 		return nil, errNotKeyed
 	}
-	return kb, nil
+	return state.NewValueState(kb, name, codec)
 }
 
 // Sum replaces a numeric field (spec field field) with its running sum per key, emitting one
@@ -49,68 +49,49 @@ func planSum(p *Planner) (sumConfig, *Shape) {
 	return c, p.In
 }
 
-// sumOp replaces one numeric field with its running sum per key.
-type sumOp struct {
+// sumOp replaces one numeric field (int64 or float64) with its running sum per key.
+type sumOp[T int64 | float64] struct {
 	Base
-	field  int
-	float  bool
-	ints   *state.ValueState[int64]
-	floats *state.ValueState[float64]
-	row    record.Row
+	field int
+	codec state.Codec[T]
+	get   func(record.Value) T
+	value func(T) record.Value
+	sums  *state.ValueState[T]
+	row   record.Row
 }
 
-func newSum(c sumConfig, in *record.Schema) (*sumOp, error) {
+func newSum(c sumConfig, in *record.Schema) (Operator, error) {
 	i := in.Index(c.Field)
 	if i < 0 {
 		return nil, fmt.Errorf("field %q not in input %v", c.Field, in)
 	}
-	op := &sumOp{field: i, row: make(record.Row, in.Len())}
+	row := make(record.Row, in.Len())
 	switch in.Field(i).Type {
 	case record.Int64:
+		return &sumOp[int64]{field: i, codec: state.Int64Codec{}, get: record.Value.Int, value: record.IntValue, row: row}, nil
 	case record.Float64:
-		op.float = true
-	default:
-		return nil, fmt.Errorf("field %q is %v, want int64 or float64", c.Field, in.Field(i).Type)
+		return &sumOp[float64]{field: i, codec: state.Float64Codec{}, get: record.Value.Float, value: record.FloatValue, row: row}, nil
 	}
-	return op, nil
+	return nil, fmt.Errorf("field %q is %v, want int64 or float64", c.Field, in.Field(i).Type)
 }
 
-func (s *sumOp) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	if s.float {
-		s.floats, err = state.NewValueState(kb, "sum", state.Codec[float64](state.Float64Codec{}))
-	} else {
-		s.ints, err = state.NewValueState(kb, "sum", state.Codec[int64](state.Int64Codec{}))
-	}
+func (s *sumOp[T]) InitializeState(sc StateContext) error {
+	var err error
+	s.sums, err = keyedState(sc, "sum", s.codec)
 	return err
 }
 
-func (s *sumOp) Process(row record.Row) error {
-	copy(s.row, row)
-	if s.float {
-		acc, _, err := s.floats.Value()
-		if err != nil {
-			return err
-		}
-		acc += row[s.field].Float()
-		if err := s.floats.Update(acc); err != nil {
-			return err
-		}
-		s.row[s.field] = record.FloatValue(acc)
-	} else {
-		acc, _, err := s.ints.Value()
-		if err != nil {
-			return err
-		}
-		acc += row[s.field].Int()
-		if err := s.ints.Update(acc); err != nil {
-			return err
-		}
-		s.row[s.field] = record.IntValue(acc)
+func (s *sumOp[T]) Process(row record.Row) error {
+	acc, _, err := s.sums.Value()
+	if err != nil {
+		return err
 	}
+	acc += s.get(row[s.field])
+	if err := s.sums.Update(acc); err != nil {
+		return err
+	}
+	copy(s.row, row)
+	s.row[s.field] = s.value(acc)
 	return s.out.Emit(s.row)
 }
 
@@ -139,11 +120,8 @@ type countOp struct {
 }
 
 func (c *countOp) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	c.counts, err = state.NewValueState(kb, "count", state.Codec[int64](state.Int64Codec{}))
+	var err error
+	c.counts, err = keyedState(sc, "count", state.Codec[int64](state.Int64Codec{}))
 	return err
 }
 
@@ -220,11 +198,8 @@ func newReduce(c exprsConfig, in *record.Schema) (*reduceOp, error) {
 }
 
 func (r *reduceOp) InitializeState(sc StateContext) error {
-	kb, err := keyedBackend(sc)
-	if err != nil {
-		return err
-	}
-	r.acc, err = state.NewValueState(kb, "reduce", state.RowCodec(r.schema))
+	var err error
+	r.acc, err = keyedState(sc, "reduce", state.RowCodec(r.schema))
 	return err
 }
 

@@ -86,12 +86,6 @@ func EvalError(op string, err error) *UserError {
 	return &UserError{Operator: op, Err: err, Unrecoverable: true}
 }
 
-// IsUserError reports whether err is (or wraps) a UserError.
-func IsUserError(err error) bool {
-	var ue *UserError
-	return errors.As(err, &ue)
-}
-
 // IsUnrecoverable reports whether err is (or wraps) an unrecoverable UserError: a failure that
 // no restart can fix, so the job should fail instead of restarting.
 func IsUnrecoverable(err error) bool {

@@ -970,3 +970,12 @@ func cfg(v any) []byte {
 	}
 	return b
 }
+
+// IsUserError reports whether err is (or wraps) a UserError.
+func IsUserError(err error) bool {
+	var ue *UserError
+	return errors.As(err, &ue)
+}
+
+// Position returns the next value this subtask will emit.
+func (s *sequence) Position() int64 { return s.next }

@@ -87,20 +87,19 @@ func (p *Planner) Expr(v spec.Value, opts expression.Options) (src string, typ r
 	if in == nil {
 		in = UnknownShape()
 	}
+	var err error
 	if in.Schema != nil {
-		prog, err := expression.Compile(src, in.Schema, opts)
-		if err != nil {
-			v.Problemf("expression %q: %v", src, err)
-			return src, record.Invalid, nil, false
+		if prog, err = expression.Compile(src, in.Schema, opts); err == nil {
+			typ = prog.Type()
 		}
-		return src, prog.Type(), prog, true
+	} else {
+		typ, err = expression.Check(src, in.Fields, in.Open, opts)
 	}
-	typ, err := expression.Check(src, in.Fields, in.Open, opts)
 	if err != nil {
 		v.Problemf("expression %q: %v", src, err)
 		return src, record.Invalid, nil, false
 	}
-	return src, typ, nil, true
+	return src, typ, prog, true
 }
 
 // FieldNamed looks a field of the input up for a field of the spec that names it (v): it

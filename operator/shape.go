@@ -86,29 +86,16 @@ func Unite(a, b *Shape) (*Shape, bool) {
 
 // String renders the shape like record.Schema, an unknown type as "unknown".
 func (sh *Shape) String() string {
-	if sh.Schema != nil {
-		return sh.Schema.String()
-	}
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, f := range sh.Fields {
-		if i > 0 {
-			b.WriteString(", ")
+	parts := make([]string, 0, len(sh.Fields)+1)
+	for _, f := range sh.Fields {
+		t := "unknown"
+		if f.Type != record.Invalid {
+			t = f.Type.String()
 		}
-		b.WriteString(f.Name)
-		b.WriteString(": ")
-		if f.Type == record.Invalid {
-			b.WriteString("unknown")
-		} else {
-			b.WriteString(f.Type.String())
-		}
+		parts = append(parts, f.Name+": "+t)
 	}
 	if sh.Open {
-		if len(sh.Fields) > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("…")
+		parts = append(parts, "…")
 	}
-	b.WriteByte('}')
-	return b.String()
+	return "{" + strings.Join(parts, ", ") + "}"
 }

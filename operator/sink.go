@@ -63,7 +63,11 @@ func (p *printSink) Close() error    { return p.Flush() }
 // File writes records as JSON lines into part files under a directory (spec field path;
 // format json, the only one), exactly-once: see fileSink.
 var File = Define(Type{Name: "file", Role: RoleSink, Fields: []string{"path", "format"}}, planFile,
-	func(c fileConfig, in, _ *record.Schema) (any, error) { return &fileSink{schema: in, dir: c.Path}, nil })
+	func(c fileConfig, in, _ *record.Schema) (any, error) {
+		s := &fileSink{schema: in, dir: c.Path}
+		s.Bind("file sink", s)
+		return s, nil
+	})
 
 type fileConfig struct {
 	Path string `json:"path"`
@@ -134,17 +138,7 @@ func (s *fileSink) inProgress(t *fileTxn) string {
 func (s *fileSink) pending(t *fileTxn) string { return filepath.Join(s.dir, "."+t.Name+pendingSuffix) }
 func (s *fileSink) final(t *fileTxn) string   { return filepath.Join(s.dir, t.Name+committedSuffix) }
 
-func (s *fileSink) wire() {
-	s.Bind("file sink", s)
-}
-
-func (s *fileSink) InitializeState(sc StateContext) error {
-	s.wire()
-	return s.TwoPhaseSink.InitializeState(sc)
-}
-
 func (s *fileSink) Open(ctx *Context, out Output) error {
-	s.wire()
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}

@@ -173,9 +173,6 @@ func (s *sequence) SnapshotState(id int64) error {
 	return nil
 }
 
-// Position returns the next value this subtask will emit.
-func (s *sequence) Position() int64 { return s.next }
-
 func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 	if s.done {
 		return 0, 0, true, nil
@@ -185,12 +182,11 @@ func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 		return 0, wait, false, nil
 	}
 	n := 0
+	var err error
 	for n < limit {
 		s.row[0] = record.IntValue(s.next)
-		if err := s.out.Emit(s.row); err != nil {
-			s.pace.Emitted(n)
-			s.count += int64(n)
-			return n, 0, false, err
+		if err = s.out.Emit(s.row); err != nil {
+			break
 		}
 		n++
 		if s.bounded && s.to-s.next < s.step {
@@ -201,7 +197,7 @@ func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 	}
 	s.pace.Emitted(n)
 	s.count += int64(n)
-	return n, 0, s.done, nil
+	return n, 0, s.done, err // not done after an error: it breaks before done is set
 }
 
 func (s *sequence) Close() error { return nil }

@@ -173,8 +173,7 @@ type failOp struct {
 	Base
 	cond    *expression.Evaluator
 	src     string
-	attempt int32
-	onlyAt  bool
+	attempt *int32 // the one attempt it is armed in (nil: every attempt)
 }
 
 // ErrInjected is the cause of failures raised by the fail operator.
@@ -185,15 +184,11 @@ func newFail(c failConfig, in *record.Schema) (*failOp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("when: %w", err)
 	}
-	op := &failOp{cond: p.NewEvaluator(), src: c.When, onlyAt: c.Attempt != nil}
-	if c.Attempt != nil {
-		op.attempt = *c.Attempt
-	}
-	return op, nil
+	return &failOp{cond: p.NewEvaluator(), src: c.When, attempt: c.Attempt}, nil
 }
 
 func (f *failOp) Open(ctx *Context, out Output) error {
-	if f.onlyAt && int32(ctx.Attempt) != f.attempt {
+	if f.attempt != nil && int32(ctx.Attempt) != *f.attempt {
 		f.cond = nil // armed only in one attempt
 	}
 	return f.Base.Open(ctx, out)

@@ -122,7 +122,7 @@ type TwoPhaseSink[Txn any] struct {
 }
 
 // Bind names the sink in its errors (e.g. "file sink") and gives it the system it writes to;
-// call it in InitializeState, before the sink's own.
+// call it when building the sink.
 func (s *TwoPhaseSink[Txn]) Bind(name string, c TwoPhaseCommitter[Txn]) {
 	s.name, s.committer = name, c
 }

@@ -147,15 +147,6 @@ func (e *kafkaEncoder) record(row record.Row) (*kgo.Record, error) {
 	return r, nil
 }
 
-// kafkaClientOpts are the connection and producer options of a spec.
-func kafkaClientOpts(spec *kafkaspec.SinkConfig) ([]kgo.Opt, error) {
-	opts, _, err := clientOpts("sink", spec.Brokers, spec.Properties, true)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, kgo.DefaultProduceTopic(spec.Topic)), nil
-}
-
 // newKafkaSink builds the sink of spec {type: kafka}: the exactly-once one (kafkaTxnSink) or
 // the plain producer of at-least-once and none (kafkaSink). Without a delivery guarantee it
 // is at-least-once.
@@ -164,17 +155,20 @@ func newKafkaSink(spec *kafkaspec.SinkConfig, in *record.Schema) (operator.Opera
 	if err != nil {
 		return nil, err
 	}
-	opts, err := kafkaClientOpts(spec)
+	opts, _, err := clientOpts("sink", spec.Brokers, spec.Properties, true)
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, kgo.DefaultProduceTopic(spec.Topic))
 	switch g := spec.DeliveryGuarantee; g {
 	case kafkaExactlyOnce:
 		timeout := kafkaDefaultTxnTimeout
 		if ms := spec.TransactionTimeoutMs; ms > 0 {
 			timeout = time.Duration(ms) * time.Millisecond
 		}
-		return &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.TransactionalIDPrefix, txnTimeout: timeout}, nil
+		s := &kafkaTxnSink{enc: enc, opts: opts, prefix: spec.TransactionalIDPrefix, txnTimeout: timeout}
+		s.Bind("kafka sink", s)
+		return s, nil
 	case "", kafkaAtLeastOnce, kafkaNone:
 		return &kafkaSink{enc: enc, opts: opts, atLeastOnce: g != kafkaNone}, nil
 	default:
@@ -292,9 +286,6 @@ func (s *kafkaSink) Close() error {
 	return nil
 }
 
-// Dropped is the number of records that failed in delivery guarantee none.
-func (s *kafkaSink) Dropped() int64 { return s.dropped.Load() }
-
 var (
 	_ operator.Operator   = (*kafkaSink)(nil)
 	_ operator.PreBarrier = (*kafkaSink)(nil)
@@ -376,17 +367,7 @@ type kafkaTxn struct {
 	ended bool       // committed or aborted by this process
 }
 
-func (s *kafkaTxnSink) wire() {
-	s.Bind("kafka sink", s)
-}
-
-func (s *kafkaTxnSink) InitializeState(sc operator.StateContext) error {
-	s.wire()
-	return s.TwoPhaseSink.InitializeState(sc)
-}
-
 func (s *kafkaTxnSink) Open(ctx *operator.Context, out operator.Output) error {
-	s.wire()
 	if s.prefix == "" {
 		s.prefix = fmt.Sprintf("goflink-%s-%s", ctx.JobID, ctx.OperatorName)
 	}
@@ -398,37 +379,24 @@ func (s *kafkaTxnSink) Open(ctx *operator.Context, out operator.Output) error {
 	return s.TwoPhaseSink.Open(ctx, out)
 }
 
-func (s *kafkaTxnSink) txnID(subtask, slot int) string {
-	return fmt.Sprintf("%s-%d-%d", s.prefix, subtask, slot)
-}
-
 // parseTxnID returns the subtask and slot of one of this sink's transactional IDs.
 func (s *kafkaTxnSink) parseTxnID(id string) (subtask, slot int, ok bool) {
-	rest, ok := strings.CutPrefix(id, s.prefix+"-")
-	if !ok {
-		return 0, 0, false
-	}
-	a, b, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
+	rest, ok1 := strings.CutPrefix(id, s.prefix+"-")
+	a, b, ok2 := strings.Cut(rest, "-")
 	i, err1 := strconv.Atoi(a)
 	j, err2 := strconv.Atoi(b)
-	if err1 != nil || err2 != nil || i < 0 || j < 0 || strconv.Itoa(i) != a || strconv.Itoa(j) != b {
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || i < 0 || j < 0 || strconv.Itoa(i) != a || strconv.Itoa(j) != b {
 		return 0, 0, false
 	}
 	return i, j, true
-}
-
-func kafkaOpContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), kafkaOpTimeout)
 }
 
 // slot returns slot n, extending the pool.
 func (s *kafkaTxnSink) slot(n int) *kafkaSlot {
 	for len(s.slots) <= n {
 		i := len(s.slots)
-		s.slots = append(s.slots, &kafkaSlot{n: i, id: s.txnID(s.Context().Subtask, i)})
+		id := fmt.Sprintf("%s-%d-%d", s.prefix, s.Context().Subtask, i) // "<prefix>-<subtask>-<slot>"
+		s.slots = append(s.slots, &kafkaSlot{n: i, id: id})
 	}
 	return s.slots[n]
 }
@@ -508,7 +476,7 @@ func (s *kafkaTxnSink) PreCommit(t *kafkaTxn) error {
 	}
 	t.Checkpoint = s.preparing
 	if t.Records > 0 {
-		ctx, cancel := kafkaOpContext()
+		ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 		defer cancel()
 		if err := t.slot.cl.Flush(ctx); err != nil {
 			return fmt.Errorf("flush transaction %s: %w", t.TxnID, err)
@@ -551,7 +519,7 @@ func (s *kafkaTxnSink) Commit(t *kafkaTxn) error {
 	if t.ended {
 		return nil
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	var err error
 	switch {
@@ -584,7 +552,7 @@ func (s *kafkaTxnSink) Abort(t *kafkaTxn) error {
 	if t.ended {
 		return nil
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	if sl := t.slot; sl != nil && sl.txn == t {
 		sl.txn = nil
@@ -686,7 +654,7 @@ func (s *kafkaTxnSink) AbortLingering(referenced []*kafkaTxn) error {
 			sl.inUse, sl.lastRef = true, max(sl.lastRef, s.RestoredID())
 		}
 	}
-	ctx, cancel := kafkaOpContext()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaOpTimeout)
 	defer cancel()
 	pattern := "^" + regexp.QuoteMeta(s.prefix) + "-[0-9]+-[0-9]+$"
 	// The pattern filter needs Kafka 4.1+; older brokers ignore it, so filter here too.
@@ -757,17 +725,6 @@ func (s *kafkaTxnSink) Close() error {
 		s.admin = nil
 	}
 	return err
-}
-
-// inUseSlots lists the slots holding or reserving a transaction (for tests and logs).
-func (s *kafkaTxnSink) inUseSlots() []int {
-	var out []int
-	for _, sl := range s.slots {
-		if sl.inUse {
-			out = append(out, sl.n)
-		}
-	}
-	return out
 }
 
 var (

@@ -514,3 +514,14 @@ func TestKafkaSinkRestoreRescaled(t *testing.T) {
 		t.Errorf("lingering transactions of both subtasks not aborted; log:\n%s", log)
 	}
 }
+
+// inUseSlots lists the slots holding or reserving a transaction (for tests and logs).
+func (s *kafkaTxnSink) inUseSlots() []int {
+	var out []int
+	for _, sl := range s.slots {
+		if sl.inUse {
+			out = append(out, sl.n)
+		}
+	}
+	return out
+}

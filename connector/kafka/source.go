@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -245,10 +246,7 @@ func (k *kafkaSource) newPartitions(ctx context.Context, known map[topicPartitio
 	var mine []topicPartition
 	var topics []string
 	for _, tp := range all {
-		if known[tp] {
-			continue
-		}
-		if kafkaPartitionOwner(tp, k.ctx.Parallelism) == k.ctx.Subtask {
+		if !known[tp] && kafkaPartitionOwner(tp, k.ctx.Parallelism) == k.ctx.Subtask {
 			mine = append(mine, tp)
 			if !slices.Contains(topics, tp.topic) {
 				topics = append(topics, tp.topic)
@@ -314,28 +312,21 @@ func compareTopicPartitions(a, b topicPartition) int {
 
 // partitions lists the partitions of the source's topics, sorted by (topic, partition).
 func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) {
-	var topics kadm.TopicDetails
-	var err error
+	names := k.spec.Topics
+	var re *regexp.Regexp
 	if p := k.spec.TopicPattern; p != "" {
-		re, rerr := regexp.Compile(p)
-		if rerr != nil {
-			return nil, fmt.Errorf("kafka source: topic pattern: %w", rerr)
+		var err error
+		if re, err = regexp.Compile(p); err != nil {
+			return nil, fmt.Errorf("kafka source: topic pattern: %w", err)
 		}
-		all, lerr := k.adm.ListTopics(ctx)
-		if lerr != nil {
-			return nil, fmt.Errorf("kafka source: list topics: %w", lerr)
-		}
-		topics = kadm.TopicDetails{}
-		for name, d := range all {
-			if re.MatchString(name) {
-				topics[name] = d
-			}
-		}
-	} else {
-		topics, err = k.adm.ListTopics(ctx, k.spec.Topics...)
-		if err != nil {
-			return nil, fmt.Errorf("kafka source: list topics: %w", err)
-		}
+		names = nil // list them all
+	}
+	topics, err := k.adm.ListTopics(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: list topics: %w", err)
+	}
+	if re != nil {
+		maps.DeleteFunc(topics, func(name string, _ kadm.TopicDetail) bool { return !re.MatchString(name) })
 	}
 	var out []topicPartition
 	for _, name := range k.spec.Topics {
@@ -363,9 +354,6 @@ func (k *kafkaSource) partitions(ctx context.Context) ([]topicPartition, error) 
 // the start option's.
 func (k *kafkaSource) startOffsets(ctx context.Context) error {
 	k.next = make(map[topicPartition]int64, len(k.mine))
-	if len(k.mine) == 0 {
-		return nil
-	}
 	var topics []string
 	var unresolved []topicPartition
 	for _, tp := range k.mine {
@@ -427,15 +415,11 @@ func (k *kafkaSource) startOffsets(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("kafka source: no start offset for %s[%d]", tp.topic, tp.partition)
 		}
-		if from != nil {
-			if o, ok := lookup(from, tp); ok {
-				off = o
-			}
+		if o, ok := lookup(from, tp); ok { // nil from and committed have no offsets
+			off = o
 		}
-		if committed != nil {
-			if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil && o.At >= off {
-				off = o.At
-			}
+		if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil && o.At >= off {
+			off = o.At
 		}
 		k.next[tp] = off
 	}
@@ -477,15 +461,14 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		}
 	}
 	n := 0
+	var err error
 	for n < limit && len(k.pending) > 0 {
 		r := k.pending[0]
-		if err := k.fill(r); err != nil {
-			k.rate.Emitted(n)
-			return n, 0, false, err
+		if err = k.fill(r); err == nil {
+			err = k.out.Emit(k.row)
 		}
-		if err := k.out.Emit(k.row); err != nil {
-			k.rate.Emitted(n)
-			return n, 0, false, err
+		if err != nil {
+			break
 		}
 		k.pending[0] = nil
 		k.pending = k.pending[1:]
@@ -493,7 +476,7 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		n++
 	}
 	k.rate.Emitted(n)
-	return n, 0, false, nil
+	return n, 0, false, err
 }
 
 // fill lays out r in k.row.
@@ -548,9 +531,9 @@ func decodeJSONRecord(value []byte, fields []record.Field, row record.Row) error
 func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 	switch t {
 	case record.Int64:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
+		n, err := decodeJSON[json.Number](raw, "a number")
+		if err != nil {
+			return record.Value{}, err
 		}
 		v, err := strconv.ParseInt(n.String(), 10, 64)
 		if err != nil {
@@ -562,27 +545,18 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 		}
 		return record.IntValue(v), nil
 	case record.Float64:
-		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return record.Value{}, fmt.Errorf("want a number, got %s", raw)
-		}
-		return record.FloatValue(f), nil
+		f, err := decodeJSON[float64](raw, "a number")
+		return record.FloatValue(f), err
 	case record.Bool:
-		var b bool
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return record.Value{}, fmt.Errorf("want true or false, got %s", raw)
-		}
-		return record.BoolValue(b), nil
+		b, err := decodeJSON[bool](raw, "true or false")
+		return record.BoolValue(b), err
 	case record.String:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return record.Value{}, fmt.Errorf("want a string, got %s", raw)
-		}
-		return record.StringValue(s), nil
+		s, err := decodeJSON[string](raw, "a string")
+		return record.StringValue(s), err
 	case record.Bytes:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return record.Value{}, fmt.Errorf("want a base64 string, got %s", raw)
+		s, err := decodeJSON[string](raw, "a base64 string")
+		if err != nil {
+			return record.Value{}, err
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
@@ -598,15 +572,12 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 			}
 			return record.TimeValue(ts), nil
 		}
-		var ms int64
-		if err := json.Unmarshal(raw, &ms); err != nil {
-			return record.Value{}, fmt.Errorf("want an RFC 3339 time or epoch milliseconds, got %s", raw)
-		}
-		return record.TimeValue(time.UnixMilli(ms)), nil
+		ms, err := decodeJSON[int64](raw, "an RFC 3339 time or epoch milliseconds")
+		return record.TimeValue(time.UnixMilli(ms)), err
 	case record.Map:
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return record.Value{}, fmt.Errorf("want an object, got %s", raw)
+		obj, err := decodeJSON[map[string]json.RawMessage](raw, "an object")
+		if err != nil {
+			return record.Value{}, err
 		}
 		entries := make([]record.MapEntry, 0, len(obj))
 		for k, v := range obj {
@@ -621,28 +592,25 @@ func decodeJSONValue(raw json.RawMessage, t record.Type) (record.Value, error) {
 	return record.Value{}, fmt.Errorf("unsupported type %v", t)
 }
 
-// offsets returns the next offset of every assigned partition, sorted.
-func (k *kafkaSource) offsets() []kafkaOffset {
-	out := make([]kafkaOffset, 0, len(k.mine))
-	for _, tp := range k.mine {
-		out = append(out, kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: k.next[tp]})
+// decodeJSON decodes raw as a T; its error says what was wanted ("want a number, got ...").
+func decodeJSON[T any](raw json.RawMessage, want string) (T, error) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("want %s, got %s", want, raw)
 	}
-	return out
+	return v, nil
 }
 
-// SnapshotState stores the next offset of every assigned partition.
+// SnapshotState stores the next offset of every assigned partition (sorted).
 func (k *kafkaSource) SnapshotState(id int64) error {
 	if k.list == nil {
 		return fmt.Errorf("kafka source: snapshot of checkpoint %d without InitializeState", id)
 	}
-	offs := k.offsets()
-	elems := make([][]byte, len(offs))
-	for i, o := range offs {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return fmt.Errorf("kafka source: %w", err)
-		}
-		elems[i] = b
+	offs := make([]kafkaOffset, len(k.mine))
+	elems := make([][]byte, len(k.mine))
+	for i, tp := range k.mine {
+		offs[i] = kafkaOffset{Topic: tp.topic, Partition: tp.partition, Offset: k.next[tp]}
+		elems[i], _ = json.Marshal(offs[i]) // strings and integers cannot fail
 	}
 	k.list.Update(elems)
 	k.snapshots[id] = offs
@@ -654,17 +622,12 @@ func (k *kafkaSource) SnapshotState(id int64) error {
 // for start: committed; failures are logged, never fatal.
 func (k *kafkaSource) NotifyCheckpointComplete(id int64) error {
 	var newest int64 = -1
-	for cp := range k.snapshots {
-		if cp <= id && cp > newest {
-			newest = cp
-		}
-	}
-	if newest < 0 {
-		return nil
-	}
-	offs := k.snapshots[newest]
-	for cp := range k.snapshots {
+	var offs []kafkaOffset
+	for cp, o := range k.snapshots {
 		if cp <= id {
+			if cp > newest {
+				newest, offs = cp, o
+			}
 			delete(k.snapshots, cp)
 		}
 	}

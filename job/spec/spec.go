@@ -5,10 +5,11 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,16 +28,14 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	var b strings.Builder
-	if p.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", p.Line)
-	}
+	s := p.Msg
 	if p.Path != "" {
-		b.WriteString(p.Path)
-		b.WriteString(": ")
+		s = p.Path + ": " + s
 	}
-	b.WriteString(p.Msg)
-	return b.String()
+	if p.Line > 0 {
+		s = fmt.Sprintf("line %d: %s", p.Line, s)
+	}
+	return s
 }
 
 // Problems collects the problems of a spec.
@@ -54,8 +53,8 @@ func (ps *Problems) Len() int { return len(ps.list) }
 
 // Sorted returns the problems in line order (problems of one line in the order found).
 func (ps *Problems) Sorted() []Problem {
-	out := append([]Problem(nil), ps.list...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	out := slices.Clone(ps.list)
+	slices.SortStableFunc(out, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
 	return out
 }
 
@@ -200,10 +199,8 @@ func (v Value) Choice(what string, choices ...string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	for _, c := range choices {
-		if s == c {
-			return s, true
-		}
+	if slices.Contains(choices, s) {
+		return s, true
 	}
 	want := choices[0]
 	if len(choices) > 1 {
@@ -227,7 +224,7 @@ func (v Value) Names() ([]Value, bool) {
 		v.Problemf("want a name or a list of names, got %s", v.Kind())
 		return nil, false
 	}
-	out, ok := v.list()
+	out, ok := v.list(), true
 	for _, e := range out {
 		_, good := e.String()
 		ok = ok && good
@@ -241,16 +238,15 @@ func (v Value) List() ([]Value, bool) {
 		v.Problemf("want a list, got %s", v.Kind())
 		return nil, false
 	}
-	out, _ := v.list()
-	return out, true
+	return v.list(), true
 }
 
-func (v Value) list() ([]Value, bool) {
+func (v Value) list() []Value {
 	out := make([]Value, len(v.node.Content))
 	for i, c := range v.node.Content {
 		out[i] = Value{node: c, path: fmt.Sprintf("%s[%d]", v.path, i), ps: v.ps}
 	}
-	return out, true
+	return out
 }
 
 // Map reads a map. Its entries keep the spec's order; a key given twice is reported.
@@ -343,7 +339,7 @@ func (m *Map) At(path string) *Map {
 func (m *Map) Without(keys ...string) *Map {
 	out := &Map{Value: m.Value}
 	for _, e := range m.entries {
-		if !contains(keys, e.Key) {
+		if !slices.Contains(keys, e.Key) {
 			out.entries = append(out.entries, e)
 		}
 	}
@@ -355,7 +351,7 @@ func (m *Map) Without(keys ...string) *Map {
 func (m *Map) CheckKeys(allowed []string, what string) bool {
 	good := true
 	for _, e := range m.entries {
-		if contains(allowed, e.Key) {
+		if slices.Contains(allowed, e.Key) {
 			continue
 		}
 		good = false
@@ -366,13 +362,4 @@ func (m *Map) CheckKeys(allowed []string, what string) bool {
 		m.ps.Add(e.keyLine, m.path, "%s", msg)
 	}
 	return good
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,7 +1,6 @@
 package kafkaspec
 
 import (
-	"fmt"
 	"net"
 	"regexp"
 	"slices"
@@ -205,14 +204,7 @@ func brokers(p *operator.Planner) []string {
 	for _, v := range list {
 		br, _ := v.String()
 		host, port, err := net.SplitHostPort(br)
-		if err == nil {
-			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
-				err = fmt.Errorf("bad port %q", port)
-			} else if host == "" {
-				err = fmt.Errorf("no host")
-			}
-		}
-		if err != nil {
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || host == "" {
 			v.Problemf("want host:port, got %q", br)
 		}
 		out = append(out, br)

@@ -157,14 +157,16 @@ func ParseProperties(props map[string]string, sink bool) (Client, []*PropertyErr
 	if sink {
 		known = SinkProperties
 	}
+	texts := map[string]*string{"client.id": &c.ID, "sasl.username": &c.Username, "sasl.password": &c.Password,
+		"ssl.ca.location": &c.CA, "ssl.certificate.location": &c.CertFile, "ssl.key.location": &c.KeyFile}
 	protocolBad := false
 	for _, k := range slices.Sorted(maps.Keys(props)) {
 		v := props[k]
 		switch {
 		case !slices.Contains(known, k):
 			bad(k, "unsupported (supported: %s)", strings.Join(known, ", "))
-		case k == "client.id":
-			c.ID = v
+		case texts[k] != nil:
+			*texts[k] = v
 		case k == "fetch.max.wait.ms":
 			ms, err := strconv.Atoi(v)
 			if err != nil || ms <= 0 {
@@ -211,16 +213,6 @@ func ParseProperties(props map[string]string, sink bool) (Client, []*PropertyErr
 			if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, c.Mechanism) {
 				bad(k, "unknown %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", v)
 			}
-		case k == "sasl.username":
-			c.Username = v
-		case k == "sasl.password":
-			c.Password = v
-		case k == "ssl.ca.location":
-			c.CA = v
-		case k == "ssl.certificate.location":
-			c.CertFile = v
-		case k == "ssl.key.location":
-			c.KeyFile = v
 		}
 	}
 	if protocolBad {

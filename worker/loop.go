@@ -236,10 +236,5 @@ func (t *task) finish() error {
 	if err := t.awaitFinalCheckpoint(); err != nil {
 		return err
 	}
-	for _, w := range t.writers {
-		if err := w.EndOfPartition(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.broadcastEvent(endOfPartition)
 }

@@ -5,6 +5,7 @@
 package minicluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,15 +57,9 @@ type Cluster struct {
 // Start starts the JobManager, then the TaskManagers.
 func Start(opts Options) (*Cluster, error) {
 	opts.TaskManagers, opts.Slots = max(opts.TaskManagers, 1), max(opts.Slots, 1)
-	if opts.Settings == nil {
-		opts.Settings = config.New()
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opts.RaftLogger == nil {
-		opts.RaftLogger = slog.New(slog.DiscardHandler)
-	}
+	opts.Settings = cmp.Or(opts.Settings, config.New())
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	opts.RaftLogger = cmp.Or(opts.RaftLogger, slog.New(slog.DiscardHandler))
 	c := &Cluster{opts: opts, dataDir: opts.DataDir}
 	if c.dataDir == "" {
 		dir, err := os.MkdirTemp("", "goflink-minicluster-")
@@ -123,7 +118,6 @@ func (c *Cluster) startJobManagers() error {
 			return err
 		}
 	}
-	c.JM = c.JMs[0]
 	return nil
 }
 

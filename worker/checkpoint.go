@@ -212,11 +212,7 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 		}
 	}
 	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds()}
-	t.async.Add(1)
-	go func() {
-		defer t.async.Done()
-		t.finishCheckpoint(id, snap, states, metrics)
-	}()
+	t.async.Go(func() { t.finishCheckpoint(id, snap, states, metrics) })
 	return nil
 }
 

@@ -367,9 +367,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 	var sender sync.WaitGroup
 	defer sender.Wait()
 	defer stopSend()
-	sender.Add(1)
-	go func() { // announces returned credits; ends with the channel
-		defer sender.Done()
+	sender.Go(func() { // announces returned credits; ends with the channel
 		for {
 			select {
 			case <-c.credits:
@@ -389,7 +387,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 				return
 			}
 		}
-	}()
+	})
 	for {
 		m, err := stream.Recv()
 		if err != nil {

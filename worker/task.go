@@ -420,26 +420,20 @@ func (t *task) connectInputs() error {
 			t.channels = append(t.channels, ch)
 			sub := subpartitionOf(e, t.id.GetSubtask())
 			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: sub, Consumer: t.id, InitialCredit: int32(t.env.credits)}
-			t.wg.Add(1)
 			if p.GetTaskmanagerAddress() == t.env.selfAddr {
 				for range t.env.credits {
 					ch.credits <- struct{}{}
 				}
-				go func() {
-					defer t.wg.Done()
+				t.wg.Go(func() {
 					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(sub), t.env.partTimeout)
-				}()
+				})
 				continue
 			}
 			client, err := t.env.dataClient(p.GetTaskmanagerAddress())
 			if err != nil {
-				t.wg.Done()
 				return fmt.Errorf("connect to %s: %w", p.GetTaskmanagerAddress(), err)
 			}
-			go func() {
-				defer t.wg.Done()
-				runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout)
-			}()
+			t.wg.Go(func() { runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout) })
 		}
 	}
 	return nil

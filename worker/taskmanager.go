@@ -171,15 +171,13 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.health = health.NewServer()
 	healthpb.RegisterHealthServer(tm.srv, tm.health)
 	reflection.Register(tm.srv)
-	tm.wg.Add(3)
-	go func() {
-		defer tm.wg.Done()
+	tm.wg.Go(func() {
 		if err := tm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			tm.log.Error("taskmanager server stopped", "err", err)
 		}
-	}()
-	go func() { defer tm.wg.Done(); tm.connectLoop() }()
-	go func() { defer tm.wg.Done(); tm.reportLoop() }()
+	})
+	tm.wg.Go(tm.connectLoop)
+	tm.wg.Go(tm.reportLoop)
 	tm.log.Info("taskmanager started", "addr", addr, "slots", tm.slots, "jobmanagers", strings.Join(cfg.JobManagers, ","))
 	return tm, nil
 }
@@ -749,9 +747,7 @@ func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
 	if client == nil {
 		return
 	}
-	tm.wg.Add(1)
-	go func() { // declines come from the task goroutine, which must not wait for the network
-		defer tm.wg.Done()
+	tm.wg.Go(func() { // declines come from the task goroutine, which must not wait for the network
 		ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 		defer cancel()
 		if _, err := client.DeclineCheckpoint(ctx, r); err != nil {
@@ -760,7 +756,7 @@ func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
 			}
 			tm.log.Debug("decline checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
 		}
-	}()
+	})
 }
 
 // clientFor returns the JobManager client and the registration's context if registration is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -311,11 +312,7 @@ func (t *task) notifyAborted(id, latestCompleted int64) error {
 	}
 	if id > t.lastCheckpoint {
 		t.aborted[id] = true // its barrier, when it comes, is skipped
-		for a := range t.aborted {
-			if a < id-maxAbortedIDs {
-				delete(t.aborted, a)
-			}
-		}
+		maps.DeleteFunc(t.aborted, func(a int64, _ bool) bool { return a < id-maxAbortedIDs })
 	}
 	return forChain(t, id, "checkpoint %d aborted: %s: %w", operator.CheckpointListener.NotifyCheckpointAborted)
 }

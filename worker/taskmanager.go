@@ -618,11 +618,7 @@ const tombstoneTTL = 10 * time.Minute
 // buryLocked remembers a cancelled execution and forgets tombstones older than tombstoneTTL.
 func (tm *TaskManager) buryLocked(key string) {
 	now := time.Now()
-	for k, at := range tm.tombstones {
-		if now.Sub(at) > tombstoneTTL {
-			delete(tm.tombstones, k)
-		}
-	}
+	maps.DeleteFunc(tm.tombstones, func(_ string, at time.Time) bool { return now.Sub(at) > tombstoneTTL })
 	tm.tombstones[key] = now
 }
 

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/goflink/goflink/client"
@@ -156,12 +157,7 @@ func (c *Cluster) StopJobManager(i int) error {
 
 // Leader returns the index of the JobManager that leads, or -1.
 func (c *Cluster) Leader() int {
-	for i, jm := range c.JMs {
-		if jm != nil && jm.IsLeader() {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(c.JMs, func(jm *coordinator.JobManager) bool { return jm != nil && jm.IsLeader() })
 }
 
 // AddTaskManager starts one more TaskManager.

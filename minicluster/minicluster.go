@@ -5,6 +5,7 @@
 package minicluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/goflink/goflink/client"
@@ -56,15 +58,9 @@ type Cluster struct {
 // Start starts the JobManager, then the TaskManagers.
 func Start(opts Options) (*Cluster, error) {
 	opts.TaskManagers, opts.Slots = max(opts.TaskManagers, 1), max(opts.Slots, 1)
-	if opts.Settings == nil {
-		opts.Settings = config.New()
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opts.RaftLogger == nil {
-		opts.RaftLogger = slog.New(slog.DiscardHandler)
-	}
+	opts.Settings = cmp.Or(opts.Settings, config.New())
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	opts.RaftLogger = cmp.Or(opts.RaftLogger, slog.New(slog.DiscardHandler))
 	c := &Cluster{opts: opts, dataDir: opts.DataDir}
 	if c.dataDir == "" {
 		dir, err := os.MkdirTemp("", "goflink-minicluster-")
@@ -123,7 +119,6 @@ func (c *Cluster) startJobManagers() error {
 			return err
 		}
 	}
-	c.JM = c.JMs[0]
 	return nil
 }
 
@@ -162,12 +157,7 @@ func (c *Cluster) StopJobManager(i int) error {
 
 // Leader returns the index of the JobManager that leads, or -1.
 func (c *Cluster) Leader() int {
-	for i, jm := range c.JMs {
-		if jm != nil && jm.IsLeader() {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(c.JMs, func(jm *coordinator.JobManager) bool { return jm != nil && jm.IsLeader() })
 }
 
 // AddTaskManager starts one more TaskManager.

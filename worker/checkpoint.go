@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -212,11 +213,7 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 		}
 	}
 	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds()}
-	t.async.Add(1)
-	go func() {
-		defer t.async.Done()
-		t.finishCheckpoint(id, snap, states, metrics)
-	}()
+	t.async.Go(func() { t.finishCheckpoint(id, snap, states, metrics) })
 	return nil
 }
 
@@ -315,11 +312,7 @@ func (t *task) notifyAborted(id, latestCompleted int64) error {
 	}
 	if id > t.lastCheckpoint {
 		t.aborted[id] = true // its barrier, when it comes, is skipped
-		for a := range t.aborted {
-			if a < id-maxAbortedIDs {
-				delete(t.aborted, a)
-			}
-		}
+		maps.DeleteFunc(t.aborted, func(a int64, _ bool) bool { return a < id-maxAbortedIDs })
 	}
 	return forChain(t, id, "checkpoint %d aborted: %s: %w", operator.CheckpointListener.NotifyCheckpointAborted)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,7 +17,6 @@ import (
 // dropped, keeping the first; an empty entry or a malformed address is an error naming it.
 func ParseJobManagers(values []string) ([]string, error) {
 	var out []string
-	seen := map[string]bool{}
 	for _, v := range values {
 		for a := range strings.SplitSeq(v, ",") {
 			a = strings.TrimSpace(a)
@@ -26,8 +26,7 @@ func ParseJobManagers(values []string) ([]string, error) {
 			if err := checkJobManagerAddr(a); err != nil {
 				return nil, err
 			}
-			if !seen[a] {
-				seen[a] = true
+			if !slices.Contains(out, a) {
 				out = append(out, a)
 			}
 		}

@@ -43,20 +43,9 @@ func (t *task) runSource() error {
 		}
 		if delay > 0 {
 			wait.Reset(delay)
-			for waiting := true; waiting; {
-				select {
-				case <-wait.C:
-					waiting = false
-				case f := <-t.mail:
-					if err := f(); err != nil {
-						return err
-					}
-				case <-tick:
-					if err := t.flush(); err != nil {
-						return err
-					}
-				case <-t.ctx.Done():
-					return t.ctx.Err()
+			for woke := false; !woke; {
+				if woke, err = t.step(nil, tick, wait.C); err != nil {
+					return err
 				}
 			}
 			continue
@@ -103,14 +92,9 @@ func (t *task) awaitFinalCheckpoint() error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		select {
-		case f := <-t.mail:
-			if err := f(); err != nil {
-				return err
-			}
-		case <-tick:
-		case <-t.ctx.Done():
-			return t.ctx.Err()
+		// A tick only wakes the loop, which flushes at its top.
+		if _, err := t.step(nil, nil, tick); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -130,29 +114,35 @@ func (t *task) runInputs() error {
 			}
 			continue
 		}
-		select {
-		case it := <-t.gate:
-			if err := t.dispatch(it); err != nil {
-				return err
-			}
-			if tick == nil {
-				if err := t.flush(); err != nil {
-					return err
-				}
-			}
-		case f := <-t.mail:
-			if err := f(); err != nil {
-				return err
-			}
-		case <-tick:
-			if err := t.flush(); err != nil {
-				return err
-			}
-		case <-t.ctx.Done():
-			return t.ctx.Err()
+		if _, err := t.step(t.gate, tick, nil); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// step waits for one of: a buffer from gate (dispatched, and flushed at once when tick is
+// nil), mail (run), a buffer-timeout tick (flush), wake (woke is true) or cancellation. A nil
+// channel never fires.
+func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke bool, err error) {
+	select {
+	case it := <-gate:
+		if err := t.dispatch(it); err != nil {
+			return false, err
+		}
+		if tick == nil {
+			return false, t.flush()
+		}
+		return false, nil
+	case f := <-t.mail:
+		return false, f()
+	case <-tick:
+		return false, t.flush()
+	case <-wake:
+		return true, nil
+	case <-t.ctx.Done():
+		return false, t.ctx.Err()
+	}
 }
 
 // dispatch processes a buffer, or stashes it while its channel is blocked by alignment.
@@ -246,10 +236,5 @@ func (t *task) finish() error {
 	if err := t.awaitFinalCheckpoint(); err != nil {
 		return err
 	}
-	for _, w := range t.writers {
-		if err := w.EndOfPartition(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.broadcastEvent(endOfPartition)
 }

@@ -290,6 +290,18 @@ type inputChannel struct {
 	edge     int // index into the task's inputs
 	producer *pb.ExecutionAttemptID
 	credits  chan struct{} // local: tokens; remote: returned credits to announce
+	gate     chan<- gateItem
+}
+
+// deliver hands a buffer, or the channel's failure, to the task's gate; false when ctx ended
+// first.
+func (c *inputChannel) deliver(ctx context.Context, b *buffer, err error) bool {
+	select {
+	case c.gate <- gateItem{ch: c, buf: b, err: err}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // release returns one credit after the task processed a buffer of this channel.
@@ -301,13 +313,9 @@ func (c *inputChannel) release() {
 }
 
 // runLocal moves buffers from a subpartition of this TaskManager into the gate.
-func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration, gate chan<- gateItem) {
+func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration) {
 	fail := func(err error) {
-		pe := &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled)}
-		select {
-		case gate <- gateItem{ch: c, err: pe}:
-		case <-ctx.Done():
-		}
+		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled)})
 	}
 	p, err := reg.wait(ctx, key, timeout)
 	if err != nil {
@@ -332,9 +340,7 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 			}
 			return
 		}
-		select {
-		case gate <- gateItem{ch: c, buf: b}:
-		case <-ctx.Done():
+		if !c.deliver(ctx, b, nil) {
 			return
 		}
 		if b.isEndOfPartition() {
@@ -346,13 +352,9 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 
 // runRemote subscribes to a subpartition on another TaskManager and moves its buffers into the
 // gate, announcing credit as the task returns it.
-func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration, gate chan<- gateItem) {
+func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration) {
 	fail := func(err error) {
-		pe := &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled}
-		select {
-		case gate <- gateItem{ch: c, err: pe}:
-		case <-ctx.Done():
-		}
+		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled})
 	}
 	stream, err := subscribe(ctx, client, open, timeout)
 	if err != nil {
@@ -365,9 +367,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 	var sender sync.WaitGroup
 	defer sender.Wait()
 	defer stopSend()
-	sender.Add(1)
-	go func() { // announces returned credits; ends with the channel
-		defer sender.Done()
+	sender.Go(func() { // announces returned credits; ends with the channel
 		for {
 			select {
 			case <-c.credits:
@@ -387,7 +387,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 				return
 			}
 		}
-	}()
+	})
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -400,9 +400,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 			return
 		}
 		b := &buffer{data: m.GetRecords(), records: int(m.GetRecordCount()), event: m.GetEvent()}
-		select {
-		case gate <- gateItem{ch: c, buf: b}:
-		case <-ctx.Done():
+		if !c.deliver(ctx, b, nil) {
 			return
 		}
 		if b.isEndOfPartition() {

@@ -404,8 +404,7 @@ func (t *task) connectInputs() error {
 	if total == 0 {
 		return fmt.Errorf("task %s has neither a source nor inputs", t.name)
 	}
-	gate := make(chan gateItem, total*(t.env.credits+1))
-	t.gate = gate
+	t.gate = make(chan gateItem, total*(t.env.credits+1))
 	t.blocked = make([]bool, total)
 	t.stash = make([][]gateItem, total)
 	switch t.req.GetCheckpointingMode() {
@@ -417,30 +416,24 @@ func (t *task) connectInputs() error {
 	for idx, in := range t.req.GetInputs() {
 		e := t.inputs[idx].edge
 		for _, p := range in.GetProducers() {
-			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits)}
+			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits), gate: t.gate}
 			t.channels = append(t.channels, ch)
 			sub := subpartitionOf(e, t.id.GetSubtask())
 			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: sub, Consumer: t.id, InitialCredit: int32(t.env.credits)}
-			t.wg.Add(1)
 			if p.GetTaskmanagerAddress() == t.env.selfAddr {
 				for range t.env.credits {
 					ch.credits <- struct{}{}
 				}
-				go func() {
-					defer t.wg.Done()
-					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(sub), t.env.partTimeout, gate)
-				}()
+				t.wg.Go(func() {
+					runLocal(t.ctx, ch, t.env.partitions, partitionKey(p.GetExecution(), in.GetEdge()), int(sub), t.env.partTimeout)
+				})
 				continue
 			}
 			client, err := t.env.dataClient(p.GetTaskmanagerAddress())
 			if err != nil {
-				t.wg.Done()
 				return fmt.Errorf("connect to %s: %w", p.GetTaskmanagerAddress(), err)
 			}
-			go func() {
-				defer t.wg.Done()
-				runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout, gate)
-			}()
+			t.wg.Go(func() { runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout) })
 		}
 	}
 	return nil

@@ -171,15 +171,13 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.health = health.NewServer()
 	healthpb.RegisterHealthServer(tm.srv, tm.health)
 	reflection.Register(tm.srv)
-	tm.wg.Add(3)
-	go func() {
-		defer tm.wg.Done()
+	tm.wg.Go(func() {
 		if err := tm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			tm.log.Error("taskmanager server stopped", "err", err)
 		}
-	}()
-	go func() { defer tm.wg.Done(); tm.connectLoop() }()
-	go func() { defer tm.wg.Done(); tm.reportLoop() }()
+	})
+	tm.wg.Go(tm.connectLoop)
+	tm.wg.Go(tm.reportLoop)
 	tm.log.Info("taskmanager started", "addr", addr, "slots", tm.slots, "jobmanagers", strings.Join(cfg.JobManagers, ","))
 	return tm, nil
 }
@@ -620,11 +618,7 @@ const tombstoneTTL = 10 * time.Minute
 // buryLocked remembers a cancelled execution and forgets tombstones older than tombstoneTTL.
 func (tm *TaskManager) buryLocked(key string) {
 	now := time.Now()
-	for k, at := range tm.tombstones {
-		if now.Sub(at) > tombstoneTTL {
-			delete(tm.tombstones, k)
-		}
-	}
+	maps.DeleteFunc(tm.tombstones, func(_ string, at time.Time) bool { return now.Sub(at) > tombstoneTTL })
 	tm.tombstones[key] = now
 }
 
@@ -749,9 +743,7 @@ func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
 	if client == nil {
 		return
 	}
-	tm.wg.Add(1)
-	go func() { // declines come from the task goroutine, which must not wait for the network
-		defer tm.wg.Done()
+	tm.wg.Go(func() { // declines come from the task goroutine, which must not wait for the network
 		ctx, cancel := context.WithTimeout(regCtx, checkpointRPCTimeout)
 		defer cancel()
 		if _, err := client.DeclineCheckpoint(ctx, r); err != nil {
@@ -760,7 +752,7 @@ func (tm *TaskManager) sendDecline(r *pb.DeclineCheckpointRequest) {
 			}
 			tm.log.Debug("decline checkpoint failed", "checkpoint_id", r.GetCheckpointId(), "err", err)
 		}
-	}()
+	})
 }
 
 // clientFor returns the JobManager client and the registration's context if registration is

@@ -183,6 +183,3 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 	}
 	return nil
 }
-
-// EndOfPartition flushes and queues the end-of-partition event on every channel.
-func (w *recordWriter) EndOfPartition() error { return w.BroadcastEvent(endOfPartition) }

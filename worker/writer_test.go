@@ -614,3 +614,6 @@ func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 		})
 	}
 }
+
+// EndOfPartition flushes and queues the end-of-partition event on every channel.
+func (w *recordWriter) EndOfPartition() error { return w.BroadcastEvent(endOfPartition) }

@@ -240,11 +240,11 @@ func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	r, ok := res.(checkpointIDResult)
+	first, ok := res.(int64)
 	if !ok {
 		return 0, fmt.Errorf("allocate checkpoint ID: unexpected result %T", res)
 	}
-	return r.id, nil
+	return first, nil
 }
 
 // completeCheckpoint commits a completed checkpoint through Raft: the commit point of the
@@ -255,8 +255,8 @@ func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint
 	if err != nil {
 		return nil, err
 	}
-	r, _ := res.(completeResult)
-	return r.subsumed, nil
+	subsumed, _ := res.([]*pb.CompletedCheckpoint)
+	return subsumed, nil
 }
 
 // jobRecord returns the replicated record of a job (jobHost).

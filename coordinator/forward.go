@@ -169,18 +169,14 @@ func (jm *JobManager) forwardContext(ctx context.Context) context.Context {
 
 // messages returns new request and response messages of a method ("/package.Service/Method").
 func messages(method string) (in, out proto.Message, err error) {
-	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(method, "/"), "/", "."))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("method %s: %w", name, err)
 	}
-	sd, ok := d.(protoreflect.ServiceDescriptor)
+	md, ok := d.(protoreflect.MethodDescriptor)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s is not a service", service)
-	}
-	md := sd.Methods().ByName(protoreflect.Name(name))
-	if md == nil {
-		return nil, nil, fmt.Errorf("service %s has no method %s", service, name)
+		return nil, nil, fmt.Errorf("%s is not a method", name)
 	}
 	inType, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 	if err != nil {

@@ -118,11 +118,7 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 		return nil
 	}
 	d.masters[rec.GetId()] = m
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		m.run()
-	}()
+	d.wg.Go(m.run)
 	return nil
 }
 

@@ -235,15 +235,13 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	healthpb.RegisterHealthServer(jm.srv, jm.health)
 	reflection.Register(jm.srv)
 
-	jm.wg.Add(3)
-	go func() { defer jm.wg.Done(); jm.advertise() }()
-	go func() {
-		defer jm.wg.Done()
+	jm.wg.Go(jm.advertise)
+	jm.wg.Go(func() {
 		if err := jm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			jm.log.Error("jobmanager server stopped", "err", err)
 		}
-	}()
-	go func() { defer jm.wg.Done(); jm.monitorLeadership() }()
+	})
+	jm.wg.Go(jm.monitorLeadership)
 	jm.log.Info("jobmanager started", "rpc_addr", rpcAddr, "raft_addr", node.addr, "data_dir", cfg.DataDir)
 	return jm, nil
 }
@@ -336,8 +334,7 @@ func (jm *JobManager) monitorLeadership() {
 			var ctx context.Context
 			ctx, l.cancel = context.WithCancel(jm.ctx)
 			cur = l
-			l.wg.Add(1)
-			go func() { defer l.wg.Done(); jm.rm.monitor(ctx) }()
+			l.wg.Go(func() { jm.rm.monitor(ctx) })
 			jm.rm.start()
 			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)
@@ -423,9 +420,7 @@ func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, er
 		}
 		base.Address = addr
 		out[i] = base
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			info, err := jm.peerStatus(ctx, addr)
 			if err != nil {
 				base.Error = err.Error()
@@ -433,7 +428,7 @@ func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, er
 			}
 			info.RaftAddress = base.RaftAddress
 			out[i] = info
-		}()
+		})
 	}
 	wg.Wait()
 	return out, nil

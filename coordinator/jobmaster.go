@@ -422,13 +422,11 @@ func (m *jobMaster) verifyRestore(p *pendingRestart) {
 	}
 	p.verifying = true
 	ctx, verify := m.ctx, m.verify
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		if c := chooseRestore(ctx, cps, verify); c != nil {
 			m.send(evRestoreVerified{restart: p, choice: c})
 		}
-	}()
+	})
 }
 
 // chooseRestore verifies retained checkpoints, newest first, up to the first intact one. It
@@ -685,13 +683,11 @@ func (m *jobMaster) sendCancel(e *execution) {
 // goRPC makes an RPC to a task on a goroutine of m.wg, with a context that ends after timeout
 // or when the job master stops.
 func (m *jobMaster) goRPC(timeout time.Duration, call func(ctx context.Context)) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, timeout)
 		defer cancel()
 		call(ctx)
-	}()
+	})
 }
 
 // giveUpOnCancel treats tasks that did not confirm their cancellation within cancelTimeout

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,7 +328,7 @@ func (jm *JobManager) monitorLeadership() {
 				jm.log.Warn("cannot record this jobmanager's address; not leading", "err", err)
 				continue
 			}
-			jm.term.Store(jm.currentTerm())
+			jm.term.Store(jm.node.r.CurrentTerm())
 			l := &leadership{}
 			var ctx context.Context
 			ctx, l.cancel = context.WithCancel(jm.ctx)
@@ -382,7 +381,7 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 	r := jm.node.r
 	_, leaderID := r.LeaderWithID()
 	return &pb.JobManagerInfo{Id: jm.cfg.NodeID, Address: jm.rpcAddr, RaftAddress: jm.node.addr, Role: r.State().String(),
-		Term: jm.currentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
+		Term: r.CurrentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
 }
 
 // isMember reports whether a node ID is in the Raft configuration.
@@ -505,12 +504,6 @@ func (jm *JobManager) advertise() {
 			jm.log.Debug("recording this jobmanager's address through the leader failed", "leader", addr, "err", err)
 		}
 	}
-}
-
-// currentTerm returns this node's Raft term.
-func (jm *JobManager) currentTerm() uint64 {
-	t, _ := strconv.ParseUint(jm.node.r.Stats()["term"], 10, 64)
-	return t
 }
 
 // barrier waits until every entry committed by earlier leaders is applied, retrying for as

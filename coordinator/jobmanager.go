@@ -174,7 +174,11 @@ func Start(cfg Config) (_ *JobManager, err error) {
 			for i := len(undo) - 1; i >= 0; i-- {
 				_ = undo[i]() // best effort: the start failed already
 			}
-			closeListeners(cfg.RPCListener, cfg.RaftListener)
+			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
+				if l != nil {
+					l.Close()
+				}
+			}
 		}
 	}()
 	if err := cfg.Validate(); err != nil {
@@ -243,15 +247,6 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	jm.wg.Go(jm.monitorLeadership)
 	jm.log.Info("jobmanager started", "rpc_addr", rpcAddr, "raft_addr", node.addr, "data_dir", cfg.DataDir)
 	return jm, nil
-}
-
-// closeListeners closes the listeners that are set.
-func closeListeners(ls ...net.Listener) {
-	for _, l := range ls {
-		if l != nil {
-			l.Close()
-		}
-	}
 }
 
 // Run starts a JobManager and serves until ctx is done.

@@ -257,7 +257,9 @@ func (m *jobMaster) run() {
 	defer close(m.done)
 	defer m.wg.Wait()
 	defer m.cancel()
-	defer m.stopTimers()
+	defer stopTimer(&m.cancelTimer)
+	defer stopTimer(&m.restartTimer)
+	defer stopTimer(&m.slotDeadline)
 	switch m.status {
 	case pb.JobStatus_JOB_STATUS_CANCELLING: // the leader before us was cancelling it
 		m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
@@ -365,13 +367,6 @@ func leaderChangeCause(prev, cur leaderInfo, restarting bool, checkpoint int64) 
 // taskName names subtask i of a vertex as the exception history and logs do: "map (2/4)".
 func taskName(v *pb.JobVertex, i int32) string {
 	return fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism())
-}
-
-// stopTimers stops the loop's timers when it exits.
-func (m *jobMaster) stopTimers() {
-	stopTimer(&m.cancelTimer)
-	stopTimer(&m.restartTimer)
-	stopTimer(&m.slotDeadline)
 }
 
 // stopTimer stops and forgets one of the loop's timers, if it is set.

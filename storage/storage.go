@@ -282,8 +282,11 @@ func ReadMetadata(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 	if md.GetVersion() > MetadataVersion {
 		return nil, fmt.Errorf("storage: %s has metadata version %d, this build reads up to %d", rel, md.GetVersion(), MetadataVersion)
 	}
-	if id, ok := parseCheckpointDir(path.Base(filepath.ToSlash(chkPath))); ok && id != md.GetCheckpointId() {
-		return nil, fmt.Errorf("storage: %w: %s holds checkpoint %d", ErrCorrupt, rel, md.GetCheckpointId())
+	// A checkpoint directory ("chk-<id>") holds the metadata of its own checkpoint.
+	if s, ok := strings.CutPrefix(path.Base(filepath.ToSlash(chkPath)), "chk-"); ok {
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil && id != md.GetCheckpointId() {
+			return nil, fmt.Errorf("storage: %w: %s holds checkpoint %d", ErrCorrupt, rel, md.GetCheckpointId())
+		}
 	}
 	return md, nil
 }
@@ -325,15 +328,6 @@ func Discard(jobDir string, id int64) error {
 		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
 	}
 	return nil
-}
-
-func parseCheckpointDir(name string) (int64, bool) {
-	s, ok := strings.CutPrefix(name, "chk-")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil
 }
 
 // syncDir fsyncs a directory so the entries created or renamed in it are durable.

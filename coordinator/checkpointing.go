@@ -41,15 +41,13 @@ type checkpointSettings struct {
 // checkpointSettingsFrom reads the checkpointing keys of a job's configuration.
 func checkpointSettingsFrom(cfg *config.Config) checkpointSettings {
 	s := checkpointSettings{
+		interval:      cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
 		timeout:       cfg.Duration(config.CheckpointTimeout),
 		minPause:      cfg.Duration(config.CheckpointMinPause),
 		maxConcurrent: cfg.Int(config.CheckpointMaxConcurrent),
 		tolerable:     cfg.Int(config.CheckpointTolerable),
 		numRetained:   cfg.Int(config.CheckpointNumRetained),
 		mode:          pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
-	}
-	if cfg.IsSet(config.CheckpointInterval) {
-		s.interval = cfg.Duration(config.CheckpointInterval)
 	}
 	if cfg.String(config.CheckpointMode) == "AT_LEAST_ONCE" {
 		s.mode = pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE

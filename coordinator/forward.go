@@ -48,10 +48,7 @@ func forwardable(method string) bool {
 // When the leader cannot be reached, this JobManager answers itself (NOT_LEADER naming the
 // leader, which a client may reach when this one cannot).
 func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !forwardable(info.FullMethod) {
-		return handler(ctx, req)
-	}
-	conn, leader := jm.leaderConn(ctx)
+	conn, leader := jm.leaderConn(ctx, info.FullMethod)
 	if conn == nil {
 		return handler(ctx, req)
 	}
@@ -74,10 +71,10 @@ func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.Unar
 // forwardStream is the server's stream interceptor: a follower relays a server stream (WatchJob)
 // from the leader until it ends, either side breaks it, or this JobManager stops.
 func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !forwardable(info.FullMethod) || info.IsClientStream {
+	if info.IsClientStream {
 		return handler(srv, ss)
 	}
-	conn, leader := jm.leaderConn(ss.Context())
+	conn, leader := jm.leaderConn(ss.Context(), info.FullMethod)
 	if conn == nil {
 		return handler(srv, ss)
 	}
@@ -126,12 +123,13 @@ func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.St
 	}
 }
 
-// leaderConn returns a connection to the leader and its RPC address for a client's call, or nil
-// when this JobManager serves the call itself: it leads, it stops, the call was forwarded to it
-// already, or no leader with a recorded address became known within forwardHold. Until then it
-// looks again after a random pause (Nomad's getLeaderForRPC).
-func (jm *JobManager) leaderConn(ctx context.Context) (*grpc.ClientConn, string) {
-	if len(metadata.ValueFromIncomingContext(ctx, leaderrpc.ForwardedByHeader)) > 0 {
+// leaderConn returns a connection to the leader and its RPC address for a client's call of
+// method, or nil when this JobManager serves the call itself: the method is not forwardable, it
+// leads, it stops, the call was forwarded to it already, or no leader with a recorded address
+// became known within forwardHold. Until then it looks again after a random pause (Nomad's
+// getLeaderForRPC).
+func (jm *JobManager) leaderConn(ctx context.Context, method string) (*grpc.ClientConn, string) {
+	if !forwardable(method) || len(metadata.ValueFromIncomingContext(ctx, leaderrpc.ForwardedByHeader)) > 0 {
 		return nil, ""
 	}
 	hold := time.NewTimer(forwardHold)

@@ -525,9 +525,5 @@ func (jm *JobManager) Close() error {
 		c.Close()
 	}
 	jm.peersMu.Unlock()
-	err := jm.node.close()
-	if lerr := jm.lock.Release(); err == nil {
-		err = lerr
-	}
-	return err
+	return errors.Join(jm.node.close(), jm.lock.Release())
 }

@@ -201,8 +201,5 @@ func (n *raftNode) close() error {
 	// Shutdown closes the listener but not the pooled connections to the other members, whose
 	// handler goroutines would wait on them for ever.
 	n.trans.CloseStreams()
-	if cerr := n.store.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return errors.Join(err, n.store.Close())
 }

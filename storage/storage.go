@@ -118,10 +118,7 @@ func (w *FileWriter) Commit() (*pb.FileHandle, error) {
 	if err == nil {
 		err = w.f.Sync()
 	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = errors.Join(err, w.f.Close()); err != nil {
 		os.Remove(w.f.Name())
 		return nil, fmt.Errorf("storage: writing %s: %w", w.rel, err)
 	}
@@ -236,10 +233,7 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	if err == nil {
 		err = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+	if err = errors.Join(err, tmp.Close()); err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, MetadataFile))
 	}
 	if err != nil {

@@ -399,10 +399,8 @@ func (c *checkpointCoordinator) triggerFailed(id int64, msg string) {
 }
 
 func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
-	for _, p := range c.pending {
-		if p.id == id {
-			return p
-		}
+	if i := slices.IndexFunc(c.pending, func(p *pendingCheckpoint) bool { return p.id == id }); i >= 0 {
+		return c.pending[i]
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -118,10 +119,8 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 
 // peerAddr returns the Raft address of a node in the peers list ("" when absent).
 func peerAddr(peers []Peer, id string) string {
-	for _, p := range peers {
-		if p.ID == id {
-			return p.RaftAddr
-		}
+	if i := slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id }); i >= 0 {
+		return peers[i].RaftAddr
 	}
 	return ""
 }

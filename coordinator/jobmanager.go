@@ -105,16 +105,12 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("jobmanager: data dir is required")
 	}
-	for name, a := range map[string]struct {
-		addr   string
-		listen net.Listener
-	}{"rpc": {c.RPCAddr, c.RPCListener}, "raft": {c.RaftAddr, c.RaftListener}} {
-		if a.addr == "" && a.listen != nil {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return fmt.Errorf("jobmanager %s address %q: %w", name, a.addr, err)
-		}
+	// An address may be empty when its listener is given: the listener's is advertised.
+	if _, _, err := net.SplitHostPort(c.RPCAddr); err != nil && (c.RPCAddr != "" || c.RPCListener == nil) {
+		return fmt.Errorf("jobmanager rpc address %q: %w", c.RPCAddr, err)
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil && (c.RaftAddr != "" || c.RaftListener == nil) {
+		return fmt.Errorf("jobmanager raft address %q: %w", c.RaftAddr, err)
 	}
 	self := len(c.Peers) == 0 // no peers: a group of this JobManager alone
 	ids, addrs := map[string]bool{}, map[string]bool{}

@@ -183,14 +183,11 @@ func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 }
 
 // restartStrategy selects a job's restart strategy by Flink's rule, from the job's own keys
-// over the cluster configuration (failover.NewRestartStrategy). The job layer is validated
-// even where the cluster layer's type wins, so a bad job setting is never silently ignored.
+// over the cluster configuration (failover.NewRestartStrategy, which validates the strategy of
+// the layer whose type it takes: the job's own whenever the job sets one).
 func restartStrategy(g *pb.JobGraph, cluster *config.Config, checkpointing bool) (failover.RestartStrategy, error) {
 	jobLayer := config.New()
 	if err := jobLayer.SetAll(g.GetJobConfig()); err != nil {
-		return nil, err
-	}
-	if err := failover.Validate(jobLayer); err != nil {
 		return nil, err
 	}
 	return failover.NewRestartStrategy(jobLayer, cluster, checkpointing, nil)

@@ -132,8 +132,7 @@ func (jm *JobManager) leaderConn(ctx context.Context, method string) (*grpc.Clie
 	if !forwardable(method) || len(metadata.ValueFromIncomingContext(ctx, leaderrpc.ForwardedByHeader)) > 0 {
 		return nil, ""
 	}
-	hold := time.NewTimer(forwardHold)
-	defer hold.Stop()
+	hold := time.After(forwardHold)
 	for {
 		var nl *notLeaderError
 		switch err := jm.checkLeader(); {
@@ -146,15 +145,13 @@ func (jm *JobManager) leaderConn(ctx context.Context, method string) (*grpc.Clie
 			}
 			return conn, nl.leaderAddr
 		}
-		pause := time.NewTimer(rand.N(forwardPoll))
 		select {
-		case <-pause.C:
+		case <-time.After(rand.N(forwardPoll)):
 			continue
-		case <-hold.C:
+		case <-hold:
 		case <-ctx.Done():
 		case <-jm.ctx.Done():
 		}
-		pause.Stop()
 		return nil, ""
 	}
 }

@@ -122,10 +122,11 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	return nil
 }
 
-func newJobID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// randomHex returns n random bytes in hex: a job ID (16) or a TaskManager registration ID (8).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // submit validates a spec, records the job through Raft and starts it.
@@ -142,7 +143,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
 		return "", err
 	}
-	id := newJobID()
+	id := randomHex(16)
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
 	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return "", fmt.Errorf("record job: %w", err)

@@ -3,8 +3,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -108,10 +106,8 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	if err != nil {
 		return nil, fmt.Errorf("register %s: dial %s: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	tm := &taskManager{
-		regID: hex.EncodeToString(b[:]), term: term, id: req.GetTaskmanagerId(), instance: req.GetInstanceId(),
+		regID: randomHex(8), term: term, id: req.GetTaskmanagerId(), instance: req.GetInstanceId(),
 		addr: req.GetAddress(), slots: int(req.GetSlots()),
 		client: pb.NewTaskExecutorServiceClient(conn), conn: conn, lost: make(chan struct{}),
 		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},

@@ -300,8 +300,7 @@ func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.Chec
 // notify wakes watchers (jobHost).
 func (d *dispatcher) notify() {
 	d.notifyMu.Lock()
-	close(d.changed)
-	d.changed = make(chan struct{})
+	broadcast(&d.changed)
 	d.notifyMu.Unlock()
 }
 

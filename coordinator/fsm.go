@@ -63,8 +63,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	default:
 		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	broadcast(&f.changed)
 	return res
 }
 
@@ -195,6 +194,13 @@ func (f *fsm) watch() <-chan struct{} {
 	return f.changed
 }
 
+// broadcast wakes the watchers of *ch by closing it, and replaces it for the next change. The
+// caller holds the lock that guards *ch.
+func broadcast(ch *chan struct{}) {
+	close(*ch)
+	*ch = make(chan struct{})
+}
+
 // state returns the whole state as a snapshot message.
 func (f *fsm) state() *pb.FSMSnapshot {
 	f.mu.RLock()
@@ -241,8 +247,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.jobs, f.order, f.jobmanagers = jobs, slices.Clip(order), jms
-	close(f.changed)
-	f.changed = make(chan struct{})
+	broadcast(&f.changed)
 	f.mu.Unlock()
 	return nil
 }

@@ -348,10 +348,9 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
-	det := &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
+	return &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
 		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0),
-		Parallelism: maxParallelism(rec.GetGraph())}
-	return det, nil
+		Parallelism: maxParallelism(rec.GetGraph())}, nil
 }
 
 // list summarizes every job, newest first.

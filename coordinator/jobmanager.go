@@ -397,19 +397,18 @@ func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, er
 	out := make([]*pb.JobManagerInfo, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
-		base := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
 		if string(srv.ID) == jm.cfg.NodeID {
 			out[i] = jm.ownStatus()
 			continue
 		}
+		base := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
+		out[i] = base // filled in below, or replaced by the member's own answer
 		addr, ok := jm.fsm.jobManagerAddr(string(srv.ID))
 		if !ok {
 			base.Error = "its RPC address is not known yet (it has not registered with a leader)"
-			out[i] = base
 			continue
 		}
 		base.Address = addr
-		out[i] = base
 		wg.Go(func() {
 			info, err := jm.peerStatus(ctx, addr)
 			if err != nil {

@@ -310,7 +310,8 @@ func (jm *JobManager) monitorLeadership() {
 			if !isLeader {
 				continue
 			}
-			if err := jm.barrier(); err != nil {
+			// Every entry committed by earlier leaders is applied first.
+			if err := jm.whileLeading("barrier", func() error { return jm.node.r.Barrier(applyTimeout).Error() }); err != nil {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
@@ -494,12 +495,6 @@ func (jm *JobManager) advertise() {
 			jm.log.Debug("recording this jobmanager's address through the leader failed", "leader", addr, "err", err)
 		}
 	}
-}
-
-// barrier waits until every entry committed by earlier leaders is applied, retrying for as
-// long as this node still leads.
-func (jm *JobManager) barrier() error {
-	return jm.whileLeading("barrier", func() error { return jm.node.r.Barrier(applyTimeout).Error() })
 }
 
 // Close stops leading, serving and Raft, and waits for every goroutine.

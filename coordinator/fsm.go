@@ -129,8 +129,8 @@ func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 
 // applyCompleteCheckpoint adds a completed checkpoint to the job's store and keeps the newest
 // num_retained. It returns the checkpoints the store dropped (subsumed, a
-// []*pb.CompletedCheckpoint), whose files the proposer deletes. It is idempotent: a checkpoint already in the store (or older than its newest)
-// is not added again.
+// []*pb.CompletedCheckpoint), whose files the proposer deletes. It is idempotent: a checkpoint
+// already in the store (or older than its newest) is not added again.
 func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 	j, ok := f.jobs[c.GetJobId()]
 	if !ok {

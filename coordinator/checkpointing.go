@@ -542,15 +542,13 @@ func (c *checkpointCoordinator) record(info *pb.CheckpointInfo) {
 func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
 	var out []*pb.CheckpointInfo
 	seen := map[int64]bool{}
-	for i := len(c.history) - 1; i >= 0; i-- {
-		h := c.history[i]
+	for _, h := range slices.Backward(c.history) {
 		out = append(out, proto.CloneOf(h))
 		if h.GetId() > 0 {
 			seen[h.GetId()] = true
 		}
 	}
-	for i := len(c.retained) - 1; i >= 0; i-- {
-		r := c.retained[i]
+	for _, r := range slices.Backward(c.retained) {
 		if seen[r.GetId()] {
 			continue
 		}
@@ -568,9 +566,9 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 		return nil
 	}
 	r := c.retained[len(c.retained)-1]
-	for i := len(c.history) - 1; i >= 0; i-- {
-		if c.history[i].GetId() == r.GetId() {
-			return proto.CloneOf(c.history[i])
+	for _, h := range slices.Backward(c.history) {
+		if h.GetId() == r.GetId() {
+			return proto.CloneOf(h)
 		}
 	}
 	return completedInfo(r)

@@ -266,8 +266,8 @@ func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
 	var out []*pb.CheckpointInfo
-	for i := len(rec.GetCheckpoints()) - 1; i >= 0; i-- {
-		out = append(out, completedInfo(rec.GetCheckpoints()[i]))
+	for _, cp := range slices.Backward(rec.GetCheckpoints()) {
+		out = append(out, completedInfo(cp))
 	}
 	return out, nil
 }
@@ -357,8 +357,7 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 func (d *dispatcher) list() []*pb.JobSummary {
 	recs := d.fsm.list()
 	out := make([]*pb.JobSummary, 0, len(recs))
-	for i := len(recs) - 1; i >= 0; i-- {
-		r := recs[i]
+	for _, r := range slices.Backward(recs) {
 		out = append(out, &pb.JobSummary{Id: r.GetId(), Name: r.GetGraph().GetName(), Status: r.GetStatus(), StartTime: r.GetStartTime(), EndTime: r.GetEndTime()})
 	}
 	return out

@@ -167,8 +167,8 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	var undo []func() error // what a failed start releases, in reverse
 	defer func() {
 		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				_ = undo[i]() // best effort: the start failed already
+			for _, u := range slices.Backward(undo) {
+				_ = u() // best effort: the start failed already
 			}
 			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
 				if l != nil {

@@ -41,15 +41,13 @@ type checkpointSettings struct {
 // checkpointSettingsFrom reads the checkpointing keys of a job's configuration.
 func checkpointSettingsFrom(cfg *config.Config) checkpointSettings {
 	s := checkpointSettings{
+		interval:      cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
 		timeout:       cfg.Duration(config.CheckpointTimeout),
 		minPause:      cfg.Duration(config.CheckpointMinPause),
 		maxConcurrent: cfg.Int(config.CheckpointMaxConcurrent),
 		tolerable:     cfg.Int(config.CheckpointTolerable),
 		numRetained:   cfg.Int(config.CheckpointNumRetained),
 		mode:          pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
-	}
-	if cfg.IsSet(config.CheckpointInterval) {
-		s.interval = cfg.Duration(config.CheckpointInterval)
 	}
 	if cfg.String(config.CheckpointMode) == "AT_LEAST_ONCE" {
 		s.mode = pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
@@ -401,10 +399,8 @@ func (c *checkpointCoordinator) triggerFailed(id int64, msg string) {
 }
 
 func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
-	for _, p := range c.pending {
-		if p.id == id {
-			return p
-		}
+	if i := slices.IndexFunc(c.pending, func(p *pendingCheckpoint) bool { return p.id == id }); i >= 0 {
+		return c.pending[i]
 	}
 	return nil
 }
@@ -546,15 +542,13 @@ func (c *checkpointCoordinator) record(info *pb.CheckpointInfo) {
 func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
 	var out []*pb.CheckpointInfo
 	seen := map[int64]bool{}
-	for i := len(c.history) - 1; i >= 0; i-- {
-		h := c.history[i]
+	for _, h := range slices.Backward(c.history) {
 		out = append(out, proto.CloneOf(h))
 		if h.GetId() > 0 {
 			seen[h.GetId()] = true
 		}
 	}
-	for i := len(c.retained) - 1; i >= 0; i-- {
-		r := c.retained[i]
+	for _, r := range slices.Backward(c.retained) {
 		if seen[r.GetId()] {
 			continue
 		}
@@ -572,9 +566,9 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 		return nil
 	}
 	r := c.retained[len(c.retained)-1]
-	for i := len(c.history) - 1; i >= 0; i-- {
-		if c.history[i].GetId() == r.GetId() {
-			return proto.CloneOf(c.history[i])
+	for _, h := range slices.Backward(c.history) {
+		if h.GetId() == r.GetId() {
+			return proto.CloneOf(h)
 		}
 	}
 	return completedInfo(r)

@@ -118,18 +118,15 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 		return nil
 	}
 	d.masters[rec.GetId()] = m
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		m.run()
-	}()
+	d.wg.Go(m.run)
 	return nil
 }
 
-func newJobID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// randomHex returns n random bytes in hex: a job ID (16) or a TaskManager registration ID (8).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // submit validates a spec, records the job through Raft and starts it.
@@ -146,7 +143,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
 		return "", err
 	}
-	id := newJobID()
+	id := randomHex(16)
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
 	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return "", fmt.Errorf("record job: %w", err)
@@ -187,14 +184,11 @@ func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 }
 
 // restartStrategy selects a job's restart strategy by Flink's rule, from the job's own keys
-// over the cluster configuration (failover.NewRestartStrategy). The job layer is validated
-// even where the cluster layer's type wins, so a bad job setting is never silently ignored.
+// over the cluster configuration (failover.NewRestartStrategy, which validates the strategy of
+// the layer whose type it takes: the job's own whenever the job sets one).
 func restartStrategy(g *pb.JobGraph, cluster *config.Config, checkpointing bool) (failover.RestartStrategy, error) {
 	jobLayer := config.New()
 	if err := jobLayer.SetAll(g.GetJobConfig()); err != nil {
-		return nil, err
-	}
-	if err := failover.Validate(jobLayer); err != nil {
 		return nil, err
 	}
 	return failover.NewRestartStrategy(jobLayer, cluster, checkpointing, nil)
@@ -240,11 +234,11 @@ func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	r, ok := res.(checkpointIDResult)
+	first, ok := res.(int64)
 	if !ok {
 		return 0, fmt.Errorf("allocate checkpoint ID: unexpected result %T", res)
 	}
-	return r.id, nil
+	return first, nil
 }
 
 // completeCheckpoint commits a completed checkpoint through Raft: the commit point of the
@@ -255,8 +249,8 @@ func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint
 	if err != nil {
 		return nil, err
 	}
-	r, _ := res.(completeResult)
-	return r.subsumed, nil
+	subsumed, _ := res.([]*pb.CompletedCheckpoint)
+	return subsumed, nil
 }
 
 // jobRecord returns the replicated record of a job (jobHost).
@@ -272,8 +266,8 @@ func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
 	var out []*pb.CheckpointInfo
-	for i := len(rec.GetCheckpoints()) - 1; i >= 0; i-- {
-		out = append(out, completedInfo(rec.GetCheckpoints()[i]))
+	for _, cp := range slices.Backward(rec.GetCheckpoints()) {
+		out = append(out, completedInfo(cp))
 	}
 	return out, nil
 }
@@ -306,8 +300,7 @@ func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.Chec
 // notify wakes watchers (jobHost).
 func (d *dispatcher) notify() {
 	d.notifyMu.Lock()
-	close(d.changed)
-	d.changed = make(chan struct{})
+	broadcast(&d.changed)
 	d.notifyMu.Unlock()
 }
 
@@ -355,18 +348,16 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
-	det := &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
+	return &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
 		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0),
-		Parallelism: maxParallelism(rec.GetGraph())}
-	return det, nil
+		Parallelism: maxParallelism(rec.GetGraph())}, nil
 }
 
 // list summarizes every job, newest first.
 func (d *dispatcher) list() []*pb.JobSummary {
 	recs := d.fsm.list()
 	out := make([]*pb.JobSummary, 0, len(recs))
-	for i := len(recs) - 1; i >= 0; i-- {
-		r := recs[i]
+	for _, r := range slices.Backward(recs) {
 		out = append(out, &pb.JobSummary{Id: r.GetId(), Name: r.GetGraph().GetName(), Status: r.GetStatus(), StartTime: r.GetStartTime(), EndTime: r.GetEndTime()})
 	}
 	return out

@@ -48,10 +48,7 @@ func forwardable(method string) bool {
 // When the leader cannot be reached, this JobManager answers itself (NOT_LEADER naming the
 // leader, which a client may reach when this one cannot).
 func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !forwardable(info.FullMethod) {
-		return handler(ctx, req)
-	}
-	conn, leader := jm.leaderConn(ctx)
+	conn, leader := jm.leaderConn(ctx, info.FullMethod)
 	if conn == nil {
 		return handler(ctx, req)
 	}
@@ -74,10 +71,10 @@ func (jm *JobManager) forwardUnary(ctx context.Context, req any, info *grpc.Unar
 // forwardStream is the server's stream interceptor: a follower relays a server stream (WatchJob)
 // from the leader until it ends, either side breaks it, or this JobManager stops.
 func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !forwardable(info.FullMethod) || info.IsClientStream {
+	if info.IsClientStream {
 		return handler(srv, ss)
 	}
-	conn, leader := jm.leaderConn(ss.Context())
+	conn, leader := jm.leaderConn(ss.Context(), info.FullMethod)
 	if conn == nil {
 		return handler(srv, ss)
 	}
@@ -126,16 +123,16 @@ func (jm *JobManager) forwardStream(srv any, ss grpc.ServerStream, info *grpc.St
 	}
 }
 
-// leaderConn returns a connection to the leader and its RPC address for a client's call, or nil
-// when this JobManager serves the call itself: it leads, it stops, the call was forwarded to it
-// already, or no leader with a recorded address became known within forwardHold. Until then it
-// looks again after a random pause (Nomad's getLeaderForRPC).
-func (jm *JobManager) leaderConn(ctx context.Context) (*grpc.ClientConn, string) {
-	if len(metadata.ValueFromIncomingContext(ctx, leaderrpc.ForwardedByHeader)) > 0 {
+// leaderConn returns a connection to the leader and its RPC address for a client's call of
+// method, or nil when this JobManager serves the call itself: the method is not forwardable, it
+// leads, it stops, the call was forwarded to it already, or no leader with a recorded address
+// became known within forwardHold. Until then it looks again after a random pause (Nomad's
+// getLeaderForRPC).
+func (jm *JobManager) leaderConn(ctx context.Context, method string) (*grpc.ClientConn, string) {
+	if !forwardable(method) || len(metadata.ValueFromIncomingContext(ctx, leaderrpc.ForwardedByHeader)) > 0 {
 		return nil, ""
 	}
-	hold := time.NewTimer(forwardHold)
-	defer hold.Stop()
+	hold := time.After(forwardHold)
 	for {
 		var nl *notLeaderError
 		switch err := jm.checkLeader(); {
@@ -148,15 +145,13 @@ func (jm *JobManager) leaderConn(ctx context.Context) (*grpc.ClientConn, string)
 			}
 			return conn, nl.leaderAddr
 		}
-		pause := time.NewTimer(rand.N(forwardPoll))
 		select {
-		case <-pause.C:
+		case <-time.After(rand.N(forwardPoll)):
 			continue
-		case <-hold.C:
+		case <-hold:
 		case <-ctx.Done():
 		case <-jm.ctx.Done():
 		}
-		pause.Stop()
 		return nil, ""
 	}
 }
@@ -169,18 +164,14 @@ func (jm *JobManager) forwardContext(ctx context.Context) context.Context {
 
 // messages returns new request and response messages of a method ("/package.Service/Method").
 func messages(method string) (in, out proto.Message, err error) {
-	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(method, "/"), "/", "."))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("method %s: %w", name, err)
 	}
-	sd, ok := d.(protoreflect.ServiceDescriptor)
+	md, ok := d.(protoreflect.MethodDescriptor)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s is not a service", service)
-	}
-	md := sd.Methods().ByName(protoreflect.Name(name))
-	if md == nil {
-		return nil, nil, fmt.Errorf("service %s has no method %s", service, name)
+		return nil, nil, fmt.Errorf("%s is not a method", name)
 	}
 	inType, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 	if err != nil {

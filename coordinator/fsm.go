@@ -63,8 +63,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	default:
 		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	broadcast(&f.changed)
 	return res
 }
 
@@ -109,17 +108,11 @@ func (f *fsm) applyUpdateJobStatus(cmd *pb.RaftCommand, c *pb.UpdateJobStatusCom
 	return nil
 }
 
-// checkpointIDResult is what applying AllocateCheckpointIdCommand returns to the proposer: the
-// first of the reserved IDs.
-type checkpointIDResult struct {
-	id int64
-}
-
 // maxCheckpointIDBlock bounds one reservation of checkpoint IDs.
 const maxCheckpointIDBlock = 1 << 16
 
-// applyAllocateCheckpointID reserves the next checkpoint IDs of a job. IDs grow strictly for
-// the life of the job, across leaders.
+// applyAllocateCheckpointID reserves the next checkpoint IDs of a job and returns the first to
+// the proposer (an int64). IDs grow strictly for the life of the job, across leaders.
 func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 	j, ok := f.jobs[c.GetJobId()]
 	if !ok {
@@ -131,18 +124,13 @@ func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 	n := int64(min(max(c.GetCount(), 1), maxCheckpointIDBlock))
 	first := j.LastCheckpointId + 1
 	j.LastCheckpointId += n
-	return checkpointIDResult{id: first}
-}
-
-// completeResult is what applying CompleteCheckpointCommand returns: the checkpoints the
-// store dropped (subsumed), whose files the proposer deletes.
-type completeResult struct {
-	subsumed []*pb.CompletedCheckpoint
+	return first
 }
 
 // applyCompleteCheckpoint adds a completed checkpoint to the job's store and keeps the newest
-// num_retained. It is idempotent: a checkpoint already in the store (or older than its newest)
-// is not added again.
+// num_retained. It returns the checkpoints the store dropped (subsumed, a
+// []*pb.CompletedCheckpoint), whose files the proposer deletes. It is idempotent: a checkpoint
+// already in the store (or older than its newest) is not added again.
 func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 	j, ok := f.jobs[c.GetJobId()]
 	if !ok {
@@ -152,20 +140,20 @@ func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 		return fmt.Errorf("complete checkpoint of job %s: %w", c.GetJobId(), ErrJobTerminal)
 	}
 	cp := c.GetCheckpoint()
+	var subsumed []*pb.CompletedCheckpoint
 	if n := len(j.Checkpoints); n > 0 && j.Checkpoints[n-1].GetId() >= cp.GetId() {
-		return completeResult{} // applied before, or older than the newest: never go back
+		return subsumed // applied before, or older than the newest: never go back
 	}
 	if cp.GetId() > j.LastCheckpointId {
 		return fmt.Errorf("complete checkpoint %d of job %s: ID was never allocated (last %d)", cp.GetId(), c.GetJobId(), j.LastCheckpointId)
 	}
 	j.Checkpoints = append(j.Checkpoints, cp)
 	retain := max(int(c.GetNumRetained()), 1)
-	var res completeResult
 	if drop := len(j.Checkpoints) - retain; drop > 0 {
-		res.subsumed = slices.Clone(j.Checkpoints[:drop])
+		subsumed = slices.Clone(j.Checkpoints[:drop])
 		j.Checkpoints = slices.Clone(j.Checkpoints[drop:])
 	}
-	return res
+	return subsumed
 }
 
 // isTerminalJob reports whether a job status is globally terminal.
@@ -204,6 +192,13 @@ func (f *fsm) watch() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.changed
+}
+
+// broadcast wakes the watchers of *ch by closing it, and replaces it for the next change. The
+// caller holds the lock that guards *ch.
+func broadcast(ch *chan struct{}) {
+	close(*ch)
+	*ch = make(chan struct{})
 }
 
 // state returns the whole state as a snapshot message.
@@ -252,8 +247,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.jobs, f.order, f.jobmanagers = jobs, slices.Clip(order), jms
-	close(f.changed)
-	f.changed = make(chan struct{})
+	broadcast(&f.changed)
 	f.mu.Unlock()
 	return nil
 }

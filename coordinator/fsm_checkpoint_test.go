@@ -41,11 +41,11 @@ func TestFSMCheckpointIDsAndStore(t *testing.T) {
 	// proposer just takes the next block).
 	var firsts []int64
 	for _, n := range []int32{64, 1, 0, 3} {
-		r, ok := a.applyResult(allocCmd("j1", n)).(checkpointIDResult)
+		first, ok := a.applyResult(allocCmd("j1", n)).(int64)
 		if !ok {
 			t.Fatalf("allocate %d: result is not an ID", n)
 		}
-		firsts = append(firsts, r.id)
+		firsts = append(firsts, first)
 	}
 	if want := []int64{1, 65, 66, 67}; !slices.Equal(firsts, want) {
 		t.Errorf("first IDs of the blocks = %v, want %v", firsts, want)
@@ -62,11 +62,11 @@ func TestFSMCheckpointIDsAndStore(t *testing.T) {
 	var subsumed []int64
 	for _, id := range []int64{3, 5, 5, 4, 9} {
 		res := a.applyResult(completeCmd("j1", id, 2))
-		r, ok := res.(completeResult)
+		r, ok := res.([]*pb.CompletedCheckpoint)
 		if !ok {
 			t.Fatalf("complete %d: %v", id, res)
 		}
-		for _, s := range r.subsumed {
+		for _, s := range r {
 			subsumed = append(subsumed, s.GetId())
 		}
 	}

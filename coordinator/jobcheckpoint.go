@@ -164,13 +164,11 @@ func (m *jobMaster) notifyAborted(id, latestCompleted int64) {
 
 func (m *jobMaster) discard(id int64) {
 	dir := m.jobDir
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		if err := storage.Discard(dir, id); err != nil {
 			m.log.Warn("cannot delete checkpoint files", "checkpoint_id", id, "err", err)
 		}
-	}()
+	})
 }
 
 func (m *jobMaster) failJob(cause string) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,16 +105,12 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("jobmanager: data dir is required")
 	}
-	for name, a := range map[string]struct {
-		addr   string
-		listen net.Listener
-	}{"rpc": {c.RPCAddr, c.RPCListener}, "raft": {c.RaftAddr, c.RaftListener}} {
-		if a.addr == "" && a.listen != nil {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return fmt.Errorf("jobmanager %s address %q: %w", name, a.addr, err)
-		}
+	// An address may be empty when its listener is given: the listener's is advertised.
+	if _, _, err := net.SplitHostPort(c.RPCAddr); err != nil && (c.RPCAddr != "" || c.RPCListener == nil) {
+		return fmt.Errorf("jobmanager rpc address %q: %w", c.RPCAddr, err)
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil && (c.RaftAddr != "" || c.RaftListener == nil) {
+		return fmt.Errorf("jobmanager raft address %q: %w", c.RaftAddr, err)
 	}
 	self := len(c.Peers) == 0 // no peers: a group of this JobManager alone
 	ids, addrs := map[string]bool{}, map[string]bool{}
@@ -172,10 +167,14 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	var undo []func() error // what a failed start releases, in reverse
 	defer func() {
 		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				_ = undo[i]() // best effort: the start failed already
+			for _, u := range slices.Backward(undo) {
+				_ = u() // best effort: the start failed already
 			}
-			closeListeners(cfg.RPCListener, cfg.RaftListener)
+			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
+				if l != nil {
+					l.Close()
+				}
+			}
 		}
 	}()
 	if err := cfg.Validate(); err != nil {
@@ -235,26 +234,15 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	healthpb.RegisterHealthServer(jm.srv, jm.health)
 	reflection.Register(jm.srv)
 
-	jm.wg.Add(3)
-	go func() { defer jm.wg.Done(); jm.advertise() }()
-	go func() {
-		defer jm.wg.Done()
+	jm.wg.Go(jm.advertise)
+	jm.wg.Go(func() {
 		if err := jm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			jm.log.Error("jobmanager server stopped", "err", err)
 		}
-	}()
-	go func() { defer jm.wg.Done(); jm.monitorLeadership() }()
+	})
+	jm.wg.Go(jm.monitorLeadership)
 	jm.log.Info("jobmanager started", "rpc_addr", rpcAddr, "raft_addr", node.addr, "data_dir", cfg.DataDir)
 	return jm, nil
-}
-
-// closeListeners closes the listeners that are set.
-func closeListeners(ls ...net.Listener) {
-	for _, l := range ls {
-		if l != nil {
-			l.Close()
-		}
-	}
 }
 
 // Run starts a JobManager and serves until ctx is done.
@@ -322,7 +310,8 @@ func (jm *JobManager) monitorLeadership() {
 			if !isLeader {
 				continue
 			}
-			if err := jm.barrier(); err != nil {
+			// Every entry committed by earlier leaders is applied first.
+			if err := jm.whileLeading("barrier", func() error { return jm.node.r.Barrier(applyTimeout).Error() }); err != nil {
 				jm.log.Warn("barrier after election failed; not leading", "err", err)
 				continue
 			}
@@ -331,13 +320,12 @@ func (jm *JobManager) monitorLeadership() {
 				jm.log.Warn("cannot record this jobmanager's address; not leading", "err", err)
 				continue
 			}
-			jm.term.Store(jm.currentTerm())
+			jm.term.Store(jm.node.r.CurrentTerm())
 			l := &leadership{}
 			var ctx context.Context
 			ctx, l.cancel = context.WithCancel(jm.ctx)
 			cur = l
-			l.wg.Add(1)
-			go func() { defer l.wg.Done(); jm.rm.monitor(ctx) }()
+			l.wg.Go(func() { jm.rm.monitor(ctx) })
 			jm.rm.start()
 			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)
@@ -385,7 +373,7 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 	r := jm.node.r
 	_, leaderID := r.LeaderWithID()
 	return &pb.JobManagerInfo{Id: jm.cfg.NodeID, Address: jm.rpcAddr, RaftAddress: jm.node.addr, Role: r.State().String(),
-		Term: jm.currentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
+		Term: r.CurrentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
 }
 
 // isMember reports whether a node ID is in the Raft configuration.
@@ -410,22 +398,19 @@ func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, er
 	out := make([]*pb.JobManagerInfo, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
-		base := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
 		if string(srv.ID) == jm.cfg.NodeID {
 			out[i] = jm.ownStatus()
 			continue
 		}
+		base := &pb.JobManagerInfo{Id: string(srv.ID), RaftAddress: string(srv.Address), Leader: srv.ID == leaderID}
+		out[i] = base // filled in below, or replaced by the member's own answer
 		addr, ok := jm.fsm.jobManagerAddr(string(srv.ID))
 		if !ok {
 			base.Error = "its RPC address is not known yet (it has not registered with a leader)"
-			out[i] = base
 			continue
 		}
 		base.Address = addr
-		out[i] = base
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			info, err := jm.peerStatus(ctx, addr)
 			if err != nil {
 				base.Error = err.Error()
@@ -433,7 +418,7 @@ func (jm *JobManager) groupStatus(ctx context.Context) ([]*pb.JobManagerInfo, er
 			}
 			info.RaftAddress = base.RaftAddress
 			out[i] = info
-		}()
+		})
 	}
 	wg.Wait()
 	return out, nil
@@ -512,18 +497,6 @@ func (jm *JobManager) advertise() {
 	}
 }
 
-// currentTerm returns this node's Raft term.
-func (jm *JobManager) currentTerm() uint64 {
-	t, _ := strconv.ParseUint(jm.node.r.Stats()["term"], 10, 64)
-	return t
-}
-
-// barrier waits until every entry committed by earlier leaders is applied, retrying for as
-// long as this node still leads.
-func (jm *JobManager) barrier() error {
-	return jm.whileLeading("barrier", func() error { return jm.node.r.Barrier(applyTimeout).Error() })
-}
-
 // Close stops leading, serving and Raft, and waits for every goroutine.
 func (jm *JobManager) Close() error {
 	jm.cancel()
@@ -542,9 +515,5 @@ func (jm *JobManager) Close() error {
 		c.Close()
 	}
 	jm.peersMu.Unlock()
-	err := jm.node.close()
-	if lerr := jm.lock.Release(); err == nil {
-		err = lerr
-	}
-	return err
+	return errors.Join(jm.node.close(), jm.lock.Release())
 }

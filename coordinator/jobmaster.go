@@ -257,7 +257,9 @@ func (m *jobMaster) run() {
 	defer close(m.done)
 	defer m.wg.Wait()
 	defer m.cancel()
-	defer m.stopTimers()
+	defer stopTimer(&m.cancelTimer)
+	defer stopTimer(&m.restartTimer)
+	defer stopTimer(&m.slotDeadline)
 	switch m.status {
 	case pb.JobStatus_JOB_STATUS_CANCELLING: // the leader before us was cancelling it
 		m.finish(pb.JobStatus_JOB_STATUS_CANCELED, "")
@@ -367,13 +369,6 @@ func taskName(v *pb.JobVertex, i int32) string {
 	return fmt.Sprintf("%s (%d/%d)", v.GetName(), i+1, v.GetParallelism())
 }
 
-// stopTimers stops the loop's timers when it exits.
-func (m *jobMaster) stopTimers() {
-	stopTimer(&m.cancelTimer)
-	stopTimer(&m.restartTimer)
-	stopTimer(&m.slotDeadline)
-}
-
 // stopTimer stops and forgets one of the loop's timers, if it is set.
 func stopTimer(t **time.Timer) {
 	if *t != nil {
@@ -422,13 +417,11 @@ func (m *jobMaster) verifyRestore(p *pendingRestart) {
 	}
 	p.verifying = true
 	ctx, verify := m.ctx, m.verify
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		if c := chooseRestore(ctx, cps, verify); c != nil {
 			m.send(evRestoreVerified{restart: p, choice: c})
 		}
-	}()
+	})
 }
 
 // chooseRestore verifies retained checkpoints, newest first, up to the first intact one. It
@@ -685,13 +678,11 @@ func (m *jobMaster) sendCancel(e *execution) {
 // goRPC makes an RPC to a task on a goroutine of m.wg, with a context that ends after timeout
 // or when the job master stops.
 func (m *jobMaster) goRPC(timeout time.Duration, call func(ctx context.Context)) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, timeout)
 		defer cancel()
 		call(ctx)
-	}()
+	})
 }
 
 // giveUpOnCancel treats tasks that did not confirm their cancellation within cancelTimeout

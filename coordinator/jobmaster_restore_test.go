@@ -47,8 +47,8 @@ func (h *fsmHost) setJobStatus(_ context.Context, id string, s pb.JobStatus, cau
 
 func (h *fsmHost) allocateCheckpointIDs(id string, count int) (int64, error) {
 	switch r := h.apply(allocCmd(id, int32(count))).(type) {
-	case checkpointIDResult:
-		return r.id, nil
+	case int64:
+		return r, nil
 	case error:
 		return 0, r
 	default:
@@ -62,8 +62,8 @@ func (h *fsmHost) completeCheckpoint(id string, cp *pb.CompletedCheckpoint, numR
 	if err, ok := res.(error); ok {
 		return nil, err
 	}
-	r, _ := res.(completeResult)
-	return r.subsumed, nil
+	subsumed, _ := res.([]*pb.CompletedCheckpoint)
+	return subsumed, nil
 }
 
 func (h *fsmHost) jobRecord(id string) (*pb.JobRecord, bool) { return h.f.job(id) }

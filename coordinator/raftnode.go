@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -118,10 +119,8 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 
 // peerAddr returns the Raft address of a node in the peers list ("" when absent).
 func peerAddr(peers []Peer, id string) string {
-	for _, p := range peers {
-		if p.ID == id {
-			return p.RaftAddr
-		}
+	if i := slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id }); i >= 0 {
+		return peers[i].RaftAddr
 	}
 	return ""
 }
@@ -201,8 +200,5 @@ func (n *raftNode) close() error {
 	// Shutdown closes the listener but not the pooled connections to the other members, whose
 	// handler goroutines would wait on them for ever.
 	n.trans.CloseStreams()
-	if cerr := n.store.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return errors.Join(err, n.store.Close())
 }

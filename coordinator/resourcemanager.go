@@ -3,8 +3,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -79,11 +77,6 @@ func newResourceManager(log *slog.Logger, interval, timeout time.Duration, onLos
 	}
 }
 
-func (rm *resourceManager) signal() {
-	close(rm.changed)
-	rm.changed = make(chan struct{})
-}
-
 // watch returns a channel closed when slots may have become available.
 func (rm *resourceManager) watch() <-chan struct{} {
 	rm.mu.Lock()
@@ -108,10 +101,8 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	if err != nil {
 		return nil, fmt.Errorf("register %s: dial %s: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	tm := &taskManager{
-		regID: hex.EncodeToString(b[:]), term: term, id: req.GetTaskmanagerId(), instance: req.GetInstanceId(),
+		regID: randomHex(8), term: term, id: req.GetTaskmanagerId(), instance: req.GetInstanceId(),
 		addr: req.GetAddress(), slots: int(req.GetSlots()),
 		client: pb.NewTaskExecutorServiceClient(conn), conn: conn, lost: make(chan struct{}),
 		used: make([]string, req.GetSlots()), reports: map[string]*pb.TaskReport{},
@@ -139,7 +130,7 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	tm.seq = rm.seq
 	tm.lastHeartbeat = rm.now()
 	rm.tms[tm.regID] = tm
-	rm.signal()
+	broadcast(&rm.changed)
 	rm.mu.Unlock()
 	if previous != nil {
 		rm.markLost(previous.regID, "it registered again as a new TaskManager")
@@ -167,7 +158,7 @@ func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) err
 	tm.lastHeartbeat = rm.now()
 	if !tm.ready {
 		tm.ready = true
-		rm.signal()
+		broadcast(&rm.changed)
 	}
 	clear(tm.reports)
 	for _, r := range reports {
@@ -194,7 +185,7 @@ func (rm *resourceManager) markLost(regID, reason string) {
 	tm, ok := rm.tms[regID]
 	if ok {
 		delete(rm.tms, regID)
-		rm.signal()
+		broadcast(&rm.changed)
 	}
 	rm.mu.Unlock()
 	if !ok {
@@ -278,7 +269,7 @@ func (rm *resourceManager) release(jobID string) {
 			}
 		}
 	}
-	rm.signal()
+	broadcast(&rm.changed)
 }
 
 // sortedLocked returns the registrations in the order they registered.
@@ -326,7 +317,7 @@ func (rm *resourceManager) close() {
 	rm.open = false
 	tms := rm.tms
 	rm.tms = map[string]*taskManager{}
-	rm.signal()
+	broadcast(&rm.changed)
 	rm.mu.Unlock()
 	for _, tm := range tms {
 		close(tm.lost)

@@ -131,9 +131,10 @@ func ComputeRegions(g *pb.JobGraph) *Regions {
 // a FORWARD edge between vertices of equal parallelism), allToAll the ends of any other edge.
 func (r *Regions) forEdges(g *pb.JobGraph, pair func(a, b int), allToAll func(src, dst vertexSpan)) {
 	for _, e := range g.GetEdges() {
-		src, dst, ok := r.edgeEnds(e)
+		src, ok1 := r.vertex(e.GetSource())
+		dst, ok2 := r.vertex(e.GetTarget())
 		switch {
-		case !ok: // an unknown vertex, or one without subtasks
+		case !ok1 || !ok2 || src.par == 0 || dst.par == 0: // an unknown vertex, or one without subtasks
 		case e.GetPartitioner() == pb.Partitioner_PARTITIONER_FORWARD && src.par == dst.par:
 			for i := range src.par {
 				pair(src.base+i, dst.base+i)
@@ -142,13 +143,6 @@ func (r *Regions) forEdges(g *pb.JobGraph, pair func(a, b int), allToAll func(sr
 			allToAll(src, dst)
 		}
 	}
-}
-
-// edgeEnds returns the vertices of e; ok is false when one is unknown or has no subtasks.
-func (r *Regions) edgeEnds(e *pb.JobEdge) (src, dst vertexSpan, ok bool) {
-	src, ok1 := r.vertex(e.GetSource())
-	dst, ok2 := r.vertex(e.GetTarget())
-	return src, dst, ok1 && ok2 && src.par > 0 && dst.par > 0
 }
 
 func (r *Regions) vertex(id int32) (vertexSpan, bool) {

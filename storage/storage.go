@@ -118,10 +118,7 @@ func (w *FileWriter) Commit() (*pb.FileHandle, error) {
 	if err == nil {
 		err = w.f.Sync()
 	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = errors.Join(err, w.f.Close()); err != nil {
 		os.Remove(w.f.Name())
 		return nil, fmt.Errorf("storage: writing %s: %w", w.rel, err)
 	}
@@ -236,10 +233,7 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	if err == nil {
 		err = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+	if err = errors.Join(err, tmp.Close()); err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, MetadataFile))
 	}
 	if err != nil {
@@ -282,8 +276,11 @@ func ReadMetadata(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 	if md.GetVersion() > MetadataVersion {
 		return nil, fmt.Errorf("storage: %s has metadata version %d, this build reads up to %d", rel, md.GetVersion(), MetadataVersion)
 	}
-	if id, ok := parseCheckpointDir(path.Base(filepath.ToSlash(chkPath))); ok && id != md.GetCheckpointId() {
-		return nil, fmt.Errorf("storage: %w: %s holds checkpoint %d", ErrCorrupt, rel, md.GetCheckpointId())
+	// A checkpoint directory ("chk-<id>") holds the metadata of its own checkpoint.
+	if s, ok := strings.CutPrefix(path.Base(filepath.ToSlash(chkPath)), "chk-"); ok {
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil && id != md.GetCheckpointId() {
+			return nil, fmt.Errorf("storage: %w: %s holds checkpoint %d", ErrCorrupt, rel, md.GetCheckpointId())
+		}
 	}
 	return md, nil
 }
@@ -325,15 +322,6 @@ func Discard(jobDir string, id int64) error {
 		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
 	}
 	return nil
-}
-
-func parseCheckpointDir(name string) (int64, bool) {
-	s, ok := strings.CutPrefix(name, "chk-")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil
 }
 
 // syncDir fsyncs a directory so the entries created or renamed in it are durable.

@@ -11,7 +11,6 @@
 package leaderrpc
 
 import (
-	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -80,11 +79,7 @@ func withReason(code codes.Code, reason, msg string, meta map[string]string) err
 
 // info returns err's gRPC status code and its ErrorInfo detail, if any.
 func info(err error) (codes.Code, *errdetails.ErrorInfo) {
-	var se interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &se) {
-		return status.Code(err), nil
-	}
-	st := se.GRPCStatus()
+	st := status.Convert(err)
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
 			return st.Code(), info

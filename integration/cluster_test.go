@@ -273,7 +273,9 @@ operators:
 	if err != nil {
 		t.Fatalf("List() = %v", err)
 	}
-	c1.Close()
+	if err := c1.Close(); err != nil {
+		t.Fatalf("closing the first cluster: %v", err)
+	}
 
 	_, cl2 := miniclustertest.StartT(t, minicluster.Options{DataDir: dir})
 	after, err := cl2.List(ctx)
@@ -316,7 +318,9 @@ func TestRunningJobRecoveredAfterRestart(t *testing.T) {
 			t.Errorf("first run: task %s/%d attempt = %d, want 0", task.GetOperator(), task.GetSubtask(), task.GetAttempt())
 		}
 	}
-	c1.Close()
+	if err := c1.Close(); err != nil {
+		t.Fatalf("closing the first cluster: %v", err)
+	}
 
 	_, cl2 := miniclustertest.StartT(t, opts)
 	d := waitRunning(t, ctx, cl2, id, 2)

@@ -141,18 +141,20 @@ operators:
 		return nil
 	}
 	poll.Until(t, 20*time.Second, "checkpoints before the failover", observe)
-	watched := make(chan map[string]bool, 1)
+	type watchResult struct {
+		changes map[string]bool
+		err     error
+	}
+	watched := make(chan watchResult, 1)
 	go func() { // follows the job to its end, as flinkctl run does, collecting leader changes
 		changes := map[string]bool{}
-		_, _ = cl.Watch(ctx, id, func(d *pb.JobDetails) error {
-			for _, e := range d.GetExceptions() {
-				if e.GetTask() == "jobmanager leader change" {
-					changes[e.GetCause()] = true
-				}
+		_, err := cl.Watch(ctx, id, func(d *pb.JobDetails) error {
+			for _, e := range leaderChangeEntries(d) {
+				changes[e.GetCause()] = true
 			}
 			return nil
 		})
-		watched <- changes
+		watched <- watchResult{changes, err}
 	}()
 	old := waitLeader(t, c, 10*time.Second)
 	stopped := time.Now()
@@ -182,8 +184,11 @@ operators:
 	checkLeaderChangeEntry(t, last, fmt.Sprintf("jm-%d", old+1), fmt.Sprintf("jm-%d", leader+1), seen[before-1])
 	select {
 	case got := <-watched:
-		if !got[leaderChangeEntry(last).GetCause()] {
-			t.Errorf("the watch that followed the job across the failover saw leader changes %v, want %q among them", got, leaderChangeEntry(last).GetCause())
+		want := leaderChangeEntries(last)[0].GetCause() // checkLeaderChangeEntry found exactly one
+		if got.err != nil {
+			t.Errorf("the watch that followed the job across the failover failed: %v (it saw leader changes %v)", got.err, got.changes)
+		} else if !got.changes[want] {
+			t.Errorf("the watch that followed the job across the failover saw leader changes %v, want %q among them", got.changes, want)
 		}
 	case <-ctx.Done():
 		t.Fatal("the watch did not end with the job")
@@ -231,14 +236,15 @@ func TestGroupRestartRecoversJobs(t *testing.T) {
 // that took the job over, and the checkpoint it restarts from.
 var leaderChangeCause = regexp.MustCompile(`^the JobManager leader changed \((jm-\d+) → (jm-\d+), term \d+\)(?: while the job was restarting)?: the job restarts from checkpoint (\d+)$`)
 
-// leaderChangeEntry returns the job's one leader change entry, or nil.
-func leaderChangeEntry(d *pb.JobDetails) *pb.ExceptionEntry {
+// leaderChangeEntries returns the leader change entries of the job's exception history.
+func leaderChangeEntries(d *pb.JobDetails) []*pb.ExceptionEntry {
+	var entries []*pb.ExceptionEntry
 	for _, e := range d.GetExceptions() {
 		if e.GetTask() == "jobmanager leader change" {
-			return e
+			entries = append(entries, e)
 		}
 	}
-	return nil
+	return entries
 }
 
 // checkLeaderChangeEntry checks the leader change entry of a job taken over after the leader
@@ -248,16 +254,11 @@ func leaderChangeEntry(d *pb.JobDetails) *pb.ExceptionEntry {
 // checkpoint no older than minCheckpoint.
 func checkLeaderChangeEntry(t *testing.T, d *pb.JobDetails, stopped, elected string, minCheckpoint int64) {
 	t.Helper()
-	n := 0
-	for _, e := range d.GetExceptions() {
-		if e.GetTask() == "jobmanager leader change" {
-			n++
-		}
+	entries := leaderChangeEntries(d)
+	if len(entries) != 1 {
+		t.Fatalf("exception history %v has %d leader change entries, want 1", d.GetExceptions(), len(entries))
 	}
-	e := leaderChangeEntry(d)
-	if n != 1 {
-		t.Fatalf("exception history %v has %d leader change entries, want 1", d.GetExceptions(), n)
-	}
+	e := entries[0]
 	m := leaderChangeCause.FindStringSubmatch(e.GetCause())
 	if m == nil {
 		t.Fatalf("leader change cause %q does not say which leader handed the job to which", e.GetCause())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,9 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/goflink/goflink/connector/kafka/kafkatest"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/worker"
 )
 
 // Kafka → keyed count → Kafka, exactly-once, on an in-process Kafka (kfake, the real
@@ -66,18 +69,29 @@ operators:
 		}
 		d := waitRunning(t, ctx, cl, id, 4)
 		victim := d.GetTasks()[rng.IntN(len(d.GetTasks()))].GetTaskmanager()
-		for i, tm := range c.TMs {
-			if tm.ID() == victim {
-				if err := tm.Close(); err != nil {
-					t.Fatal(err)
-				}
-				c.TMs = append(c.TMs[:i], c.TMs[i+1:]...)
-				break
-			}
+		i := slices.IndexFunc(c.TMs, func(tm *worker.TaskManager) bool { return tm.ID() == victim })
+		if i < 0 {
+			t.Fatalf("no TaskManager of the cluster is %q, which runs a task of the job", victim)
 		}
+		if err := c.TMs[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.TMs = slices.Delete(c.TMs, i, i+1)
 		if _, err := c.AddTaskManager(); err != nil {
 			t.Fatal(err)
 		}
+		// The loss must restart the job, or this seed tested no fault.
+		before := d.GetRestarts()
+		poll.Until(t, 30*time.Second, "the job to restart after the loss of "+victim, func() error {
+			d, err := cl.Job(ctx, id)
+			if err != nil {
+				return err
+			}
+			if d.GetRestarts() <= before {
+				return fmt.Errorf("job has %d restarts, want more than %d", d.GetRestarts(), before)
+			}
+			return nil
+		})
 	}
 
 	// Read the output with read_committed until every (key, seq) arrived.
@@ -90,7 +104,13 @@ operators:
 			t.Errorf("key %d seq %d has count %d, want %d", row.Key, row.Seq, row.Count, row.Seq+1)
 		}
 	})
-	d, _ := cl.Job(ctx, id)
+	d, err := cl.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetRestarts() < int32(kills) {
+		t.Errorf("%d TaskManager losses but %d restarts, want at least one per loss", kills, d.GetRestarts())
+	}
 	if err := cl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

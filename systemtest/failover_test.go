@@ -1,7 +1,7 @@
 package systemtest
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -523,19 +523,17 @@ func partAttempts(t *testing.T, dir string) map[int][]int {
 func readRows[R any](t *testing.T, dir string, each func(file string, r R)) {
 	t.Helper()
 	for _, p := range committedParts(t, dir) {
-		fh, err := os.Open(p.path)
+		data, err := os.ReadFile(p.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
+		for line := range bytes.Lines(data) {
 			var r R
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %q: %v", p.path, sc.Text(), err)
+			if err := json.Unmarshal(line, &r); err != nil {
+				t.Fatalf("%s: %q: %v", p.path, line, err)
 			}
 			each(p.path, r)
 		}
-		fh.Close()
 	}
 }
 

@@ -284,7 +284,7 @@ func TestHALeaderKillShownByFlinkctl(t *testing.T) {
 			st.Status, st.Restarts, st.Exceptions)
 	}
 	e := entries[0]
-	m := regexp.MustCompile(`^the JobManager leader changed \((jm\d+) → (jm\d+), term \d+\): the job restarts from checkpoint \d+$`).FindStringSubmatch(e.Cause)
+	m := regexp.MustCompile(`^the JobManager leader changed \((jm\d+) → (jm\d+), term \d+\)(?: while the job was restarting)?: the job restarts from checkpoint \d+$`).FindStringSubmatch(e.Cause)
 	killed := fmt.Sprintf("jm%d", old+1)
 	if m == nil || m[2] == killed || m[1] == m[2] || e.Handling != "restart" || e.Failover != "global" || e.RestartAttempt < 1 ||
 		!slices.Equal(e.RestartedTasks, []string{"numbers -> out (1/2)", "numbers -> out (2/2)"}) {

@@ -2,8 +2,10 @@ package systemtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,11 +123,20 @@ func TestSIGTERMStopsProcessesDuringStartup(t *testing.T) {
 		"flinkctl": func(name string) *proccluster.Proc { return startProc(t, name, "flinkctl", nil, "-m", nobody, "list") },
 	}
 	for name, start := range cases {
+		signalled := 0 // runs that were still starting when SIGTERM came
 		for _, delay := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond} {
 			p := start(fmt.Sprintf("%s-%v", strings.ReplaceAll(name, " ", "-"), delay))
 			time.Sleep(delay) // the fault's timing: how far start-up got
-			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+			switch err := p.Cmd.Process.Signal(syscall.SIGTERM); {
+			case err == nil:
+				signalled++
+			case !errors.Is(err, os.ErrProcessDone): // done: it ended by itself first
+				t.Fatalf("%s: SIGTERM: %v", p.Name, err)
+			}
 			exitWithin(t, p, 5*time.Second)
+		}
+		if signalled == 0 {
+			t.Errorf("%s: every run ended before its SIGTERM; no start-up was interrupted", name)
 		}
 	}
 }

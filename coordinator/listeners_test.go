@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,5 +68,33 @@ func TestStartOnListenersBoundByTheCaller(t *testing.T) {
 	}
 	if !freed(rpc.Addr().String()) || !freed(raft.Addr().String()) {
 		t.Error("a failed Start left a listener open")
+	}
+}
+
+// Wildcard sockets bound by the caller (socket activation on ":6123") advertise the hostname
+// with their ports, on the RPC side and the Raft side alike, never "[::]".
+func TestWildcardListenersAdvertiseTheHostname(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls [2]net.Listener
+	for i := range ls {
+		if ls[i], err = net.Listen("tcp", ":0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jm, err := Start(Config{NodeID: "jm-1", DataDir: t.TempDir(), RPCListener: ls[0], RaftListener: ls[1],
+		Logger: slog.New(slog.DiscardHandler), RaftLogger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jm.Close()
+	port := func(l net.Listener) string { return strconv.Itoa(l.Addr().(*net.TCPAddr).Port) }
+	if got, want := jm.Addr(), net.JoinHostPort(host, port(ls[0])); got != want {
+		t.Errorf("Addr() = %s, want %s", got, want)
+	}
+	if got, want := jm.node.addr, net.JoinHostPort(host, port(ls[1])); got != want {
+		t.Errorf("raft address %s, want %s", got, want)
 	}
 }

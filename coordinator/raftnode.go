@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/internal/netaddr"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -74,7 +75,10 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 			}
 		}
 		if self == "" {
-			self = lis.Addr().String()
+			if self, err = netaddr.Advertised(bind, lis.Addr()); err != nil {
+				store.Close()
+				return nil, fmt.Errorf("raft transport: %w", err)
+			}
 		}
 		trans = raft.NewNetworkTransportWithLogger(&namedStream{Listener: lis, advertise: self}, 3, 10*time.Second, logger)
 	} else {

@@ -9,10 +9,11 @@ import (
 
 // Advertised returns the address to advertise for a listener: the listen host (the hostname
 // when it is empty or a wildcard) with the port actually bound (so port 0 works). An empty
-// listen address (a listener bound by someone else) advertises the bound address.
+// listen address (a listener bound by someone else) advertises the bound address, with the
+// hostname for a wildcard.
 func Advertised(listen string, bound net.Addr) (string, error) {
 	if listen == "" {
-		return bound.String(), nil
+		listen = bound.String()
 	}
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -20,6 +20,12 @@ func TestAdvertised(t *testing.T) {
 			t.Errorf("Advertised(%q) = %q, %v; want %q", tc.listen, got, err, tc.want)
 		}
 	}
+	// A wildcard socket bound by someone else (socket activation) advertises the hostname.
+	for _, wild := range []net.IP{net.IPv4zero, net.IPv6zero} {
+		if got, err := Advertised("", &net.TCPAddr{IP: wild, Port: 6124}); err != nil || got != net.JoinHostPort(host, "6124") {
+			t.Errorf("Advertised(\"\", %v) = %q, %v; want %q", wild, got, err, net.JoinHostPort(host, "6124"))
+		}
+	}
 	if _, err := Advertised("no-port", bound); err == nil {
 		t.Error("Advertised(no-port) succeeded")
 	}

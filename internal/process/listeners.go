@@ -27,10 +27,11 @@ const (
 // Listeners returns the sockets the parent passed (see above), by name, and removes the
 // variables from the environment so that they are not passed on. known are the names this
 // process uses: a socket of another name, a name given twice or an fd that is not a listening
-// socket is an error (and every socket is closed). LISTEN_PID, when set, must be this
-// process's ID (systemd sets it; a parent that cannot know the ID before exec, such as Go's
-// os/exec, leaves it unset), otherwise the sockets are not ours and none is returned. No
-// LISTEN_FDS: no sockets, no error.
+// socket is an error (and every socket is closed); so is a count that does not match the names
+// or exceeds known (and no fd is touched). LISTEN_PID, when set, must be this process's ID
+// (systemd sets it; a parent that cannot know the ID before exec, such as Go's os/exec, leaves
+// it unset), otherwise the sockets are not ours and none is returned. No LISTEN_FDS: no
+// sockets, no error.
 func Listeners(known ...string) (map[string]net.Listener, error) {
 	count, names, pid := os.Getenv(listenFDs), os.Getenv(listenFDNames), os.Getenv(listenPID)
 	for _, k := range []string{listenFDs, listenFDNames, listenPID} {
@@ -46,6 +47,14 @@ func Listeners(known ...string) (map[string]net.Listener, error) {
 	var fdNames []string
 	if names != "" {
 		fdNames = strings.Split(names, ":")
+	}
+	// Checked before any fd is touched: a wrong count would close descriptors that are not
+	// passed sockets but this process's own.
+	if len(fdNames) != n {
+		return nil, fmt.Errorf("sockets from the parent process: %s=%q names %d sockets, %s=%d", listenFDNames, names, len(fdNames), listenFDs, n)
+	}
+	if n > len(known) {
+		return nil, fmt.Errorf("sockets from the parent process: %s=%d, but this process takes at most %d (%s)", listenFDs, n, len(known), strings.Join(known, ", "))
 	}
 	out := map[string]net.Listener{}
 	var errs []error
@@ -71,9 +80,6 @@ func Listeners(known ...string) (map[string]net.Listener, error) {
 		default:
 			out[name] = l
 		}
-	}
-	if len(fdNames) != n {
-		errs = append(errs, fmt.Errorf("%s=%q names %d sockets, %s=%d", listenFDNames, names, len(fdNames), listenFDs, n))
 	}
 	if err := errors.Join(errs...); err != nil {
 		for _, l := range out {

@@ -114,7 +114,9 @@ func TestListenersRefused(t *testing.T) {
 		env         []string
 		want        string
 	}{
-		{"unknown name", "rpc", nil, `socket "raft" (fd 3): unknown name, want one of rpc`},
+		{"unknown name", "rpc,debug", nil, `socket "raft" (fd 3): unknown name, want one of rpc, debug`},
+		{"count not matching the names", "rpc,raft", []string{"LISTEN_FDS=40"}, `LISTEN_FDNAMES="raft:rpc" names 2 sockets, LISTEN_FDS=40`},
+		{"more sockets than known", "rpc", nil, "LISTEN_FDS=2, but this process takes at most 1 (rpc)"},
 		{"another process's", "rpc,raft", []string{"LISTEN_PID=1"}, "ready"},
 		{"bad count", "rpc,raft", []string{"LISTEN_FDS=x"}, `LISTEN_FDS="x": want a number of sockets`},
 	} {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/job"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -29,17 +31,12 @@ func testGraph(t *testing.T, spec string) *pb.JobGraph {
 func waitForStack(t *testing.T, frame string) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := runtime.Stack(buf, true)
-		if strings.Contains(string(buf[:n]), frame) {
-			return
+	poll.Until(t, 10*time.Second, "a goroutine to reach "+frame, func() error {
+		if n := runtime.Stack(buf, true); !strings.Contains(string(buf[:n]), frame) {
+			return errors.New("no goroutine there yet")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine reached %s within 10s", frame)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // LOCKORDER.md: dispatcher.mu is never held while notifyMu is taken. launch builds the job

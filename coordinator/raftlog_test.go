@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/goflink/goflink/internal/poll"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.
@@ -98,10 +100,12 @@ func TestJobManagerLogsRaftThroughSlog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !jm.IsLeader() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the JobManager to lead", func() error {
+		if !jm.IsLeader() {
+			return errors.New("not leading")
+		}
+		return nil
+	})
 	if err := jm.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,20 +32,6 @@ func NewRestartStrategy(job, cluster *config.Config, checkpointing bool, rnd Ran
 	return NoRestart{}, nil
 }
 
-// Validate checks the restart strategy one config layer configures if it is chosen: its
-// restart-strategy.type and the parameters of that type, including the checks across keys
-// (initial-backoff ≤ max-backoff) that single keys cannot make. A layer without a type
-// configures nothing (its restart-strategy.* parameters would be ignored), so it is valid.
-// Call it when a job is submitted, before it is recorded, so that a bad combination is
-// rejected at once rather than when the job starts.
-func Validate(cfg *config.Config) error {
-	if cfg == nil || !cfg.IsSet(config.RestartStrategy) {
-		return nil
-	}
-	_, err := fromLayer(cfg, nil)
-	return err
-}
-
 // Unread returns the restart-strategy parameters a config layer sets without setting
 // restart-strategy.type, sorted: no strategy reads them (the type's layer supplies the
 // parameters, see NewRestartStrategy), so setting them is a mistake to report.

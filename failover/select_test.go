@@ -143,7 +143,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"jitter > 1", second(NewExponentialDelay(with(func(o *ExponentialDelayOptions) { o.JitterFactor = 1.01 }), nil)), []string{config.ExpDelayJitter}},
 		{"jitter < 0", second(NewExponentialDelay(with(func(o *ExponentialDelayOptions) { o.JitterFactor = -0.1 }), nil)), []string{config.ExpDelayJitter}},
 		{"attempts 0", second(NewExponentialDelay(with(func(o *ExponentialDelayOptions) { o.AttemptsBeforeResetBackoff = 0 }), nil)), []string{config.ExpDelayAttempts}},
-		{"Validate: initial > max in the layer", Validate(layer(t, map[string]string{typeKey: "exponential-delay", config.ExpDelayInitialBackoff: "90 s"})),
+		{"initial > max in the layer", second(NewRestartStrategy(layer(t, map[string]string{typeKey: "exponential-delay", config.ExpDelayInitialBackoff: "90 s"}), nil, true, nil)),
 			[]string{config.ExpDelayInitialBackoff, config.ExpDelayMaxBackoff}},
 	} {
 		if tc.err == nil {
@@ -175,8 +175,8 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		"valid failure-rate":  {typeKey: "failure-rate", config.FailureRateMaxFailures: "5"},
 		"nothing configured:": {},
 	} {
-		if err := Validate(layer(t, m)); err != nil {
-			t.Errorf("Validate(%s) = %v", name, err)
+		if _, err := NewRestartStrategy(layer(t, m), nil, true, nil); err != nil {
+			t.Errorf("NewRestartStrategy(%s) = %v", name, err)
 		}
 	}
 }

@@ -67,9 +67,6 @@ func TestExamples(t *testing.T) {
 			if err := jobLayer.SetAll(g.GetJobConfig()); err != nil {
 				t.Fatal(err)
 			}
-			if err := failover.Validate(jobLayer); err != nil {
-				t.Fatalf("restart strategy: %v", err)
-			}
 			rs, err := failover.NewRestartStrategy(jobLayer, nil, cfg.Duration(config.CheckpointInterval) > 0, nil)
 			if err != nil {
 				t.Fatalf("restart strategy: %v", err)

@@ -10,7 +10,8 @@ import (
 )
 
 // The types below are the part of flinkctl's JSON output that the system tests and the bench
-// read. They are declared apart from flinkctl's own, so that a renamed field fails them.
+// read. They are declared apart from flinkctl's own, so that a field renamed there decodes as
+// a zero value here, which the tests' checks fail on, instead of following the rename.
 
 // JobStatus is `flinkctl status -o json` (and `run -o json`).
 type JobStatus struct {

@@ -388,10 +388,9 @@ func timerC(t *time.Timer) <-chan time.Time {
 // restoreChoice is the checkpoint a restart restores: the newest retained one whose files are
 // intact (nil cp when none is retained or none is intact), after the corrupt ones skipped.
 type restoreChoice struct {
-	retained int // checkpoints retained when the choice was made
-	cp       *pb.CompletedCheckpoint
-	md       *pb.CheckpointMetadata
-	corrupt  []corruptCheckpoint // newest first
+	cp      *pb.CompletedCheckpoint
+	md      *pb.CheckpointMetadata
+	corrupt []corruptCheckpoint // newest first; every retained one when cp is nil
 }
 
 // corruptCheckpoint is a retained checkpoint whose files failed verification.
@@ -427,7 +426,7 @@ func (m *jobMaster) verifyRestore(p *pendingRestart) {
 // chooseRestore verifies retained checkpoints, newest first, up to the first intact one. It
 // gives up, returning nil, when ctx ends (the job master stopped).
 func chooseRestore(ctx context.Context, cps []*pb.CompletedCheckpoint, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)) *restoreChoice {
-	c := &restoreChoice{retained: len(cps)}
+	c := &restoreChoice{}
 	for i := len(cps) - 1; i >= 0; i-- {
 		if ctx.Err() != nil {
 			return nil
@@ -466,8 +465,8 @@ func (m *jobMaster) onRestoreVerified(ev evRestoreVerified) {
 		m.log.Error("corrupt checkpoint", "checkpoint_id", bad.id, "err", bad.err)
 		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
 	}
-	if c.cp == nil && c.retained > 0 {
-		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", c.retained))
+	if c.cp == nil && len(c.corrupt) > 0 {
+		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(c.corrupt)))
 		return
 	}
 	p.restore = c

@@ -252,9 +252,6 @@ func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 	m.execs = execs
 	m.log.Info("redeploying tasks", "tasks", fresh, "of", len(execs), "attempt", m.attempt, "restored_checkpoint_id", m.restoredID)
 	m.tryAssignSlots()
-	// Tasks that wait for slots are SCHEDULED in the view: nothing else publishes them until
-	// a slot frees up or an event arrives.
-	m.publish()
 }
 
 // unassigned is the TaskManager of an execution that waits for a slot.

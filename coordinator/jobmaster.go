@@ -286,6 +286,7 @@ func (m *jobMaster) run() {
 		}
 	}
 	m.maybeRestart()
+	m.publish() // the tasks, SCHEDULED while they wait for slots; the loop publishes after every event
 	cpTimer := time.NewTimer(time.Hour)
 	defer cpTimer.Stop()
 	for !m.ended && m.ctx.Err() == nil {

@@ -777,6 +777,32 @@ func (s *boltValue[T]) set(v T) error {
 
 func (s *boltValue[T]) clear() error { return s.t.del() }
 
+// keys flushes the cache and scans the state's bucket: a database key is the key group (2
+// bytes) and the encoded key.
+func (s *boltValue[T]) keys() ([]record.Value, error) {
+	b := s.t.b
+	if err := b.flush(); err != nil {
+		return nil, err
+	}
+	bkt, err := s.t.ref.bucket(b)
+	if err != nil || bkt == nil {
+		return nil, err
+	}
+	var ks []record.Value
+	c := bkt.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) < 2 {
+			return nil, fmt.Errorf("state %q: %w: key of %d bytes", s.t.ref.name, ErrCorrupt, len(k))
+		}
+		v, _, err := decodeKey(k[2:], b.keyType)
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %w", s.t.ref.name, err)
+		}
+		ks = append(ks, v.Clone())
+	}
+	return ks, nil
+}
+
 // boltList is list state in a bbolt backend; a value is the length-prefixed elements.
 type boltList[T any] struct {
 	t    *boltTable

@@ -377,6 +377,16 @@ func (s *hmValue[T]) set(v T) error {
 	return nil
 }
 
+func (s *hmValue[T]) keys() ([]record.Value, error) {
+	var ks []record.Value
+	for _, m := range s.groups {
+		for k := range m {
+			ks = append(ks, k)
+		}
+	}
+	return ks, nil
+}
+
 func (s *hmValue[T]) clear() error {
 	s.last = nil // whether it was the entry or stale, the current key has none afterwards
 	return s.hmState.clear()

@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
+
+	"github.com/goflink/goflink/record"
 )
 
 // ValueState is a single value per key.
@@ -35,6 +37,7 @@ type valueStore[T any] interface {
 	get() (T, bool, error)
 	set(v T) error
 	clear() error
+	keys() ([]record.Value, error)
 }
 
 type listStore[T any] interface {
@@ -133,6 +136,11 @@ func (s *ValueState[T]) Update(v T) error { return s.s.set(v) }
 
 // Clear removes the current key's value.
 func (s *ValueState[T]) Clear() error { return s.s.clear() }
+
+// Keys returns every key that has a value, in no particular order (a timer service rebuilds
+// its queue from them after a restore). It reads the whole state: use it at initialization,
+// not per record.
+func (s *ValueState[T]) Keys() ([]record.Value, error) { return s.s.keys() }
 
 // Get returns the current key's list (nil when empty). The slice is the caller's.
 func (s *ListState[T]) Get() ([]T, error) { return s.s.get() }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
 
@@ -354,5 +355,57 @@ func TestBBoltRemovesWorkingFile(t *testing.T) {
 	must(t, b.Close())
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("files left after Close: %v", entries)
+	}
+}
+
+// Keys lists every key with a value, in the backend's range only, also after a restore and
+// with entries still in the bbolt backend's cache.
+func TestValueStateKeys(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			b := newBackend(t, kind, record.Int64, fullRange, 4)
+			s, err := NewValueState(b, "timers", Int64Codec{})
+			must(t, err)
+			for k := range int64(20) {
+				b.SetCurrentKey(record.IntValue(k))
+				must(t, s.Update(k*10))
+			}
+			for _, k := range []int64{3, 7} {
+				b.SetCurrentKey(record.IntValue(k))
+				must(t, s.Clear())
+			}
+			want := map[int64]bool{}
+			for k := range int64(20) {
+				want[k] = k != 3 && k != 7
+			}
+			checkKeys := func(s *ValueState[int64], rng KeyGroupRange) {
+				t.Helper()
+				ks, err := s.Keys()
+				must(t, err)
+				got := map[int64]bool{}
+				for _, k := range ks {
+					if got[k.Int()] {
+						t.Fatalf("Keys() lists %d twice", k.Int())
+					}
+					got[k.Int()] = true
+				}
+				for k, has := range want {
+					in := rng.Contains(KeyGroup(record.IntValue(k), record.Int64, testMaxP))
+					if got[k] != (has && in) {
+						t.Errorf("Keys() lists %d: %v, want %v", k, got[k], has && in)
+					}
+				}
+			}
+			checkKeys(s, fullRange)
+
+			fs := files{}
+			h := fs.snapshot(t, b, "snap")
+			half := KeyGroupRange{Start: 0, End: testMaxP/2 - 1}
+			r := newBackend(t, kind, record.Int64, half, 4)
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+			rs, err := NewValueState(r, "timers", Int64Codec{})
+			must(t, err)
+			checkKeys(rs, half)
+		})
 	}
 }

@@ -251,6 +251,8 @@ type Event struct {
 	//	*Event_EndOfPartition
 	//	*Event_Barrier
 	//	*Event_CancelCheckpoint
+	//	*Event_Watermark
+	//	*Event_WatermarkStatus
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -320,6 +322,24 @@ func (x *Event) GetCancelCheckpoint() *CancelCheckpointMarker {
 	return nil
 }
 
+func (x *Event) GetWatermark() *Watermark {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Watermark); ok {
+			return x.Watermark
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetWatermarkStatus() *WatermarkStatus {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_WatermarkStatus); ok {
+			return x.WatermarkStatus
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -336,11 +356,115 @@ type Event_CancelCheckpoint struct {
 	CancelCheckpoint *CancelCheckpointMarker `protobuf:"bytes,3,opt,name=cancel_checkpoint,json=cancelCheckpoint,proto3,oneof"`
 }
 
+type Event_Watermark struct {
+	Watermark *Watermark `protobuf:"bytes,4,opt,name=watermark,proto3,oneof"`
+}
+
+type Event_WatermarkStatus struct {
+	WatermarkStatus *WatermarkStatus `protobuf:"bytes,5,opt,name=watermark_status,json=watermarkStatus,proto3,oneof"`
+}
+
 func (*Event_EndOfPartition) isEvent_Kind() {}
 
 func (*Event_Barrier) isEvent_Kind() {}
 
 func (*Event_CancelCheckpoint) isEvent_Kind() {}
+
+func (*Event_Watermark) isEvent_Kind() {}
+
+func (*Event_WatermarkStatus) isEvent_Kind() {}
+
+// Watermark says no record with an event timestamp at or below timestamp (epoch milliseconds)
+// follows on this channel, except late ones. Watermarks on a channel never go backwards.
+type Watermark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp     int64                  `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Watermark) Reset() {
+	*x = Watermark{}
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Watermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Watermark) ProtoMessage() {}
+
+func (x *Watermark) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
+func (*Watermark) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Watermark) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+// WatermarkStatus says whether the channel is idle: an idle channel does not hold back the
+// watermark of its consumer until it becomes active again (Flink's WatermarkStatus).
+type WatermarkStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Idle          bool                   `protobuf:"varint,1,opt,name=idle,proto3" json:"idle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkStatus) Reset() {
+	*x = WatermarkStatus{}
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkStatus) ProtoMessage() {}
+
+func (x *WatermarkStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkStatus.ProtoReflect.Descriptor instead.
+func (*WatermarkStatus) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WatermarkStatus) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
 
 // EndOfPartition says the producer emitted its last record on this channel.
 type EndOfPartition struct {
@@ -351,7 +475,7 @@ type EndOfPartition struct {
 
 func (x *EndOfPartition) Reset() {
 	*x = EndOfPartition{}
-	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +487,7 @@ func (x *EndOfPartition) String() string {
 func (*EndOfPartition) ProtoMessage() {}
 
 func (x *EndOfPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +500,7 @@ func (x *EndOfPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndOfPartition.ProtoReflect.Descriptor instead.
 func (*EndOfPartition) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{6}
 }
 
 var File_goflink_v1_data_exchange_service_proto protoreflect.FileDescriptor
@@ -398,12 +522,18 @@ const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12'\n" +
-	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"\xe5\x01\n" +
+	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"\xe6\x02\n" +
 	"\x05Event\x12F\n" +
 	"\x10end_of_partition\x18\x01 \x01(\v2\x1a.goflink.v1.EndOfPartitionH\x00R\x0eendOfPartition\x129\n" +
 	"\abarrier\x18\x02 \x01(\v2\x1d.goflink.v1.CheckpointBarrierH\x00R\abarrier\x12Q\n" +
-	"\x11cancel_checkpoint\x18\x03 \x01(\v2\".goflink.v1.CancelCheckpointMarkerH\x00R\x10cancelCheckpointB\x06\n" +
-	"\x04kind\"\x10\n" +
+	"\x11cancel_checkpoint\x18\x03 \x01(\v2\".goflink.v1.CancelCheckpointMarkerH\x00R\x10cancelCheckpoint\x125\n" +
+	"\twatermark\x18\x04 \x01(\v2\x15.goflink.v1.WatermarkH\x00R\twatermark\x12H\n" +
+	"\x10watermark_status\x18\x05 \x01(\v2\x1b.goflink.v1.WatermarkStatusH\x00R\x0fwatermarkStatusB\x06\n" +
+	"\x04kind\")\n" +
+	"\tWatermark\x12\x1c\n" +
+	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\"%\n" +
+	"\x0fWatermarkStatus\x12\x12\n" +
+	"\x04idle\x18\x01 \x01(\bR\x04idle\"\x10\n" +
 	"\x0eEndOfPartition2c\n" +
 	"\x13DataExchangeService\x12L\n" +
 	"\tSubscribe\x12\x1c.goflink.v1.SubscribeRequest\x1a\x1d.goflink.v1.SubscribeResponse(\x010\x01B7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
@@ -420,32 +550,36 @@ func file_goflink_v1_data_exchange_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_data_exchange_service_proto_rawDescData
 }
 
-var file_goflink_v1_data_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_goflink_v1_data_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_goflink_v1_data_exchange_service_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),       // 0: goflink.v1.SubscribeRequest
 	(*OpenSubpartition)(nil),       // 1: goflink.v1.OpenSubpartition
 	(*SubscribeResponse)(nil),      // 2: goflink.v1.SubscribeResponse
 	(*Event)(nil),                  // 3: goflink.v1.Event
-	(*EndOfPartition)(nil),         // 4: goflink.v1.EndOfPartition
-	(*ExecutionAttemptID)(nil),     // 5: goflink.v1.ExecutionAttemptID
-	(*CheckpointBarrier)(nil),      // 6: goflink.v1.CheckpointBarrier
-	(*CancelCheckpointMarker)(nil), // 7: goflink.v1.CancelCheckpointMarker
+	(*Watermark)(nil),              // 4: goflink.v1.Watermark
+	(*WatermarkStatus)(nil),        // 5: goflink.v1.WatermarkStatus
+	(*EndOfPartition)(nil),         // 6: goflink.v1.EndOfPartition
+	(*ExecutionAttemptID)(nil),     // 7: goflink.v1.ExecutionAttemptID
+	(*CheckpointBarrier)(nil),      // 8: goflink.v1.CheckpointBarrier
+	(*CancelCheckpointMarker)(nil), // 9: goflink.v1.CancelCheckpointMarker
 }
 var file_goflink_v1_data_exchange_service_proto_depIdxs = []int32{
-	1, // 0: goflink.v1.SubscribeRequest.open:type_name -> goflink.v1.OpenSubpartition
-	5, // 1: goflink.v1.OpenSubpartition.producer:type_name -> goflink.v1.ExecutionAttemptID
-	5, // 2: goflink.v1.OpenSubpartition.consumer:type_name -> goflink.v1.ExecutionAttemptID
-	3, // 3: goflink.v1.SubscribeResponse.event:type_name -> goflink.v1.Event
-	4, // 4: goflink.v1.Event.end_of_partition:type_name -> goflink.v1.EndOfPartition
-	6, // 5: goflink.v1.Event.barrier:type_name -> goflink.v1.CheckpointBarrier
-	7, // 6: goflink.v1.Event.cancel_checkpoint:type_name -> goflink.v1.CancelCheckpointMarker
-	0, // 7: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
-	2, // 8: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1,  // 0: goflink.v1.SubscribeRequest.open:type_name -> goflink.v1.OpenSubpartition
+	7,  // 1: goflink.v1.OpenSubpartition.producer:type_name -> goflink.v1.ExecutionAttemptID
+	7,  // 2: goflink.v1.OpenSubpartition.consumer:type_name -> goflink.v1.ExecutionAttemptID
+	3,  // 3: goflink.v1.SubscribeResponse.event:type_name -> goflink.v1.Event
+	6,  // 4: goflink.v1.Event.end_of_partition:type_name -> goflink.v1.EndOfPartition
+	8,  // 5: goflink.v1.Event.barrier:type_name -> goflink.v1.CheckpointBarrier
+	9,  // 6: goflink.v1.Event.cancel_checkpoint:type_name -> goflink.v1.CancelCheckpointMarker
+	4,  // 7: goflink.v1.Event.watermark:type_name -> goflink.v1.Watermark
+	5,  // 8: goflink.v1.Event.watermark_status:type_name -> goflink.v1.WatermarkStatus
+	0,  // 9: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
+	2,  // 10: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_data_exchange_service_proto_init() }
@@ -463,6 +597,8 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 		(*Event_EndOfPartition)(nil),
 		(*Event_Barrier)(nil),
 		(*Event_CancelCheckpoint)(nil),
+		(*Event_Watermark)(nil),
+		(*Event_WatermarkStatus)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -470,7 +606,7 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_data_exchange_service_proto_rawDesc), len(file_goflink_v1_data_exchange_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -249,7 +249,10 @@ type JobEdge struct {
 	Key     string    `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
 	KeyType FieldType `protobuf:"varint,5,opt,name=key_type,json=keyType,proto3,enum=goflink.v1.FieldType" json:"key_type,omitempty"`
 	// schema of the records on this edge (the source vertex's output schema).
-	Schema        *Schema `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"`
+	Schema *Schema `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"`
+	// timestamps says each record on this edge carries an event timestamp: its encoding is
+	// preceded by 8 bytes, the timestamp in epoch milliseconds (little endian).
+	Timestamps    bool `protobuf:"varint,7,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +327,13 @@ func (x *JobEdge) GetSchema() *Schema {
 		return x.Schema
 	}
 	return nil
+}
+
+func (x *JobEdge) GetTimestamps() bool {
+	if x != nil {
+		return x.Timestamps
+	}
+	return false
 }
 
 // Operator is one operator of a chain. Its type (operator.Type in the processes' operator
@@ -438,14 +448,17 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x122\n" +
-	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\xe4\x01\n" +
+	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\x84\x02\n" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\x05R\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\x05R\x06target\x129\n" +
 	"\vpartitioner\x18\x03 \x01(\x0e2\x17.goflink.v1.PartitionerR\vpartitioner\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x120\n" +
 	"\bkey_type\x18\x05 \x01(\x0e2\x15.goflink.v1.FieldTypeR\akeyType\x12*\n" +
-	"\x06schema\x18\x06 \x01(\v2\x12.goflink.v1.SchemaR\x06schema\"\xbd\x02\n" +
+	"\x06schema\x18\x06 \x01(\v2\x12.goflink.v1.SchemaR\x06schema\x12\x1e\n" +
+	"\n" +
+	"timestamps\x18\a \x01(\bR\n" +
+	"timestamps\"\xbd\x02\n" +
 	"\bOperator\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +

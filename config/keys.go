@@ -65,6 +65,7 @@ const (
 	ParallelismDefault      = "parallelism.default"
 	MaxParallelism          = "pipeline.max-parallelism"
 	BufferTimeout           = "execution.buffer-timeout.interval"
+	AutoWatermarkInterval   = "pipeline.auto-watermark-interval"
 	BuffersPerChannel       = "taskmanager.network.memory.buffers-per-channel"
 	MaxBuffersPerChannel    = "taskmanager.network.memory.max-buffers-per-channel"
 	PartitionRequestTimeout = "taskmanager.network.partition-request-timeout"
@@ -108,6 +109,8 @@ var options = []Option{
 		Description: "Number of key groups of keyed operators; -1 derives it from the parallelism as Flink does."},
 	{Key: BufferTimeout, Kind: KindDuration, Default: "100 ms", Scope: ScopeJob, Min: 0,
 		Description: "Longest time a partly filled network buffer waits before it is sent; 0 flushes after every record batch."},
+	{Key: AutoWatermarkInterval, Kind: KindDuration, Default: "200 ms", Scope: ScopeJob, Min: 1,
+		Description: "How often watermark generators (a source's watermark, the watermark operator) emit their watermark."},
 	{Key: BuffersPerChannel, Kind: KindInt, Default: "4", Scope: ScopeProcess, Min: 1,
 		Description: "Credits (32 KiB network buffers) a consumer grants each input channel."},
 	{Key: MaxBuffersPerChannel, Kind: KindInt, Default: "10", Scope: ScopeProcess, Min: 1,

@@ -62,6 +62,13 @@ type specOp struct {
 	keyType    record.Type         // key-by only; record.Invalid when unknown
 	keyExp     *expression.Program // key-by only; nil when its input is not fully known
 	pbOp       *pb.Operator
+	// watermark is a source's watermark field, planned into wmOp: a watermark operator
+	// chained right after the source.
+	watermark *spec.Entry
+	wmOp      *pb.Operator
+	// timed: its records carry event timestamps and its watermarks come from a watermark
+	// strategy (a source's watermark field or a watermark operator upstream).
+	timed bool
 }
 
 // is reports whether the operator's type is known and has role r.
@@ -251,9 +258,17 @@ func (b *builder) parseOperators(list []spec.Value) {
 			op.parallelism, _ = parallelism(e.Value)
 		}
 		if op.t != nil && op.t.Fields != nil {
-			m.CheckKeys(append(slices.Clone(commonFields), op.t.Fields...), "for type "+op.typ)
+			allowed := append(slices.Clone(commonFields), op.t.Fields...)
+			if op.is(operator.RoleSource) {
+				allowed = append(allowed, "watermark")
+			}
+			m.CheckKeys(allowed, "for type "+op.typ)
 		}
 		op.fields = m.Without(commonFields...)
+		if e, ok := op.fields.Get("watermark"); ok && op.is(operator.RoleSource) {
+			op.watermark = &e
+			op.fields = op.fields.Without("watermark")
+		}
 	}
 }
 
@@ -373,7 +388,15 @@ func (b *builder) plan(op *specOp) {
 		}
 	}
 	p := operator.NewPlanner(b.name, op.name, op.typ, b.cfg, in, op.value, op.fields)
+	for _, i := range op.inputs {
+		op.timed = op.timed || i.timed
+		if i.is(operator.RoleKeyBy) && p.KeyExpr == "" {
+			p.KeyExpr, p.KeyType = operator.KeyExpression(i.pbOp.Config), i.keyType
+		}
+	}
+	p.Timed = op.timed
 	op.pbOp.Config, op.out = op.t.Plan(p)
+	op.timed = op.timed || op.typ == operator.Watermark.Name
 	switch {
 	case op.t.Role == operator.RoleSink:
 		op.out = nil
@@ -388,6 +411,25 @@ func (b *builder) plan(op *specOp) {
 	if op.out != nil && op.out.Schema != nil {
 		op.pbOp.OutputSchema = op.out.Schema.Proto()
 	}
+	if op.watermark != nil {
+		b.planSourceWatermark(op)
+	}
+}
+
+// planSourceWatermark plans a source's watermark field as a watermark operator chained after
+// it.
+func (b *builder) planSourceWatermark(op *specOp) {
+	op.timed = true
+	m, ok := op.watermark.Map()
+	if !ok {
+		return
+	}
+	m = m.At(op.watermark.Path())
+	m.CheckKeys(operator.Watermark.Fields, "for a watermark")
+	p := operator.NewPlanner(b.name, op.name, "watermark", b.cfg, op.out, op.watermark.Value, m)
+	cfg, _ := operator.Watermark.Plan(p)
+	op.wmOp = &pb.Operator{Name: op.name + ".watermark", Type: operator.Watermark.Name, Line: int32(op.watermark.Line()),
+		InputSchema: op.pbOp.GetOutputSchema(), OutputSchema: op.pbOp.GetOutputSchema(), Config: cfg}
 }
 
 // keyOf compiles a key-by's key (its plan reported any problem with it) against its input:
@@ -580,6 +622,9 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 			}
 			jv.Name += op.name
 			jv.Operators = append(jv.Operators, op.pbOp)
+			if op.wmOp != nil {
+				jv.Operators = append(jv.Operators, op.wmOp)
+			}
 			vertexOf[op] = jv
 		}
 		g.Vertices = append(g.Vertices, jv)
@@ -589,7 +634,7 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 		if src == dst {
 			continue // chained
 		}
-		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto()}
+		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto(), Timestamps: e.from.timed}
 		if e.key != nil {
 			je.Key = e.key.Source()
 			je.KeyType = e.key.Type().Proto()

@@ -57,6 +57,13 @@ type Context struct {
 	Checkpointing bool
 
 	key record.Value
+
+	// event time (time.go), bound by the task
+	stamp        *int64
+	timeOut      TimeOutput
+	timers       *TimerService
+	watermark    int64
+	hasWatermark bool
 }
 
 // SetKey sets the key of the record being processed (called by the task for keyed inputs).

@@ -25,6 +25,13 @@ type Planner struct {
 	// operator with problems it is only partly known (see Shape); a Plan checks what it can
 	// and reports a problem only when it holds whatever the unknown parts are.
 	In *Shape
+	// Timed says the input's records carry event timestamps, and its watermarks come from a
+	// watermark strategy upstream (a source's watermark field or a watermark operator).
+	Timed bool
+	// KeyExpr and KeyType are the key of a keyed operator's key-by input ("" when it has
+	// none, record.Invalid when the type is unknown).
+	KeyExpr string
+	KeyType record.Type
 
 	typ    string
 	op     spec.Value // the operator, for problems of it as a whole

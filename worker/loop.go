@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -57,6 +58,10 @@ func (t *task) runSource() error {
 			}
 		case <-tick:
 			if err := t.flush(); err != nil {
+				return err
+			}
+		case <-t.wmTicks():
+			if err := t.periodicEmit(); err != nil {
 				return err
 			}
 		case <-t.ctx.Done():
@@ -140,6 +145,10 @@ func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke boo
 		return false, t.flush()
 	case <-wake:
 		return true, nil
+	case <-t.wmTicks():
+		return false, t.periodicEmit()
+	case <-t.procTimerC():
+		return false, t.fireProcessingTimers()
 	case <-t.ctx.Done():
 		return false, t.ctx.Err()
 	}
@@ -169,6 +178,9 @@ func (t *task) process(it gateItem) error {
 			return nil
 		}
 		it.ch.release() // every other event spent a credit like a buffer
+		if ok, err := t.processWatermarkEvent(b.event, it.ch.idx); ok || err != nil {
+			return err
+		}
 		if t.barriers == nil {
 			return nil // checkpointing is off
 		}
@@ -184,7 +196,17 @@ func (t *task) process(it gateItem) error {
 	head := t.ops[0]
 	hctx := t.ctxs[0]
 	data := b.data
+	if !in.timestamps {
+		t.time.stamp = operator.NoTimestamp
+	}
 	for range b.records {
+		if in.timestamps {
+			if len(data) < 8 {
+				return fmt.Errorf("decode record: %w: timestamp truncated", record.ErrCorrupt)
+			}
+			t.time.stamp = int64(binary.LittleEndian.Uint64(data))
+			data = data[8:]
+		}
 		n, err := record.DecodeRow(data, in.schema, in.row)
 		if err != nil {
 			return fmt.Errorf("decode record: %w", err)
@@ -228,6 +250,12 @@ func (t *task) flush() error {
 // finish ends the input of every operator, waits for the final checkpoint, then closes the
 // outputs with end-of-partition.
 func (t *task) finish() error {
+	if t.source != nil {
+		// A bounded source ends event time, so that every window and timer fires.
+		if err := t.advanceWatermark(0, operator.MaxWatermark); err != nil {
+			return err
+		}
+	}
 	for i, op := range t.ops {
 		if err := op.EndInput(); err != nil {
 			return fmt.Errorf("end input of %s: %w", t.ctxs[len(t.ctxs)-len(t.ops)+i].OperatorName, err)

@@ -105,6 +105,8 @@ type task struct {
 	deferred []*pb.CheckpointBarrier
 	aborted  map[int64]bool
 	async    sync.WaitGroup // asynchronous checkpoint parts
+
+	time eventTime // owned by the task goroutine
 }
 
 // taskInput is one input edge of a task.
@@ -113,6 +115,8 @@ type taskInput struct {
 	schema *record.Schema
 	key    *expression.Evaluator // non-nil for keyed (hash) edges
 	row    record.Row
+	// timestamps: each record is preceded by its event timestamp (8 bytes)
+	timestamps bool
 }
 
 func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*task, error) {
@@ -136,6 +140,7 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 		env:           env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
 		name:   fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
 		parent: parent, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		time: eventTime{stamp: operator.NoTimestamp, outWM: operator.MinWatermark},
 	}
 	t.log = env.log.With("job_id", id.GetJobId(), "vertex_id", id.GetVertexId(), "subtask", id.GetSubtask(), "attempt", id.GetAttempt())
 	for i, e := range g.GetEdges() {
@@ -250,6 +255,7 @@ func (t *task) invoke() (err error) {
 			}
 		}
 	}()
+	defer t.stopTime()
 	if err := t.setup(); err != nil {
 		return err
 	}
@@ -290,7 +296,7 @@ func (n noOutput) Emit(record.Row) error { return fmt.Errorf("sink %q cannot emi
 func (t *task) setup() error {
 	g := t.req.GetJobGraph()
 	for i, e := range t.outEdges {
-		w, err := newRecordWriter(t.ctx, e, g.GetVertices()[e.GetTarget()], int(t.id.GetSubtask()), t.partitions[i], &t.out)
+		w, err := newRecordWriter(t.ctx, e, g.GetVertices()[e.GetTarget()], int(t.id.GetSubtask()), t.partitions[i], &t.out, &t.time.stamp)
 		if err != nil {
 			return fmt.Errorf("output %d: %w", i, err)
 		}
@@ -314,6 +320,11 @@ func (t *task) setup() error {
 	if err := t.initState(ki); err != nil {
 		return err
 	}
+	// Chain positions count the operators after the source, if any (t.ops).
+	first := 0
+	if _, ok := built[0].(operator.Source); ok {
+		first = 1
+	}
 	// Open from the tail to the head so every operator's output is ready before it runs.
 	for i := len(built) - 1; i >= 0; i-- {
 		spec := opSpecs[i]
@@ -331,6 +342,9 @@ func (t *task) setup() error {
 			if err := st.InitializeState(sc); err != nil {
 				return fmt.Errorf("initialize state of %s: %w", spec.GetName(), err)
 			}
+		}
+		if err := t.bindTime(octx, i-first, built[i]); err != nil {
+			return fmt.Errorf("timers of %s: %w", spec.GetName(), err)
 		}
 		switch o := built[i].(type) {
 		case operator.Source:
@@ -354,6 +368,7 @@ func (t *task) setup() error {
 		}
 		t.ctxs = append([]*operator.Context{octx}, t.ctxs...)
 	}
+	t.startTime()
 	if t.source == nil {
 		return t.connectInputs()
 	}
@@ -379,7 +394,7 @@ func (t *task) parseInputs() (keyInfo, error) {
 		if err != nil {
 			return keyInfo{}, fmt.Errorf("input %d schema: %w", idx, err)
 		}
-		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len())}
+		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len()), timestamps: e.GetTimestamps()}
 		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
 			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
 			if err != nil {
@@ -405,6 +420,7 @@ func (t *task) connectInputs() error {
 		return fmt.Errorf("task %s has neither a source nor inputs", t.name)
 	}
 	t.gate = make(chan gateItem, total*(t.env.credits+1))
+	t.time.valve = newValve(total)
 	t.blocked = make([]bool, total)
 	t.stash = make([][]gateItem, total)
 	switch t.req.GetCheckpointingMode() {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/goflink/goflink/expression"
@@ -33,6 +34,9 @@ type recordWriter struct {
 	counts []int
 	next   int // rebalance position
 	out    *int64
+	// stamp is the task's current event timestamp, written before each record when the edge
+	// carries timestamps (nil otherwise).
+	stamp *int64
 }
 
 // subpartitions is how many subpartitions a producer writes for edge e: one per consumer
@@ -53,7 +57,7 @@ func subpartitionOf(e *pb.JobEdge, consumer int32) int32 {
 	return consumer
 }
 
-func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex, subtask int, p *resultPartition, out *int64) (*recordWriter, error) {
+func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex, subtask int, p *resultPartition, out, stamp *int64) (*recordWriter, error) {
 	schema, err := record.SchemaFromProto(e.GetSchema())
 	if err != nil {
 		return nil, fmt.Errorf("edge schema: %w", err)
@@ -63,6 +67,9 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
 		maxPar: int(consumer.GetMaxParallelism()), n: n,
 		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out,
+	}
+	if e.GetTimestamps() {
+		w.stamp = stamp
 	}
 	switch w.part {
 	case pb.Partitioner_PARTITIONER_HASH:
@@ -113,6 +120,9 @@ func (w *recordWriter) Emit(row record.Row) error {
 		buf = make([]byte, 0, maxBufferBytes)
 	}
 	before := len(buf)
+	if w.stamp != nil {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(*w.stamp))
+	}
 	buf = record.AppendRow(buf, w.schema, row)
 	if len(buf) > maxBufferBytes {
 		if size := len(buf) - before; size > maxRecordBytes {

@@ -57,7 +57,7 @@ func newTestWriter(ctx context.Context, t *testing.T, s writerSetup) *testWriter
 	out := new(int64)
 	w, err := newRecordWriter(ctx, e,
 		&pb.JobVertex{Parallelism: int32(s.n), MaxParallelism: int32(s.maxPar)},
-		s.subtask, p, out)
+		s.subtask, p, out, nil)
 	if err != nil {
 		t.Fatalf("newRecordWriter(%+v): %v", s, err)
 	}
@@ -258,7 +258,7 @@ func TestNewRecordWriterErrors(t *testing.T) {
 			p := newResultPartition("k", tc.n, 1)
 			_, err := newRecordWriter(t.Context(),
 				&pb.JobEdge{Partitioner: tc.part, Key: tc.key, Schema: intSchema.Proto()},
-				&pb.JobVertex{Parallelism: int32(tc.n), MaxParallelism: 128}, tc.subtask, p, new(int64))
+				&pb.JobVertex{Parallelism: int32(tc.n), MaxParallelism: 128}, tc.subtask, p, new(int64), nil)
 			if err == nil {
 				t.Errorf("newRecordWriter(%v, key %q, subtask %d of %d) = nil error, want an error", tc.part, tc.key, tc.subtask, tc.n)
 			}

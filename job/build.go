@@ -375,8 +375,11 @@ func (b *builder) plan(op *specOp) {
 		op.out = operator.UnknownShape()
 		return
 	}
-	if op.t.Role == operator.RoleKeyBy && op.parallelism > 0 {
+	switch {
+	case op.t.Role == operator.RoleKeyBy && op.parallelism > 0:
 		b.ps.Add(op.parLine, op.path+".parallelism", "key-by only routes records and has no parallelism of its own")
+	case op.t.Global && op.parallelism > 1:
+		b.ps.Add(op.parLine, op.path+".parallelism", "%s runs in one subtask: its parallelism is 1, got %d", op.typ, op.parallelism)
 	}
 	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
 	var in *operator.Shape
@@ -493,7 +496,13 @@ func (b *builder) checkKeyed(op *specOp) {
 	case op.t.Role == operator.RoleKeyBy && len(keyed) > 0:
 		b.ps.Add(op.line, path, "key-by cannot read from another key-by")
 	case op.t.Keyed && len(plain) > 0:
-		b.ps.Add(op.line, path, "%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
+		msg := fmt.Sprintf("%s keeps state per key and needs keyed inputs: put a key-by before it", op.typ)
+		if op.t.KeyedHint != "" {
+			msg += "; " + op.t.KeyedHint
+		}
+		b.ps.Add(op.line, path, "%s", msg)
+	case op.t.Global && len(keyed) > 0:
+		b.ps.Add(op.line, path, "%s reads a non-keyed stream in one subtask; for a keyed one use the keyed type", op.typ)
 	case len(keyed) > 0 && len(plain) > 0:
 		b.ps.Add(op.line, path, "cannot mix keyed and non-keyed inputs")
 	default:
@@ -553,7 +562,10 @@ type vertex struct {
 func (b *builder) chain() ([]*vertex, []edge) {
 	maxPar := b.cfg.Int(config.MaxParallelism)
 	parOf := func(op *specOp) int {
-		if op.parallelism > 0 {
+		switch {
+		case op.t != nil && op.t.Global:
+			return 1
+		case op.parallelism > 0:
 			return op.parallelism
 		}
 		return b.par
@@ -570,6 +582,15 @@ func (b *builder) chain() ([]*vertex, []edge) {
 				for _, src := range in.inputs {
 					edges = append(edges, edge{from: src, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: in.keyExp})
 				}
+				continue
+			}
+			if op.t != nil && op.t.Global {
+				// One constant key: the whole stream in one subtask, with keyed state.
+				var key *expression.Program
+				if in.out != nil && in.out.Schema != nil {
+					key, _ = expression.Compile("0", in.out.Schema, expression.Options{})
+				}
+				edges = append(edges, edge{from: in, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: key})
 				continue
 			}
 			part := pb.Partitioner_PARTITIONER_FORWARD

@@ -37,6 +37,11 @@ type Type struct {
 	// Keyed types keep state per key and need a key-by input; Context.Key() holds the key of
 	// the record being processed.
 	Keyed bool
+	// KeyedHint is added to the problem of a Keyed type that reads a non-keyed input.
+	KeyedHint string
+	// Global types read a whole non-keyed stream in one subtask. They run keyed by one
+	// constant key, so that they have keyed state and timers (window-all).
+	Global bool
 	// Fields are the spec fields the type takes besides name, type, inputs and parallelism;
 	// any other field is reported as unknown. Nil takes any field (the type checks them).
 	Fields []string
@@ -95,7 +100,7 @@ func (t Type) Plan(p *Planner) ([]byte, *Shape) {
 
 // builtins are the engine's own operator types, in the order they are listed to users. Each
 // is defined in the file of its runtime.
-var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Sum, Count, Reduce, Fail, Print, File, Discard}
+var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Window, WindowAll, Sum, Count, Reduce, Fail, Print, File, Discard}
 
 // Registry maps type names to operator types: the built-in ones and those registered
 // (connectors, custom operators). It is safe for concurrent use. A JobManager plans specs with

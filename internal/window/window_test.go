@@ -9,7 +9,7 @@ import (
 
 func TestStartOf(t *testing.T) {
 	for _, tc := range []struct {
-		name                  string
+		name                   string
 		ts, offset, size, want int64
 	}{
 		{"zero", 0, 0, 10, 0},

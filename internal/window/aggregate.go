@@ -2,6 +2,7 @@ package window
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,7 +37,7 @@ func parse(expr string) (call, error) {
 		if s := suggest.Closest(c.fn, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", s)
 		}
-		return call{}, fmt.Errorf("%s", msg)
+		return call{}, errors.New(msg)
 	}
 	switch {
 	case c.fn == "count" && c.arg != "":
@@ -111,10 +112,9 @@ func Check(expr string, field func(name string) (record.Type, bool), open bool) 
 // op is one aggregate's compiled form: which kind, reading input field in, keeping its
 // accumulator in acc[slot] (and acc[slot+1] for first/last: the record's timestamp).
 type op struct {
-	kind    kind
-	in      int
-	slot    int
-	outType record.Type
+	kind kind
+	in   int
+	slot int
 }
 
 type kind uint8
@@ -150,8 +150,8 @@ type Aggregates struct {
 	types []record.Type
 }
 
-// New compiles exprs (see Check for the syntax) against the input schema in. An error names
-// the failing expression. An empty list is allowed: its accumulator only counts records.
+// New compiles exprs (see Check for the syntax) against the input schema in. An error gives
+// the failing expression's position, counting from 1, and Check's reason. An empty list is allowed: its accumulator only counts records.
 func New(exprs []string, in *record.Schema) (*Aggregates, error) {
 	a := &Aggregates{}
 	accFields := []record.Field{{Name: "n", Type: record.Int64}}
@@ -167,7 +167,7 @@ func New(exprs []string, in *record.Schema) (*Aggregates, error) {
 			return nil, fmt.Errorf("aggregate %d: %w", i+1, err)
 		}
 		c, _ := parse(e) // cannot fail: Check parsed it
-		o := op{in: -1, slot: len(accFields), outType: t}
+		o := op{in: -1, slot: len(accFields)}
 		if c.arg != "" {
 			o.in = in.Index(c.arg)
 		}

@@ -73,32 +73,30 @@ var reusableExtra = sync.OnceValue(func() string {
 	return string(appendExactString(nil, &r, reusableExtraLength))
 })
 
-// channels are the bid channels and their URLs: BidGenerator's HOT_URLS and
+// channelNames are the names of BidGenerator's CHANNEL_URL_CACHE, "channel-0" on.
+var channelNames = sync.OnceValue(func() []string {
+	names := make([]string, numChannels)
+	for i := range names {
+		names[i] = "channel-" + strconv.Itoa(i)
+	}
+	return names
+})
+
+// channels are the URLs of the bid channels: BidGenerator's HOT_URLS and
 // CHANNEL_URL_CACHE, which Java draws once per JVM from an unseeded SplittableRandom; here
-// they are drawn from new SplittableRandom(seed), in the same order, once per seed.
+// they are drawn from new SplittableRandom(seed), in the same order.
 type channels struct {
 	hotURLs [len(hotChannel)]string
-	names   [numChannels]string
 	urls    [numChannels]string
 }
 
-var (
-	channelsMu     sync.Mutex
-	channelsBySeed = map[int64]*channels{}
-)
-
-func channelsFor(seed int64) *channels {
-	channelsMu.Lock()
-	defer channelsMu.Unlock()
-	if c, ok := channelsBySeed[seed]; ok {
-		return c
-	}
+func newChannels(seed int64) *channels {
 	c := &channels{}
 	r := splitRandom{seed: uint64(seed)}
 	for i := range c.hotURLs {
 		c.hotURLs[i] = baseURL(&r)
 	}
-	for i := range numChannels {
+	for i := range c.urls {
 		url := baseURL(&r)
 		if r.intn(10) > 0 {
 			id := int32(bits.Reverse32(uint32(i)))
@@ -107,10 +105,8 @@ func channelsFor(seed int64) *channels {
 			}
 			url += "&channel_id=" + strconv.Itoa(int(id))
 		}
-		c.names[i] = "channel-" + strconv.Itoa(i)
 		c.urls[i] = url
 	}
-	channelsBySeed[seed] = c
 	return c
 }
 
@@ -173,6 +169,7 @@ type generator struct {
 	delayUs  float64 // GeneratorConfig.interEventDelayUs[0]
 	baseMs   int64
 	channels *channels
+	names    []string // channelNames
 	extra    string
 	rng      splitRandom
 	seedMix  uint64 // mix64(seed): event n's generator is new SplittableRandom(seedMix + n)
@@ -187,7 +184,8 @@ func newGenerator(c Config) *generator {
 		cfg:           c,
 		delayUs:       1000000.0 / float64(c.FirstEventRate),
 		baseMs:        c.BaseTimeMs,
-		channels:      channelsFor(c.Seed),
+		channels:      newChannels(c.Seed),
+		names:         channelNames(),
 		extra:         reusableExtra(),
 		seedMix:       mix64(uint64(c.Seed)),
 		auctionEvents: int64(c.InFlightAuctions) * totalProportion / auctionProportion,
@@ -256,7 +254,7 @@ func (g *generator) nextAuctionID(n int64) int64 {
 
 // price is PriceGenerator.nextPrice: 10^(6u) * 100 rounded, from 100 to 100,000,000.
 func (g *generator) price() int64 {
-	return int64(math.Floor(math.Pow(10, g.rng.float64()*6)*100 + 0.5)) // Math.round
+	return int64(math.Round(math.Pow(10, g.rng.float64()*6) * 100)) // Math.round, for x > 0
 }
 
 // nextExtra is StringsGenerator.nextExtra: padding that brings currentSize to avg on
@@ -266,7 +264,7 @@ func (g *generator) nextExtra(currentSize, avg int) string {
 		return ""
 	}
 	avg -= currentSize
-	delta := int(math.Floor(float64(avg)*0.2 + 0.5))
+	delta := int(math.Round(float64(avg) * 0.2))
 	size := avg - delta
 	if delta != 0 {
 		size += int(g.rng.intn(int32(2 * delta)))
@@ -386,7 +384,7 @@ func (g *generator) bid(n int64, row record.Row) {
 		channel, url = hotChannel[i], g.channels.hotURLs[i]
 	} else {
 		i := r.intn(numChannels)
-		channel, url = g.channels.names[i], g.channels.urls[i]
+		channel, url = g.names[i], g.channels.urls[i]
 	}
 
 	row[fBidAuction] = record.IntValue(auction + firstAuctionID)

@@ -50,11 +50,14 @@ func formatRow(row record.Row) string {
 // per-event SplittableRandom; testdata/ReferenceDump.java says how the files were made.
 func TestMatchesJavaGenerator(t *testing.T) {
 	for _, tc := range []struct {
-		file       string
-		seed, rate int64
+		file              string
+		seed, rate, first int64
+		events            int64
 	}{
-		{"testdata/java-seed0-rate10000000.tsv", 0, 10_000_000},
-		{"testdata/java-seed42-rate1000.tsv", 42, 1000},
+		{"testdata/java-seed0-rate10000000.tsv", 0, 10_000_000, 0, 500},
+		{"testdata/java-seed42-rate1000.tsv", 42, 1000, 0, 500},
+		// Far enough for the active-people and in-flight-auctions windows to apply.
+		{"testdata/java-seed-3-rate1000-from123456789.tsv", -3, 1000, 123_456_789, 300},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := os.Open(tc.file)
@@ -68,7 +71,7 @@ func TestMatchesJavaGenerator(t *testing.T) {
 			row := make(record.Row, numFields)
 			sc := bufio.NewScanner(f)
 			sc.Buffer(nil, 1<<20)
-			n := int64(0)
+			n := tc.first
 			for ; sc.Scan(); n++ {
 				g.fill(n, row)
 				if got, want := formatRow(row), sc.Text(); got != want {
@@ -78,8 +81,8 @@ func TestMatchesJavaGenerator(t *testing.T) {
 			if err := sc.Err(); err != nil {
 				t.Fatal(err)
 			}
-			if n < 500 {
-				t.Fatalf("compared %d events, want 500", n)
+			if n != tc.first+tc.events {
+				t.Fatalf("compared %d events, want %d", n-tc.first, tc.events)
 			}
 		})
 	}

@@ -6,7 +6,7 @@
 // StringsGenerator's new SplittableRandom(0x6e65786d61726bL) instead of unseeded, and a stub
 // NexmarkConfiguration (its fields and defaults, without Flink). See the package doc.
 //
-//	java -Dnexmark.seed=SEED ReferenceDump SEED FIRST_EVENT_RATE EVENTS
+//	java -Dnexmark.seed=SEED ReferenceDump SEED FIRST_EVENT_RATE EVENTS [FIRST_EVENT]
 import com.github.nexmark.flink.NexmarkConfiguration;
 import com.github.nexmark.flink.generator.GeneratorConfig;
 import com.github.nexmark.flink.generator.model.AuctionGenerator;
@@ -29,10 +29,11 @@ public class ReferenceDump {
     NexmarkConfiguration conf = new NexmarkConfiguration();
     conf.firstEventRate = Integer.parseInt(args[1]);
     long events = Long.parseLong(args[2]);
+    long first = args.length > 3 ? Long.parseLong(args[3]) : 0;
     long baseTime = 1436918400000L; // 2015-07-15T00:00:00Z
     GeneratorConfig config = new GeneratorConfig(conf, baseTime, 0, 0, -1, 0);
     StringBuilder sb = new StringBuilder();
-    for (long n = 0; n < events; n++) {
+    for (long n = first; n < first + events; n++) {
       // What NexmarkGenerator.nextEvent does for event n, with a generator seeded per event.
       SplittableRandom random = new SplittableRandom(mix64(seed) + n);
       long ts = config.timestampForEvent(n);

@@ -26,6 +26,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/connector/nexmark"
 	"github.com/goflink/goflink/internal/dirlock"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/operator"
@@ -183,7 +184,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	cfg.Settings = cmp.Or(cfg.Settings, config.New())
 	log := cmp.Or(cfg.Logger, slog.Default())
 	log, raftLog := log.With("jm_id", cfg.NodeID), cmp.Or(cfg.RaftLogger, log).With("jm_id", cfg.NodeID)
-	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type}, cfg.Operators...)...)
+	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type, nexmark.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}

@@ -383,7 +383,14 @@ func (b *builder) plan(op *specOp) {
 	}
 	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
 	var in *operator.Shape
-	if op.t.Role != operator.RoleSource {
+	var ins []*operator.Shape
+	switch {
+	case op.t.Role == operator.RoleSource:
+	case op.t.Inputs > 0:
+		ins = b.inputShapes(op)
+		in = operator.UnknownShape()
+		b.checkKeyed(op)
+	default:
 		in = b.inputShape(op)
 		b.checkKeyed(op)
 		if in.Schema != nil {
@@ -391,13 +398,15 @@ func (b *builder) plan(op *specOp) {
 		}
 	}
 	p := operator.NewPlanner(b.name, op.name, op.typ, b.cfg, in, op.value, op.fields)
+	p.Ins = ins
+	p.Timed = len(op.inputs) > 0
 	for _, i := range op.inputs {
 		op.timed = op.timed || i.timed
+		p.Timed = p.Timed && i.timed
 		if i.is(operator.RoleKeyBy) && p.KeyExpr == "" {
 			p.KeyExpr, p.KeyType = operator.KeyExpression(i.pbOp.Config), i.keyType
 		}
 	}
-	p.Timed = op.timed
 	op.pbOp.Config, op.out = op.t.Plan(p)
 	op.timed = op.timed || op.typ == operator.Watermark.Name
 	switch {
@@ -478,6 +487,22 @@ func (b *builder) inputShape(op *specOp) *operator.Shape {
 	return union
 }
 
+// inputShapes is what op reads on each of its distinct inputs (a join's left and right); it
+// reports a count of inputs other than the type's.
+func (b *builder) inputShapes(op *specOp) []*operator.Shape {
+	if !op.unresolved && len(op.inputs) != op.t.Inputs {
+		b.ps.Add(op.line, op.path+".inputs", "%s reads %d inputs, got %d", op.typ, op.t.Inputs, len(op.inputs))
+	}
+	shapes := make([]*operator.Shape, op.t.Inputs)
+	for i := range shapes {
+		shapes[i] = operator.UnknownShape()
+		if i < len(op.inputs) && !op.unresolved && op.inputs[i].out != nil {
+			shapes[i] = op.inputs[i].out
+		}
+	}
+	return shapes
+}
+
 // checkKeyed checks that op reads keyed or non-keyed inputs as its type needs. Inputs of
 // unknown type may be either, so only the others count.
 func (b *builder) checkKeyed(op *specOp) {
@@ -549,6 +574,7 @@ type edge struct {
 	from, to *specOp
 	part     pb.Partitioner
 	key      *expression.Program
+	input    int // which input of to it feeds
 }
 
 // vertex is a chain of forward-connected operators with one parallelism.
@@ -577,10 +603,10 @@ func (b *builder) chain() ([]*vertex, []edge) {
 			continue
 		}
 		physical = append(physical, op)
-		for _, in := range op.inputs {
+		for j, in := range op.inputs {
 			if in.is(operator.RoleKeyBy) {
 				for _, src := range in.inputs {
-					edges = append(edges, edge{from: src, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: in.keyExp})
+					edges = append(edges, edge{from: src, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: in.keyExp, input: j})
 				}
 				continue
 			}
@@ -655,7 +681,8 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 		if src == dst {
 			continue // chained
 		}
-		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto(), Timestamps: e.from.timed}
+		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto(),
+			Timestamps: e.from.timed, Input: int32(e.input)}
 		if e.key != nil {
 			je.Key = e.key.Source()
 			je.KeyType = e.key.Type().Proto()

@@ -30,6 +30,12 @@ type Operator interface {
 	Close() error
 }
 
+// TwoInput operators tell their inputs apart (a join): the task calls ProcessInput with the
+// index of the input the record came on instead of Process.
+type TwoInput interface {
+	ProcessInput(input int, row record.Row) error
+}
+
 // Source produces records.
 type Source interface {
 	Open(ctx *Context, out Output) error

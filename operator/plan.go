@@ -25,6 +25,9 @@ type Planner struct {
 	// operator with problems it is only partly known (see Shape); a Plan checks what it can
 	// and reports a problem only when it holds whatever the unknown parts are.
 	In *Shape
+	// Ins is what is known of each input of a type that tells its inputs apart (Type.Inputs);
+	// In is then unknown.
+	Ins []*Shape
 	// Timed says the input's records carry event timestamps, and its watermarks come from a
 	// watermark strategy upstream (a source's watermark field or a watermark operator).
 	Timed bool

@@ -42,6 +42,10 @@ type Type struct {
 	// Global types read a whole non-keyed stream in one subtask. They run keyed by one
 	// constant key, so that they have keyed state and timers (window-all).
 	Global bool
+	// Inputs, when > 0, is the number of distinct inputs the type reads (a join's left and
+	// right), each with its own schema (Planner.Ins); its runtime implements TwoInput. With 0
+	// an operator reads any number of inputs of one schema, as one stream.
+	Inputs int
 	// Fields are the spec fields the type takes besides name, type, inputs and parallelism;
 	// any other field is reported as unknown. Nil takes any field (the type checks them).
 	Fields []string
@@ -100,7 +104,7 @@ func (t Type) Plan(p *Planner) ([]byte, *Shape) {
 
 // builtins are the engine's own operator types, in the order they are listed to users. Each
 // is defined in the file of its runtime.
-var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Window, WindowAll, Sum, Count, Reduce, Fail, Print, File, Discard}
+var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Window, WindowAll, WindowJoin, IntervalJoin, Sum, Count, Reduce, Fail, Print, File, Discard}
 
 // Registry maps type names to operator types: the built-in ones and those registered
 // (connectors, custom operators). It is safe for concurrent use. A JobManager plans specs with

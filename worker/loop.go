@@ -196,6 +196,8 @@ func (t *task) process(it gateItem) error {
 	head := t.ops[0]
 	hctx := t.ctxs[0]
 	data := b.data
+	two, _ := head.(operator.TwoInput) // a join: records go to ProcessInput with their input
+	input := int(in.edge.GetInput())
 	if !in.timestamps {
 		t.time.stamp = operator.NoTimestamp
 	}
@@ -222,7 +224,12 @@ func (t *task) process(it gateItem) error {
 				t.keyed.SetCurrentKey(k)
 			}
 		}
-		if err := head.Process(in.row); err != nil {
+		if two != nil {
+			err = two.ProcessInput(input, in.row)
+		} else {
+			err = head.Process(in.row)
+		}
+		if err != nil {
 			return err
 		}
 	}

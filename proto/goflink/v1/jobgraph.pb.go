@@ -252,7 +252,10 @@ type JobEdge struct {
 	Schema *Schema `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"`
 	// timestamps says each record on this edge carries an event timestamp: its encoding is
 	// preceded by 8 bytes, the timestamp in epoch milliseconds (little endian).
-	Timestamps    bool `protobuf:"varint,7,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
+	Timestamps bool `protobuf:"varint,7,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
+	// input is which input of the target's head operator this edge feeds, for operators that
+	// tell their inputs apart (a join's left is 0, its right 1); 0 for the others.
+	Input         int32 `protobuf:"varint,8,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +337,13 @@ func (x *JobEdge) GetTimestamps() bool {
 		return x.Timestamps
 	}
 	return false
+}
+
+func (x *JobEdge) GetInput() int32 {
+	if x != nil {
+		return x.Input
+	}
+	return 0
 }
 
 // Operator is one operator of a chain. Its type (operator.Type in the processes' operator
@@ -448,7 +458,7 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x122\n" +
-	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\x84\x02\n" +
+	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\x9a\x02\n" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\x05R\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\x05R\x06target\x129\n" +
@@ -458,7 +468,8 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x06schema\x18\x06 \x01(\v2\x12.goflink.v1.SchemaR\x06schema\x12\x1e\n" +
 	"\n" +
 	"timestamps\x18\a \x01(\bR\n" +
-	"timestamps\"\xbd\x02\n" +
+	"timestamps\x12\x14\n" +
+	"\x05input\x18\b \x01(\x05R\x05input\"\xbd\x02\n" +
 	"\bOperator\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +

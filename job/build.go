@@ -69,6 +69,11 @@ type specOp struct {
 	// timed: its records carry event timestamps and its watermarks come from a watermark
 	// strategy (a source's watermark field or a watermark operator upstream).
 	timed bool
+	// A side output ("<name>.late") is a specOp of its own that readers name: base is the
+	// operator that emits it, side its name. It is planned with base: it emits base's input.
+	base  *specOp
+	side  string
+	sides map[string]*specOp // of a base: its side outputs that are read
 }
 
 // is reports whether the operator's type is known and has role r.
@@ -341,6 +346,14 @@ func (b *builder) resolveInputs() {
 				at := nv.At(inputs.Path())
 				src, ok := byName[in]
 				if !ok {
+					src, ok = b.sideOutput(byName, in, at)
+				}
+				if !ok && src != nil { // a side output that does not exist: reported
+					op.unresolved = true
+					b.unsureReaders = true
+					continue
+				}
+				if !ok {
 					msg := fmt.Sprintf("missing input: no operator %q", in)
 					if i := slices.IndexFunc(b.ops, func(o *specOp) bool { return o.name == in }); i >= 0 {
 						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, b.ops[i].line)
@@ -365,6 +378,39 @@ func (b *builder) resolveInputs() {
 			}
 		}
 	}
+}
+
+// sideOutput resolves the input name "<operator>.<side>": a side output of an operator
+// declared before. ok is false when it is none; src is then non-nil when the operator exists
+// but has no such side output (reported at at).
+func (b *builder) sideOutput(byName map[string]*specOp, name string, at spec.Value) (src *specOp, ok bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return nil, false
+	}
+	base, found := byName[name[:i]]
+	if !found || base.t == nil {
+		return nil, false
+	}
+	side := name[i+1:]
+	if !slices.Contains(base.t.SideOutputs, side) {
+		if len(base.t.SideOutputs) == 0 {
+			at.Problemf("operator %q (%s) has no side outputs", base.name, base.typ)
+		} else {
+			at.Problemf("operator %q has no side output %q (it has: %s)", base.name, side, strings.Join(base.t.SideOutputs, ", "))
+		}
+		return base, false
+	}
+	if so := base.sides[side]; so != nil {
+		return so, true
+	}
+	so := &specOp{index: base.index, line: base.line, path: base.path, name: name, typ: base.typ, value: base.value,
+		t: &operator.Type{Name: base.typ, Role: operator.RoleTransform}, base: base, side: side, out: operator.UnknownShape()}
+	if base.sides == nil {
+		base.sides = map[string]*specOp{}
+	}
+	base.sides[side] = so
+	return so, true
 }
 
 // plan checks op against what is known of its inputs and derives what it emits. An operator
@@ -405,6 +451,12 @@ func (b *builder) plan(op *specOp) {
 		p.Timed = p.Timed && i.timed
 		if i.is(operator.RoleKeyBy) && p.KeyExpr == "" {
 			p.KeyExpr, p.KeyType = operator.KeyExpression(i.pbOp.Config), i.keyType
+		}
+	}
+	for _, so := range op.sides { // a side output emits records of the operator's input
+		so.out, so.timed = in, op.timed
+		if in == nil {
+			so.out = operator.UnknownShape()
 		}
 	}
 	op.pbOp.Config, op.out = op.t.Plan(p)
@@ -574,7 +626,16 @@ type edge struct {
 	from, to *specOp
 	part     pb.Partitioner
 	key      *expression.Program
-	input    int // which input of to it feeds
+	input    int     // which input of to it feeds
+	side     *specOp // the side output of from it carries, or nil
+}
+
+// newEdge returns the edge from src to op; src may be a side output.
+func newEdge(src, to *specOp, part pb.Partitioner, key *expression.Program, input int) edge {
+	if src.base != nil {
+		return edge{from: src.base, to: to, part: part, key: key, input: input, side: src}
+	}
+	return edge{from: src, to: to, part: part, key: key, input: input}
 }
 
 // vertex is a chain of forward-connected operators with one parallelism.
@@ -606,7 +667,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 		for j, in := range op.inputs {
 			if in.is(operator.RoleKeyBy) {
 				for _, src := range in.inputs {
-					edges = append(edges, edge{from: src, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: in.keyExp, input: j})
+					edges = append(edges, newEdge(src, op, pb.Partitioner_PARTITIONER_HASH, in.keyExp, j))
 				}
 				continue
 			}
@@ -616,14 +677,14 @@ func (b *builder) chain() ([]*vertex, []edge) {
 				if in.out != nil && in.out.Schema != nil {
 					key, _ = expression.Compile("0", in.out.Schema, expression.Options{})
 				}
-				edges = append(edges, edge{from: in, to: op, part: pb.Partitioner_PARTITIONER_HASH, key: key})
+				edges = append(edges, newEdge(in, op, pb.Partitioner_PARTITIONER_HASH, key, j))
 				continue
 			}
 			part := pb.Partitioner_PARTITIONER_FORWARD
 			if parOf(in) != parOf(op) {
 				part = pb.Partitioner_PARTITIONER_REBALANCE
 			}
-			edges = append(edges, edge{from: in, to: op, part: part})
+			edges = append(edges, newEdge(in, op, part, nil, j))
 		}
 	}
 	in, out := map[*specOp][]edge{}, map[*specOp][]edge{}
@@ -635,7 +696,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 	vertexOf := map[*specOp]*vertex{}
 	for _, op := range physical {
 		ins := in[op]
-		if len(ins) == 1 && ins[0].part == pb.Partitioner_PARTITIONER_FORWARD && len(out[ins[0].from]) == 1 {
+		if len(ins) == 1 && ins[0].part == pb.Partitioner_PARTITIONER_FORWARD && ins[0].side == nil && len(out[ins[0].from]) == 1 {
 			if v := vertexOf[ins[0].from]; v != nil {
 				v.ops = append(v.ops, op)
 				vertexOf[op] = v
@@ -681,8 +742,15 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 		if src == dst {
 			continue // chained
 		}
-		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: e.from.out.Schema.Proto(),
-			Timestamps: e.from.timed, Input: int32(e.input)}
+		from := e.from
+		if e.side != nil {
+			from = e.side
+		}
+		je := &pb.JobEdge{Source: src.Id, Target: dst.Id, Partitioner: e.part, Schema: from.out.Schema.Proto(),
+			Timestamps: from.timed, Input: int32(e.input)}
+		if e.side != nil {
+			je.SideOutput = e.side.side
+		}
 		if e.key != nil {
 			je.Key = e.key.Source()
 			je.KeyType = e.key.Type().Proto()

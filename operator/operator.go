@@ -70,6 +70,7 @@ type Context struct {
 	timers       *TimerService
 	watermark    int64
 	hasWatermark bool
+	sides        map[string]Output
 }
 
 // SetKey sets the key of the record being processed (called by the task for keyed inputs).

@@ -46,6 +46,9 @@ type Type struct {
 	// right), each with its own schema (Planner.Ins); its runtime implements TwoInput. With 0
 	// an operator reads any number of inputs of one schema, as one stream.
 	Inputs int
+	// SideOutputs are the names of the type's side outputs, which readers name as inputs
+	// "<operator>.<side>" (a window's "late"); each emits records of the operator's input.
+	SideOutputs []string
 	// Fields are the spec fields the type takes besides name, type, inputs and parallelism;
 	// any other field is reported as unknown. Nil takes any field (the type checks them).
 	Fields []string

@@ -104,3 +104,11 @@ func (c *Context) BindTime(stamp *int64, out TimeOutput, timers *TimerService) {
 func (c *Context) AdvanceWatermark(wm int64) {
 	c.watermark, c.hasWatermark = wm, true
 }
+
+// SideOutput returns the output of the operator's side output name (a window's "late"), nil
+// when nothing reads it.
+func (c *Context) SideOutput(name string) Output { return c.sides[name] }
+
+// BindSideOutputs gives the context the outputs of its operator's side outputs that are read
+// (the task calls it before Open).
+func (c *Context) BindSideOutputs(sides map[string]Output) { c.sides = sides }

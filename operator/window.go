@@ -24,11 +24,11 @@ import (
 // Sliding windows are computed from panes (slices of gcd(size, slide)): a record updates one
 // pane, a window's result merges its panes when it fires, so a record costs the same whatever
 // size/slide is. Panes, sessions and timers live in keyed state.
-var Window = Define(Type{Name: "window", Keyed: true, Fields: windowFields,
+var Window = Define(Type{Name: "window", Keyed: true, Fields: windowFields, SideOutputs: []string{"late"},
 	KeyedHint: "for a non-keyed stream use window-all"}, planWindow(false), newWindowOp)
 
 // WindowAll is Window over a whole non-keyed stream, in one subtask.
-var WindowAll = Define(Type{Name: "window-all", Global: true, Fields: windowFields}, planWindow(true), newWindowOp)
+var WindowAll = Define(Type{Name: "window-all", Global: true, Fields: windowFields, SideOutputs: []string{"late"}}, planWindow(true), newWindowOp)
 
 var windowFields = []string{"size", "slide", "gap", "time", "offset", "allowed-lateness", "aggregates"}
 
@@ -280,8 +280,7 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 	p := w.sliding.PaneOf(ts)
 	last := w.sliding.LastWindow(p)
 	if w.domain == EventTime && w.expired(last.MaxTimestamp(), wm) {
-		w.dropped++
-		return nil
+		return w.late(row)
 	}
 	acc, ok, err := w.panes.Get(p.Start)
 	if err != nil {
@@ -307,6 +306,16 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 		if err := w.fire(w.sliding.WindowEnding(end)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// late drops a record beyond the allowed lateness: it goes to the side output "late" when an
+// operator reads it, and is counted.
+func (w *windowOp) late(row record.Row) error {
+	w.dropped++
+	if out := w.ctx.SideOutput("late"); out != nil {
+		return out.Emit(row)
 	}
 	return nil
 }
@@ -420,8 +429,7 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 		}
 	}
 	if w.domain == EventTime && w.expired(merged.MaxTimestamp(), wm) {
-		w.dropped++
-		return nil
+		return w.late(row)
 	}
 	acc := w.aggs.NewAcc()
 	for _, s := range absorbed {

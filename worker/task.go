@@ -302,7 +302,19 @@ func (t *task) setup() error {
 		}
 		t.writers = append(t.writers, w)
 	}
-	var out operator.Output = fanOut(t.writers)
+	// The chain's last operator writes its main output to the edges without a side output,
+	// and each side output to its own edges.
+	var main fanOut
+	sides := map[string]operator.Output{}
+	for i, w := range t.writers {
+		if name := t.outEdges[i].GetSideOutput(); name != "" {
+			prev, _ := sides[name].(fanOut)
+			sides[name] = append(prev, w)
+			continue
+		}
+		main = append(main, w)
+	}
+	var out operator.Output = main
 	opSpecs := t.vertex.GetOperators()
 	built := make([]any, len(opSpecs))
 	for i, spec := range opSpecs {
@@ -334,8 +346,11 @@ func (t *task) setup() error {
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
 			Checkpointing: t.checkpointing(),
 		}
-		if i == len(built)-1 && len(t.writers) == 0 {
-			out = noOutput{name: spec.GetName()}
+		if i == len(built)-1 {
+			octx.BindSideOutputs(sides)
+			if len(t.writers) == 0 {
+				out = noOutput{name: spec.GetName()}
+			}
 		}
 		if st, ok := built[i].(operator.Stateful); ok {
 			sc := &stateContext{store: t.chain[i].store, keyed: t.keyed, restored: t.req.GetRestore().GetCheckpointId()}

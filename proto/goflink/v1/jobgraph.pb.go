@@ -255,7 +255,10 @@ type JobEdge struct {
 	Timestamps bool `protobuf:"varint,7,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
 	// input is which input of the target's head operator this edge feeds, for operators that
 	// tell their inputs apart (a join's left is 0, its right 1); 0 for the others.
-	Input         int32 `protobuf:"varint,8,opt,name=input,proto3" json:"input,omitempty"`
+	Input int32 `protobuf:"varint,8,opt,name=input,proto3" json:"input,omitempty"`
+	// side_output names the side output of the source vertex's last operator this edge carries
+	// (a window's "late"); empty for its main output.
+	SideOutput    string `protobuf:"bytes,9,opt,name=side_output,json=sideOutput,proto3" json:"side_output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +347,13 @@ func (x *JobEdge) GetInput() int32 {
 		return x.Input
 	}
 	return 0
+}
+
+func (x *JobEdge) GetSideOutput() string {
+	if x != nil {
+		return x.SideOutput
+	}
+	return ""
 }
 
 // Operator is one operator of a chain. Its type (operator.Type in the processes' operator
@@ -458,7 +468,7 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x122\n" +
-	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\x9a\x02\n" +
+	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\xbb\x02\n" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\x05R\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\x05R\x06target\x129\n" +
@@ -469,7 +479,9 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
 	"timestamps\x18\a \x01(\bR\n" +
 	"timestamps\x12\x14\n" +
-	"\x05input\x18\b \x01(\x05R\x05input\"\xbd\x02\n" +
+	"\x05input\x18\b \x01(\x05R\x05input\x12\x1f\n" +
+	"\vside_output\x18\t \x01(\tR\n" +
+	"sideOutput\"\xbd\x02\n" +
 	"\bOperator\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +

@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -116,13 +117,13 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: custom-operator local SPEC | jobmanager RPC RAFT DATADIR | taskmanager JOBMANAGER ADDR SLOTS")
 	}
-	types := []operator.Type{MovingAverage}
+	types := []operator.Type{MovingAverage, Silence}
 	switch args[0] {
 	case "local":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: custom-operator local SPEC")
 		}
-		return runLocal(ctx, types, args[1])
+		return runLocal(ctx, types, args[1], os.Stdout)
 	case "jobmanager":
 		if len(args) != 4 {
 			return fmt.Errorf("usage: custom-operator jobmanager RPC-ADDR RAFT-ADDR DATA-DIR")
@@ -145,15 +146,15 @@ func run(ctx context.Context, args []string) error {
 }
 
 // runLocal runs a spec on an embedded cluster whose JobManager and TaskManagers know the
-// custom operator.
-func runLocal(ctx context.Context, types []operator.Type, path string) error {
+// custom operator; print sinks write to stdout.
+func runLocal(ctx context.Context, types []operator.Type, path string, stdout io.Writer) error {
 	spec, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: 2, Slots: 2, Operators: types})
+	c, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: 2, Slots: 2, Operators: types, Stdout: stdout})
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func specProblems(t *testing.T, spec string, env Env) []string {
 // TestEveryProblemReported checks that a broken operator does not hide the problems of the
 // operators reading from it, and that what is only its consequence is not reported.
 func TestEveryProblemReported(t *testing.T) {
-	const knownTypes = "sequence, map, filter, key-by, watermark, window, window-all, sum, count, reduce, fail, print, file, discard, kafka"
+	const knownTypes = "sequence, map, filter, key-by, watermark, window, window-all, window-join, interval-join, sum, count, reduce, fail, print, file, discard, kafka"
 	needsX := operator.MustRegistry(kafkaspec.Type, operator.Define(operator.Type{Name: "needs-x"},
 		func(p *operator.Planner) (struct{}, *operator.Shape) {
 			if p.In.Lacks("x") {

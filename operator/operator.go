@@ -71,6 +71,7 @@ type Context struct {
 	watermark    int64
 	hasWatermark bool
 	sides        map[string]Output
+	splits       *splitInfo
 }
 
 // SetKey sets the key of the record being processed (called by the task for keyed inputs).

@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"math"
+	"slices"
 )
 
 // Event time, after Flink's: a record may carry an event timestamp (epoch milliseconds), and
@@ -100,6 +101,10 @@ func (c *Context) BindTime(stamp *int64, out TimeOutput, timers *TimerService) {
 	c.stamp, c.timeOut, c.timers = stamp, out, timers
 }
 
+// ShareSplits makes c use the split information of the context of the operator before it in
+// the chain (the task calls it, so that a source's splits reach its watermark field).
+func (c *Context) ShareSplits(prev *Context) { c.splits = prev.splitState() }
+
 // AdvanceWatermark sets the operator's input watermark (the task calls it).
 func (c *Context) AdvanceWatermark(wm int64) {
 	c.watermark, c.hasWatermark = wm, true
@@ -112,3 +117,32 @@ func (c *Context) SideOutput(name string) Output { return c.sides[name] }
 // BindSideOutputs gives the context the outputs of its operator's side outputs that are read
 // (the task calls it before Open).
 func (c *Context) BindSideOutputs(sides map[string]Output) { c.sides = sides }
+
+// splitInfo is what a source tells the watermark generator after it about its splits (Kafka
+// partitions): which it reads, and which the record being emitted comes from. A task's chain
+// shares one.
+type splitInfo struct {
+	current  int
+	declared []int
+}
+
+// DeclareSplit says the source reads split id from now on (a Kafka partition assigned to it):
+// a watermark field applies per split, and a split without records holds the watermark back
+// until it has some or is idle, as in Flink.
+func (c *Context) DeclareSplit(id int) {
+	s := c.splitState()
+	if !slices.Contains(s.declared, id) {
+		s.declared = append(s.declared, id)
+	}
+}
+
+// SetSplit says which split the records the source emits next come from.
+func (c *Context) SetSplit(id int) { c.splitState().current = id }
+
+// splitState returns the chain's split information, creating it.
+func (c *Context) splitState() *splitInfo {
+	if c.splits == nil {
+		c.splits = &splitInfo{}
+	}
+	return c.splits
+}

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/goflink/goflink/expression"
@@ -57,17 +58,28 @@ func planWatermark(p *Planner) (watermarkConfig, *Shape) {
 	return c, p.In
 }
 
-// watermarkOp is the runtime of Watermark.
+// watermarkOp is the runtime of Watermark. It keeps a watermark per split of its input (a
+// Kafka partition) when the source before it reads several, as Flink applies a strategy per
+// split: the output is the minimum over the splits that are not idle, and the stream is idle
+// when every split is. Without splits the input is one split.
 type watermarkOp struct {
 	Base
-	ts        *expression.Evaluator
-	millis    bool // the expression is int64 milliseconds, not a timestamp
-	bound     int64
-	idleness  time.Duration
+	ts       *expression.Evaluator
+	millis   bool // the expression is int64 milliseconds, not a timestamp
+	bound    int64
+	idleness time.Duration
+	emitted  int64
+	idle     bool // the output is marked idle
+	splits   map[int]*splitWatermark
+	cur      *splitWatermark // the split of the last record
+	curID    int
+}
+
+// splitWatermark is the watermark state of one split.
+type splitWatermark struct {
 	maxTS     int64
-	emitted   int64
-	idle      bool
 	lastInput time.Time
+	idle      bool
 }
 
 func newWatermark(c watermarkConfig, in *record.Schema) (*watermarkOp, error) {
@@ -82,13 +94,44 @@ func newWatermark(c watermarkConfig, in *record.Schema) (*watermarkOp, error) {
 	}
 	return &watermarkOp{
 		ts: p.NewEvaluator(), millis: p.Type() == record.Int64, bound: c.OutOfOrderness,
-		idleness: time.Duration(c.Idleness) * time.Millisecond, maxTS: MinWatermark, emitted: MinWatermark,
+		idleness: time.Duration(c.Idleness) * time.Millisecond, emitted: MinWatermark,
+		splits: map[int]*splitWatermark{}, curID: -1,
 	}, nil
 }
 
 func (w *watermarkOp) Open(ctx *Context, out Output) error {
-	w.lastInput = ctx.now()
-	return w.Base.Open(ctx, out)
+	if err := w.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	w.split(0) // the input as one split, until a source says otherwise
+	return nil
+}
+
+// split returns the state of split id, adding it.
+func (w *watermarkOp) split(id int) *splitWatermark {
+	s, ok := w.splits[id]
+	if !ok {
+		s = &splitWatermark{maxTS: MinWatermark, lastInput: w.ctx.now()}
+		w.splits[id] = s
+	}
+	return s
+}
+
+// syncSplits follows the splits the source declared: they replace the default one.
+func (w *watermarkOp) syncSplits() {
+	declared := w.ctx.splitState().declared
+	if len(declared) == 0 {
+		return
+	}
+	if s, ok := w.splits[0]; ok && s.maxTS == MinWatermark && !slices.Contains(declared, 0) {
+		delete(w.splits, 0) // the default split never had a record
+		if w.curID == 0 {
+			w.cur, w.curID = nil, -1
+		}
+	}
+	for _, id := range declared {
+		w.split(id)
+	}
 }
 
 func (w *watermarkOp) Process(row record.Row) error {
@@ -100,9 +143,13 @@ func (w *watermarkOp) Process(row record.Row) error {
 	if !w.millis {
 		ts = v.Time().UnixMilli()
 	}
-	w.maxTS = max(w.maxTS, ts)
+	if id := w.ctx.splitState().current; id != w.curID || w.cur == nil {
+		w.cur, w.curID = w.split(id), id
+	}
+	s := w.cur
+	s.maxTS = max(s.maxTS, ts)
 	if w.idleness > 0 {
-		w.lastInput = w.ctx.now()
+		s.lastInput, s.idle = w.ctx.now(), false
 		if w.idle {
 			w.idle = false
 			if err := w.ctx.MarkIdle(false); err != nil {
@@ -121,16 +168,29 @@ func (w *watermarkOp) Process(row record.Row) error {
 
 // OnPeriodicEmit emits the watermark if it advanced, or marks the stream idle.
 func (w *watermarkOp) OnPeriodicEmit() error {
-	if w.idleness > 0 && !w.idle && w.ctx.now().Sub(w.lastInput) >= w.idleness {
-		w.idle = true
-		return w.ctx.MarkIdle(true)
+	w.syncSplits()
+	now := w.ctx.now()
+	wm, active := MaxWatermark, false
+	for _, s := range w.splits {
+		if w.idleness > 0 && !s.idle && now.Sub(s.lastInput) >= w.idleness {
+			s.idle = true
+		}
+		if s.idle {
+			continue
+		}
+		active = true
+		swm := MinWatermark
+		if s.maxTS >= MinWatermark+w.bound+1 { // else it would wrap below MinWatermark
+			swm = s.maxTS - w.bound - 1
+		}
+		wm = min(wm, swm)
 	}
-	if w.maxTS == MinWatermark {
+	if !active {
+		if !w.idle {
+			w.idle = true
+			return w.ctx.MarkIdle(true)
+		}
 		return nil
-	}
-	wm := MinWatermark
-	if w.maxTS >= MinWatermark+w.bound+1 { // else it would wrap below MinWatermark
-		wm = w.maxTS - w.bound - 1
 	}
 	if wm <= w.emitted {
 		return nil

@@ -383,6 +383,9 @@ func (t *task) setup() error {
 		}
 		t.ctxs = append([]*operator.Context{octx}, t.ctxs...)
 	}
+	for _, c := range t.ctxs[1:] {
+		c.ShareSplits(t.ctxs[0]) // a source's splits reach the watermark field after it
+	}
 	t.startTime()
 	if t.source == nil {
 		return t.connectInputs()

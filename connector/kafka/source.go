@@ -79,6 +79,11 @@ type kafkaSource struct {
 	pending []*kgo.Record
 	rate    operator.RateLimiter
 
+	// splits numbers the partitions for the watermark field after the source, which applies
+	// per partition; lastSplit caches the partition of the last record.
+	splits    map[topicPartition]int
+	lastSplit topicPartition
+
 	list       operator.ListState
 	restoredID int64
 	restored   map[topicPartition]int64
@@ -157,9 +162,11 @@ func (k *kafkaSource) Open(ctx *operator.Context, out operator.Output) error {
 	if err != nil {
 		return err
 	}
+	k.splits = map[topicPartition]int{}
 	for _, tp := range all {
 		if kafkaPartitionOwner(tp, ctx.Parallelism) == ctx.Subtask {
 			k.mine = append(k.mine, tp)
+			k.declareSplit(tp)
 		}
 	}
 	if err := k.startOffsets(rctx); err != nil {
@@ -292,6 +299,7 @@ func (k *kafkaSource) adoptDiscovered() {
 			continue
 		}
 		k.mine = append(k.mine, tp)
+		k.declareSplit(tp)
 		k.next[tp] = o.Offset
 		if add[tp.topic] == nil {
 			add[tp.topic] = map[int32]kgo.Offset{}
@@ -464,6 +472,10 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 	var err error
 	for n < limit && len(k.pending) > 0 {
 		r := k.pending[0]
+		if r.Partition != k.lastSplit.partition || r.Topic != k.lastSplit.topic || n == 0 {
+			k.lastSplit = topicPartition{r.Topic, r.Partition}
+			k.ctx.SetSplit(k.splits[k.lastSplit])
+		}
 		if err = k.fill(r); err == nil {
 			err = k.out.Emit(k.row)
 		}
@@ -477,6 +489,16 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 	}
 	k.rate.Emitted(n)
 	return n, 0, false, err
+}
+
+// declareSplit numbers a partition the source reads from now on and declares it to the
+// watermark field after the source: its watermark is held back by the partition until the
+// partition has records or is idle.
+func (k *kafkaSource) declareSplit(tp topicPartition) {
+	if _, ok := k.splits[tp]; !ok {
+		k.splits[tp] = len(k.splits)
+	}
+	k.ctx.DeclareSplit(k.splits[tp])
 }
 
 // fill lays out r in k.row.

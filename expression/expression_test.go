@@ -118,6 +118,7 @@ func TestNativeMatchesVM(t *testing.T) {
 		"value < count", "value >= price", "parity == 'a'", "parity < 'b'", "parity + 'x'",
 		"ok == true", "!ok || value > 3", "not ok and price <= 0.5", "ok ? price : -price",
 		"value % 7 == 3 ? count : value", "(value + count) % 5", "ok != (value > 0)",
+		"int(value / 10)", "int(price * 3.5) + value", "int(value)", "int(-price)",
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	parities := []string{"a", "b", "c", ""}

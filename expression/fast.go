@@ -229,6 +229,16 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 		return arith(n.Operator, l, r)
 	case *ast.ConditionalNode:
 		return ternary(c.bool(n.Cond), c.int(n.Exp1), c.int(n.Exp2))
+	case *ast.BuiltinNode:
+		if n.Name != "int" || len(n.Arguments) != 1 {
+			return nil
+		}
+		if x := c.int(n.Arguments[0]); x != nil {
+			return x
+		}
+		if x := c.float(n.Arguments[0]); x != nil {
+			return func(f *frame) int64 { return int64(x(f)) } // expr's int() truncates, as Go does
+		}
 	}
 	return nil
 }

@@ -343,58 +343,62 @@ func (w *windowOp) registerPane(p, last window.Window, wm int64) error {
 // judged at the timer's time, not at the watermark, which may be far ahead: the timers of
 // later windows fire after this one, in time order, and need their panes.
 func (w *windowOp) OnTimer(t Timer) error {
-	wm := t.Time
 	if w.isSession() {
-		return w.sessionTimer(t.Time, wm)
+		return w.sessionTimer(t.Time, t.Time)
 	}
-	end := t.Time + 1
-	isEnd := w.sliding.FirstEndAfter(t.Time) == end
-	acc := w.aggs.NewAcc()
-	var dead []int64
-	next := false
-	err := w.panes.Range(func(start int64, p record.Row) bool {
-		last := w.sliding.LastWindow(window.Window{Start: start, End: start + w.sliding.Pane()})
-		if w.expired(last.MaxTimestamp(), wm) {
-			dead = append(dead, start)
-		}
-		if isEnd && start >= end-w.sliding.Size && start < end {
-			w.aggs.Merge(acc, p) // within Range: a bbolt backend's values are valid only here
-		}
-		next = next || (isEnd && start >= end+w.sliding.Slide-w.sliding.Size)
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	if acc[0].Int() > 0 {
-		if err := w.emit(w.sliding.WindowEnding(end), acc); err != nil {
+	sl := w.sliding
+	if end := t.Time + 1; sl.FirstEndAfter(t.Time) == end {
+		next, err := w.fireEnding(end)
+		if err != nil {
 			return err
 		}
-	}
-	for _, start := range dead {
-		if err := w.panes.Remove(start); err != nil {
-			return err
+		if next {
+			if err := w.timers.Register(t.Domain, t.Time+sl.Slide); err != nil {
+				return err
+			}
 		}
 	}
-	if next {
-		return w.timers.Register(t.Domain, t.Time+w.sliding.Slide)
+	// The panes whose last window ended at t − lateness are no longer needed: those in the
+	// first slide of that window.
+	lateness := w.c.Lateness
+	if t.Domain == ProcessingTime {
+		lateness = 0
+	}
+	if end := satAdd(t.Time, -lateness) + 1; sl.FirstEndAfter(end-1) == end {
+		for ps := end - sl.Size; ps < end-sl.Size+sl.Slide; ps += sl.Pane() {
+			if err := w.panes.Remove(ps); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
 // fire emits window win of the current key from its panes.
 func (w *windowOp) fire(win window.Window) error {
+	_, err := w.fireEnding(win.End)
+	return err
+}
+
+// fireEnding emits the window that ends at end, merged from its panes, if it has any. next
+// says whether a pane of it is in the next window too (which then fires in turn).
+func (w *windowOp) fireEnding(end int64) (next bool, err error) {
+	sl := w.sliding
 	acc := w.aggs.NewAcc()
-	err := w.panes.Range(func(start int64, p record.Row) bool {
-		if start >= win.Start && start < win.End {
-			w.aggs.Merge(acc, p)
+	for ps := end - sl.Size; ps < end; ps += sl.Pane() {
+		p, ok, err := w.panes.Get(ps)
+		if err != nil {
+			return false, err
 		}
-		return true
-	})
-	if err != nil || acc[0].Int() == 0 {
-		return err
+		if ok {
+			w.aggs.Merge(acc, p)
+			next = next || ps >= end+sl.Slide-sl.Size
+		}
 	}
-	return w.emit(win, acc)
+	if acc[0].Int() == 0 {
+		return next, nil
+	}
+	return next, w.emit(sl.WindowEnding(end), acc)
 }
 
 // emit sends the result of window win with accumulator acc, timestamped win's end − 1.

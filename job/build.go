@@ -579,7 +579,7 @@ func (b *builder) checkKeyed(op *specOp) {
 		}
 		b.ps.Add(op.line, path, "%s", msg)
 	case op.t.Global && len(keyed) > 0:
-		b.ps.Add(op.line, path, "%s reads a non-keyed stream in one subtask; for a keyed one use the keyed type", op.typ)
+		b.ps.Add(op.line, path, "%s reads a whole non-keyed stream in one subtask: read the stream before the key-by (a keyed type such as window reads a key-by)", op.typ)
 	case len(keyed) > 0 && len(plain) > 0:
 		b.ps.Add(op.line, path, "cannot mix keyed and non-keyed inputs")
 	default:

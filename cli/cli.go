@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -586,7 +588,7 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	if f.slotsGiven && f.slots < 1 {
 		return nil, usageErr("--slots must be at least 1, got %d", f.slots)
 	}
-	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{})
+	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{Operators: operator.MustRegistry(coordinator.ConnectorTypes...)})
 	if err != nil {
 		return nil, err
 	}

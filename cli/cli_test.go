@@ -160,6 +160,20 @@ func TestRunLocalTable(t *testing.T) {
 	}
 }
 
+// run --local knows the connectors' types as a JobManager does: a nexmark job runs.
+func TestRunLocalConnectorType(t *testing.T) {
+	spec := writeSpec(t, "nexmark.yaml", `name: nexmark
+parallelism: 2
+operators:
+  - {name: events, type: nexmark, events: 1000}
+  - {name: out, type: discard}
+`)
+	code, stdout, stderr := execute(t, "run", "--local", spec)
+	if code != ExitOK || !strings.Contains(stdout, " FINISHED after ") {
+		t.Fatalf("run --local %s = exit %d, want %d and FINISHED; stdout:\n%s\nstderr:\n%s", spec, code, ExitOK, stdout, stderr)
+	}
+}
+
 func TestRunLocalFailingJob(t *testing.T) {
 	spec := writeSpec(t, "doomed.yaml", failSpec)
 	code, stdout, stderr := execute(t, "run", "--local", "-o", "json", spec)

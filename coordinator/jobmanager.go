@@ -33,6 +33,11 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
+// ConnectorTypes are the connectors' operator types a JobManager plans specs with besides the
+// built-in ones: their descriptions, without client libraries. A client that checks a spec
+// before it submits it (flinkctl run --local) plans with the same.
+var ConnectorTypes = []operator.Type{kafkaspec.Type, nexmark.Type}
+
 // HealthLeader is the gRPC health service name that is SERVING only on the leader (the
 // empty name is the process, SERVING whenever it answers RPCs).
 const HealthLeader = "goflink.leader"
@@ -184,7 +189,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	cfg.Settings = cmp.Or(cfg.Settings, config.New())
 	log := cmp.Or(cfg.Logger, slog.Default())
 	log, raftLog := log.With("jm_id", cfg.NodeID), cmp.Or(cfg.RaftLogger, log).With("jm_id", cfg.NodeID)
-	ops, err := operator.NewRegistry(append([]operator.Type{kafkaspec.Type, nexmark.Type}, cfg.Operators...)...)
+	ops, err := operator.NewRegistry(append(slices.Clone(ConnectorTypes), cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}

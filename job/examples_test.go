@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/goflink/goflink/config"
-	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/failover"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
@@ -56,7 +56,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := job.Build(job.Request{Spec: spec, SpecName: rel}, job.Env{Operators: operator.MustRegistry(kafkaspec.Type)})
+			g, err := job.Build(job.Request{Spec: spec, SpecName: rel}, job.Env{Operators: operator.MustRegistry(coordinator.ConnectorTypes...)})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}

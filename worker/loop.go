@@ -126,10 +126,12 @@ func (t *task) runInputs() error {
 	return nil
 }
 
-// step waits for one of: a buffer from gate (dispatched, and flushed at once when tick is
-// nil), mail (run), a buffer-timeout tick (flush), wake (woke is true) or cancellation. A nil
-// channel never fires.
+// step arms the wake-up for the earliest processing-time timer, then waits for one of: a
+// buffer from gate (dispatched, and flushed at once when tick is nil), mail (run), a
+// buffer-timeout tick (flush), a watermark tick, a processing-time timer, wake (woke is true)
+// or cancellation. A nil channel never fires.
 func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke bool, err error) {
+	t.armProcessingTimer()
 	select {
 	case it := <-gate:
 		if err := t.dispatch(it); err != nil {

@@ -83,13 +83,13 @@ func (v *valve) status(ch int, idle bool) (wm int64, advanced, statusChanged boo
 
 // advance recomputes the minimum over the active, aligned channels.
 func (v *valve) advance() (int64, bool) {
-	lowest, any := operator.MaxWatermark, false
+	lowest, active := operator.MaxWatermark, false
 	for _, c := range v.chans {
 		if !c.idle && c.aligned {
-			lowest, any = min(lowest, c.wm), true
+			lowest, active = min(lowest, c.wm), true
 		}
 	}
-	if !any || lowest <= v.wm {
+	if !active || lowest <= v.wm {
 		return v.wm, false
 	}
 	v.wm = lowest

@@ -35,10 +35,10 @@ func runValve(t *testing.T, channels int, steps []valveStep) {
 }
 
 func TestValveMinimumOverChannels(t *testing.T) {
-	min := operator.MinWatermark
+	none := operator.MinWatermark
 	runValve(t, 3, []valveStep{
-		{ch: 0, wm: 10, want: min},
-		{ch: 1, wm: 20, want: min},
+		{ch: 0, wm: 10, want: none},
+		{ch: 1, wm: 20, want: none},
 		{ch: 2, wm: 5, want: 5, advance: true},
 		{ch: 2, wm: 30, want: 10, advance: true},
 		{ch: 0, wm: 8, want: 10}, // backwards on its channel: ignored
@@ -52,9 +52,9 @@ func TestValveMinimumOverChannels(t *testing.T) {
 }
 
 func TestValveIdleness(t *testing.T) {
-	min := operator.MinWatermark
+	none := operator.MinWatermark
 	runValve(t, 2, []valveStep{
-		{ch: 0, wm: 100, want: min},
+		{ch: 0, wm: 100, want: none},
 		{ch: 1, status: "idle", want: 100, advance: true}, // the idle channel stops holding it back
 		{ch: 0, wm: 150, want: 150, advance: true},
 		{ch: 1, wm: 500, want: 150},                                   // an idle channel's watermark is ignored

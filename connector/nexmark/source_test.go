@@ -2,6 +2,7 @@ package nexmark
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -259,7 +260,7 @@ func TestEmitError(t *testing.T) {
 	r := mustOpenRun(t, bounded(100), 0, 1, 0, nil)
 	r.out.Err = errStop
 	n, _, done, err := r.Emit(10)
-	if n != 0 || done || err != errStop {
+	if n != 0 || done || !errors.Is(err, errStop) {
 		t.Errorf("Emit into a failing output = %d, %v, %v; want 0, false, errStop", n, done, err)
 	}
 	r.out.Err = nil

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goflink/goflink/record"
 )
@@ -145,6 +146,28 @@ func TestNativeMatchesVM(t *testing.T) {
 			if !same {
 				t.Fatalf("%q on %v: native %s, vm %s", src, in, a.Format(p.Type()), b.Format(p.Type()))
 			}
+		}
+	}
+}
+
+// A timestamp or bytes field read as it is runs natively and gives what the VM gives.
+func TestNativeFieldOfEveryType(t *testing.T) {
+	s := record.MustSchema(record.Field{Name: "ts", Type: record.Timestamp}, record.Field{Name: "raw", Type: record.Bytes})
+	in := record.Row{record.TimeValue(time.UnixMilli(-1234567).UTC()), record.BytesValue([]byte{0, 1, 255})}
+	for _, src := range []string{"ts", "raw"} {
+		p, err := Compile(src, s, Options{})
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", src, err)
+		}
+		if !p.Native() {
+			t.Errorf("%q is not native", src)
+		}
+		vmp := *p
+		vmp.fast = nil
+		a, errA := p.NewEvaluator().Eval(in, nil)
+		b, errB := vmp.NewEvaluator().Eval(in, nil)
+		if errA != nil || errB != nil || a != b {
+			t.Errorf("%q: native %v (%v), vm %v (%v)", src, a, errA, b, errB)
 		}
 	}
 }

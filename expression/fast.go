@@ -49,9 +49,9 @@ func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
 		if f := c.bool(node); f != nil {
 			return func(fr *frame) record.Value { return record.BoolValue(f(fr)) }
 		}
-	case record.Map:
-		// A map field as it is (say, Kafka headers passed through).
-		return fieldFn(c, node, record.Map, func(v record.Value) record.Value { return v })
+	case record.Map, record.Timestamp, record.Bytes:
+		// A field of these types as it is (Kafka headers passed through, an event time).
+		return fieldFn(c, node, recordType(node.Type()), func(v record.Value) record.Value { return v })
 	}
 	return nil
 }

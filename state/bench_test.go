@@ -2,7 +2,9 @@ package state
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +146,32 @@ func BenchmarkValueStateUpdateLarge(b *testing.B) {
 					b.Fatal(err)
 				}
 				i += 7919
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshotListOfRows snapshots list state of many keys with one row each (a join's
+// buffered records): the encoding speed of large state.
+func BenchmarkSnapshotListOfRows(b *testing.B) {
+	schema := record.MustSchema(record.Field{Name: "a", Type: record.Int64}, record.Field{Name: "b", Type: record.Int64},
+		record.Field{Name: "extra", Type: record.String})
+	extra := strings.Repeat("x", 100)
+	for _, kind := range kinds {
+		b.Run(kind+"/500k", func(b *testing.B) {
+			be := newBackend(b, kind, record.Int64, fullRange, 0)
+			ls, err := NewListState(be, "l", RowCodec(schema))
+			must(b, err)
+			for i := range 500_000 {
+				be.SetCurrentKey(record.IntValue(int64(i)))
+				must(b, ls.Add(record.Row{record.IntValue(int64(i)), record.IntValue(7), record.StringValue(extra)}))
+			}
+			for b.Loop() {
+				snap, err := be.Snapshot()
+				must(b, err)
+				_, err = snap.WriteSnapshot(io.Discard)
+				must(b, err)
+				snap.Release()
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -86,7 +87,9 @@ func appendHeader(b []byte, keyType record.Type, maxP int, rng KeyGroupRange, st
 
 // appendEntry appends one entry: key (and, for map state, the user key) and value.
 func appendEntry(b []byte, key record.Value, keyType record.Type, userKey, val []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(keyLen(key, keyType)+len(userKey)))
+	kl := keyLen(key, keyType) + len(userKey)
+	b = slices.Grow(b, record.UvarintLen(uint64(kl))+kl+record.UvarintLen(uint64(len(val)))+len(val))
+	b = binary.AppendUvarint(b, uint64(kl))
 	b = appendKey(b, key, keyType)
 	b = append(b, userKey...)
 	b = binary.AppendUvarint(b, uint64(len(val)))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -40,6 +41,11 @@ type hashMapBackend struct {
 
 	mu    sync.Mutex // guards snaps
 	snaps []*hmSnapshot
+
+	// encoded[i] is the size key group index i had in the last snapshot, so that the next
+	// one encodes it into a buffer of about the right size instead of growing one. Written
+	// by whichever goroutine encodes the group.
+	encoded []atomic.Int64
 }
 
 // hmTable is one registered state of a hashmap backend.
@@ -66,6 +72,7 @@ func newHashMapBackend(o KeyedBackendOptions) *hashMapBackend {
 		tables:     make(map[string]hmTable),
 		pending:    make(map[string]*rawState),
 		cow:        make([]bool, o.Range.Len()),
+		encoded:    make([]atomic.Int64, o.Range.Len()),
 	}
 }
 
@@ -210,7 +217,9 @@ func (s *hmSnapshot) take(i int) []byte {
 
 func (s *hmSnapshot) encodeGroup(i int) []byte {
 	var sc scratch
-	b := binary.AppendUvarint(nil, uint64(s.rng.Start+i))
+	hint := s.b.encoded[i].Load()
+	b := binary.AppendUvarint(make([]byte, 0, hint+hint/8+64), uint64(s.rng.Start+i))
+	defer func() { s.b.encoded[i].Store(int64(len(b))) }()
 	for idx, st := range s.states {
 		mark := len(b)
 		b = binary.AppendUvarint(b, uint64(idx+1))
@@ -518,10 +527,26 @@ type hmMap[K comparable, V any] struct {
 	hmState[map[K]V]
 	kc Codec[K]
 	vc Codec[V]
+
+	// cur is the current key's map (nil: none) while curEpoch == b.epoch, so that the
+	// accesses of one key look the key up once.
+	cur      map[K]V
+	curEpoch uint64
 }
 
 func newHMMap[K comparable, V any](b *hashMapBackend, name string, kc Codec[K], vc Codec[V]) (*hmMap[K, V], error) {
-	return newHMState(b, name, kindMap, func(st hmState[map[K]V]) *hmMap[K, V] { return &hmMap[K, V]{hmState: st, kc: kc, vc: vc} })
+	return newHMState(b, name, kindMap, func(st hmState[map[K]V]) *hmMap[K, V] {
+		return &hmMap[K, V]{hmState: st, kc: kc, vc: vc, curEpoch: b.epoch - 1}
+	})
+}
+
+// lookup returns the current key's map in key group index i, or nil.
+func (s *hmMap[K, V]) lookup(i int) map[K]V {
+	if s.curEpoch != s.b.epoch {
+		s.cur = s.groups[i][s.b.key]
+		s.curEpoch = s.b.epoch
+	}
+	return s.cur
 }
 
 func (s *hmMap[K, V]) get(k K) (V, bool, error) {
@@ -530,7 +555,7 @@ func (s *hmMap[K, V]) get(k K) (V, bool, error) {
 		var zero V
 		return zero, false, err
 	}
-	v, ok := s.groups[i][s.b.key][k]
+	v, ok := s.lookup(i)[k]
 	return v, ok, nil
 }
 
@@ -540,11 +565,11 @@ func (s *hmMap[K, V]) put(k K, v V) error {
 		return err
 	}
 	s.b.beforeWrite(i)
-	g := s.groupMap(i)
-	um, ok := g[s.b.key]
-	if !ok {
+	um := s.lookup(i)
+	if um == nil {
 		um = make(map[K]V)
-		g[s.b.key.Clone()] = um
+		s.groupMap(i)[s.b.key.Clone()] = um
+		s.cur = um
 	}
 	um[k] = v
 	return nil
@@ -555,10 +580,7 @@ func (s *hmMap[K, V]) remove(k K) error {
 	if err != nil {
 		return err
 	}
-	um, ok := s.groups[i][s.b.key]
-	if !ok {
-		return nil
-	}
+	um := s.lookup(i)
 	if _, ok := um[k]; !ok {
 		return nil
 	}
@@ -566,8 +588,14 @@ func (s *hmMap[K, V]) remove(k K) error {
 	delete(um, k)
 	if len(um) == 0 {
 		delete(s.groups[i], s.b.key)
+		s.cur = nil
 	}
 	return nil
+}
+
+func (s *hmMap[K, V]) clear() error {
+	s.cur = nil // whether it was the entry or stale, the current key has none afterwards
+	return s.hmState.clear()
 }
 
 func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
@@ -575,7 +603,7 @@ func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
 	if err != nil {
 		return err
 	}
-	for k, v := range s.groups[i][s.b.key] {
+	for k, v := range s.lookup(i) {
 		if !fn(k, v) {
 			break
 		}

@@ -154,6 +154,12 @@ func (b *builder) build() *pb.JobGraph {
 	for _, op := range b.ops {
 		// Only a problem leaves part of a schema unknown; make sure rather than panic below.
 		if !op.is(operator.RoleSink) && (op.out == nil || op.out.Schema == nil) {
+			if op.out != nil && !op.out.Open {
+				if _, err := record.NewSchema(op.out.Fields...); err != nil {
+					op.value.Problemf("its output schema could not be derived: %v", err)
+					return nil
+				}
+			}
 			op.value.Problemf("its output schema could not be derived")
 			return nil
 		}

@@ -18,7 +18,9 @@ import (
 // DataStream.join(...).window(...): when a window fires it emits every pair of a left and a
 // right record with equal keys whose timestamps are in the window. An output row holds the
 // left record's fields, then the right's (a right field whose name the left has is renamed
-// right_<name>), then window_start and window_end; its timestamp is the window's end − 1.
+// right_<name>), then window_start and window_end (inputs' fields of these names, say of
+// two window results, are renamed left_<name> and right_<name>); its timestamp is the
+// window's end − 1.
 // A record whose windows have all fired is late and dropped.
 var WindowJoin = Define(Type{Name: "window-join", Keyed: true, Inputs: 2,
 	Fields: []string{"size", "slide", "offset", "time"}}, planWindowJoin, newWindowJoin)
@@ -45,17 +47,30 @@ type joinConfig struct {
 }
 
 // planJoinInputs checks both inputs and returns the output fields of the pair: the left's,
-// then the right's renamed where they clash.
-func planJoinInputs(p *Planner, c *joinConfig) ([]record.Field, bool) {
+// then the right's. Own are the fields the join adds after them (a window join's window_start
+// and window_end): a left field of such a name is renamed left_<name>, a right field that
+// clashes with them or with the left's fields right_<name>.
+func planJoinInputs(p *Planner, c *joinConfig, own ...string) ([]record.Field, bool) {
 	if len(p.Ins) != 2 {
 		return nil, true
 	}
 	l, r := p.Ins[0], p.Ins[1]
 	c.Left, c.Right = l.Fields, r.Fields
-	fields := append([]record.Field(nil), l.Fields...)
 	taken := map[string]bool{}
+	for _, name := range own {
+		taken[name] = true
+	}
+	var fields []record.Field
 	for _, f := range l.Fields {
+		if taken[f.Name] {
+			f.Name = "left_" + f.Name
+		}
+		if taken[f.Name] {
+			p.Problemf("the left input's field %q clashes with the join's own fields even when renamed; rename it with a map first", f.Name)
+			continue
+		}
 		taken[f.Name] = true
+		fields = append(fields, f)
 	}
 	for _, f := range r.Fields {
 		if taken[f.Name] {
@@ -92,7 +107,7 @@ func planWindowJoin(p *Planner) (joinConfig, *Shape) {
 	if !c.Processing && !p.Timed {
 		p.Problemf("an event-time join needs a watermark upstream of both inputs, or time: processing")
 	}
-	fields, open := planJoinInputs(p, &c)
+	fields, open := planJoinInputs(p, &c, "window_start", "window_end")
 	fields = append(fields, record.Field{Name: "window_start", Type: record.Timestamp}, record.Field{Name: "window_end", Type: record.Timestamp})
 	return c, NewShape(fields, open)
 }

@@ -13,6 +13,9 @@
 //   - recovery: the time from a TaskManager SIGKILL to the job RUNNING and committing output
 //     again, with a spare TaskManager, for region and full failover on a forward-only job
 //     (the kills interleaved) and for region failover on a keyed job (one region);
+//   - nexmark: the Nexmark queries of examples/nexmark (q0, q1, q2, q5, q7, q8) on the nexmark
+//     source, events/s and events per CPU second next to Flink 1.13's published figures;
+//   - sliding: sliding-window throughput at size/slide 1, 10 and 100;
 //   - ha: the time from a SIGKILL of the leader JobManager of a 3-member Raft group to a new
 //     leader, to the running exactly-once job RUNNING again under it and to its first new
 //     committed output, over several rounds (the killed JobManager started again in between).
@@ -71,10 +74,22 @@ type options struct {
 	kafkaRuns     int
 	kafkaInterval time.Duration
 	kafkaTimeout  time.Duration
+
+	nexmarkDir       string
+	nexmarkOnly      string
+	nexmarkEvents    int64
+	nexmarkEventRate int64
+	nexmarkInterval  time.Duration
+	nexmarkRuns      int
+
+	slidingN     int64
+	slidingKeys  int
+	slidingPerMs int
+	slidingRuns  int
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "recovery", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "recovery", "ha"}
 
 func main() {
 	var o options
@@ -106,6 +121,16 @@ func main() {
 	flag.DurationVar(&o.kafkaInterval, "kafka-interval", time.Second, "kafka: checkpoint interval (exactly-once commits a transaction per checkpoint)")
 	flag.DurationVar(&o.kafkaTimeout, "kafka-timeout", 2*time.Minute, "kafka: give up on one run after this long")
 	flag.IntVar(&o.haRounds, "ha-rounds", 5, "ha: SIGKILLs of the leader JobManager (median and max are reported)")
+	flag.StringVar(&o.nexmarkDir, "nexmark-dir", filepath.Join("examples", "nexmark"), "nexmark: directory of the query specs q0.yaml … q8.yaml")
+	flag.StringVar(&o.nexmarkOnly, "nexmark-queries", "", "nexmark: comma-separated queries to run (default all: q0,q1,q2,q5,q7,q8)")
+	flag.Int64Var(&o.nexmarkEvents, "nexmark-events", 10_000_000, "nexmark: events per run")
+	flag.Int64Var(&o.nexmarkEventRate, "nexmark-event-rate", 10_000_000, "nexmark: the source's first-event-rate (events per second of event time; Nexmark's is 10 M)")
+	flag.DurationVar(&o.nexmarkInterval, "nexmark-interval", 10*time.Second, "nexmark: checkpoint interval (0: off)")
+	flag.IntVar(&o.nexmarkRuns, "nexmark-runs", 3, "nexmark: runs per query (the median is reported)")
+	flag.Int64Var(&o.slidingN, "sliding-n", 20_000_000, "sliding: records per run")
+	flag.IntVar(&o.slidingKeys, "sliding-keys", 1000, "sliding: distinct keys")
+	flag.IntVar(&o.slidingPerMs, "sliding-per-ms", 1000, "sliding: records per millisecond of event time")
+	flag.IntVar(&o.slidingRuns, "sliding-runs", 3, "sliding: runs per size/slide (interleaved; medians are compared)")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -125,6 +150,8 @@ func (o options) validate() error {
 		{"snapshot-runs", int64(o.snapRuns)}, {"snapshot-large-runs", int64(o.snapLargeRuns)},
 		{"recovery-runs", int64(o.recRuns)}, {"recovery-rate", int64(o.recRate)}, {"ha-rounds", int64(o.haRounds)},
 		{"kafka-n", o.kafkaN}, {"kafka-runs", int64(o.kafkaRuns)},
+		{"nexmark-events", o.nexmarkEvents}, {"nexmark-event-rate", o.nexmarkEventRate}, {"nexmark-runs", int64(o.nexmarkRuns)},
+		{"sliding-n", o.slidingN}, {"sliding-keys", int64(o.slidingKeys)}, {"sliding-per-ms", int64(o.slidingPerMs)}, {"sliding-runs", int64(o.slidingRuns)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -137,6 +164,9 @@ func (o options) validate() error {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
+	}
+	if o.nexmarkInterval < 0 || o.nexmarkInterval%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("-nexmark-interval must be whole milliseconds (0: off), got %v", o.nexmarkInterval))
 	}
 	if o.kafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
@@ -173,7 +203,7 @@ func run(o options) error {
 	fmt.Printf("load average at start: %s (the figures assume an otherwise idle machine)\n", loadAvg())
 	v := &verdicts{}
 	start := time.Now()
-	if want["throughput"] || want["overhead"] || want["duration"] || want["kafka"] {
+	if want["throughput"] || want["overhead"] || want["duration"] || want["kafka"] || want["nexmark"] || want["sliding"] {
 		if err := runOnTwo(o, want, v); err != nil {
 			return err
 		}
@@ -217,6 +247,16 @@ func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
 	}
 	if want["kafka"] {
 		if err := kafkaThroughput(c, o); err != nil {
+			return err
+		}
+	}
+	if want["nexmark"] {
+		if err := nexmark(c, o, v); err != nil {
+			return err
+		}
+	}
+	if want["sliding"] {
+		if err := sliding(c, o, v); err != nil {
 			return err
 		}
 	}

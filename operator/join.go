@@ -211,6 +211,9 @@ func (j *joinBase) Close() error {
 	return nil
 }
 
+// NumLateRecordsDropped is how many records came too late to join (LateDropper).
+func (j *joinBase) NumLateRecordsDropped() int64 { return j.dropped }
+
 // Process is not used: the task calls ProcessInput.
 func (j *joinBase) Process(record.Row) error {
 	return errors.New("a join reads two inputs: the task must call ProcessInput")

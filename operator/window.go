@@ -243,6 +243,9 @@ func (w *windowOp) Close() error {
 	return nil
 }
 
+// NumLateRecordsDropped is how many records came beyond the allowed lateness (LateDropper).
+func (w *windowOp) NumLateRecordsDropped() int64 { return w.dropped }
+
 // now is the time a record is assigned at and the watermark it is judged against.
 func (w *windowOp) now() (ts, wm int64, err error) {
 	if w.domain == ProcessingTime {

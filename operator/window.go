@@ -451,8 +451,13 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	if err := w.sessions.Update(keep); err != nil {
 		return err
 	}
-	if err := w.timers.Register(w.domain, merged.MaxTimestamp()); err != nil {
-		return err
+	// A session the watermark passed (a late merge within the lateness) fires at once below; a
+	// timer at its end would fire it a second time at the next watermark. Flink's
+	// EventTimeTrigger registers none for it either.
+	if w.domain == ProcessingTime || merged.MaxTimestamp() > wm {
+		if err := w.timers.Register(w.domain, merged.MaxTimestamp()); err != nil {
+			return err
+		}
 	}
 	if w.domain == EventTime && w.c.Lateness > 0 {
 		if err := w.timers.Register(EventTime, satAdd(merged.MaxTimestamp(), w.c.Lateness)); err != nil {

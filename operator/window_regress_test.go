@@ -1,0 +1,44 @@
+package operator_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/goflink/goflink/operator/operatortest"
+)
+
+// Regression tests of window bugs, each named by the case that showed it.
+
+// A late record within the allowed lateness that bridges two sessions that have fired merges
+// them, and the merged session fires again at once with the merged result, as Flink's
+// EventTimeTrigger (FIRE on an element of a window whose end passed the watermark). It fires
+// once: not again when the watermark next advances. Its state is gone once the watermark
+// passes its end + lateness.
+func TestSessionLateMergeRefires(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		h := operatortest.New(t, keyedSpec(`type: window, gap: 10ms, allowed-lateness: 100ms, aggregates: {n: "count()", total: "sum(v)"}`), "op", operatortest.Options{Backend: backend})
+		run(t, h, []step{
+			rec(0, 1, 1), rec(15, 1, 2),
+			wm(30, win(1, 0, 10, "n=1 total=1"), win(1, 15, 25, "n=1 total=2")),
+			rec(8, 1, 4, win(1, 0, 25, "n=3 total=7")), // [8, 18) bridges both
+			wm(31), // fired once
+			rec(3, 1, 8, win(1, 0, 25, "n=4 total=15")), // late, within the merged session
+			wm(123),
+		})
+		if got := h.SideOutput("late"); len(got) != 0 {
+			t.Errorf("late side output = %v, want none", got)
+		}
+		if m := entries(t, h); len(m) == 0 {
+			t.Errorf("state is empty before the end of the lateness (wm 123 < 24 + 100)")
+		}
+		run(t, h, []step{wm(124)})
+		checkEmpty(t, h, "after the watermark passed end + lateness")
+		run(t, h, []step{rec(15, 1, 9)}) // [15, 25) is beyond the lateness now: late
+		if got, want := lateRecords(h), []string{"9@15"}; !slices.Equal(got, want) {
+			t.Errorf("late side output = %q, want %q", got, want)
+		}
+		if h.Dropped() != 1 {
+			t.Errorf("Dropped() = %d, want 1", h.Dropped())
+		}
+	})
+}

@@ -441,7 +441,7 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	acc := w.aggs.NewAcc()
 	for _, s := range absorbed {
 		w.aggs.Merge(acc, s.acc)
-		if err := w.unregister(s.w); err != nil {
+		if err := w.unregister(s.w, keep); err != nil {
 			return err
 		}
 	}
@@ -470,13 +470,24 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	return nil
 }
 
-// unregister deletes the timers of a session that was merged into another.
-func (w *windowOp) unregister(s window.Window) error {
-	if err := w.timers.Delete(w.domain, s.MaxTimestamp()); err != nil {
-		return err
+// unregister deletes the timers of a session that was merged into another, except those a
+// session in keep still needs: timers are per key and time, so one session's cleanup time
+// (end − 1 + lateness) can be another's firing time, and deleting it would lose that firing.
+func (w *windowOp) unregister(s window.Window, keep []session) error {
+	needed := func(t int64) bool {
+		return slices.ContainsFunc(keep, func(o session) bool {
+			return o.w.MaxTimestamp() == t || w.domain == EventTime && w.c.Lateness > 0 && satAdd(o.w.MaxTimestamp(), w.c.Lateness) == t
+		})
+	}
+	if t := s.MaxTimestamp(); !needed(t) {
+		if err := w.timers.Delete(w.domain, t); err != nil {
+			return err
+		}
 	}
 	if w.domain == EventTime && w.c.Lateness > 0 {
-		return w.timers.Delete(EventTime, satAdd(s.MaxTimestamp(), w.c.Lateness))
+		if t := satAdd(s.MaxTimestamp(), w.c.Lateness); !needed(t) {
+			return w.timers.Delete(EventTime, t)
+		}
 	}
 	return nil
 }

@@ -42,3 +42,22 @@ func TestSessionLateMergeRefires(t *testing.T) {
 		}
 	})
 }
+
+// A session's timers are per key and time, which another session of the key may share: a
+// session's cleanup time (end − 1 + lateness) can be another session's firing time. A late
+// record merging the first session must not delete the other's timer, or the other never
+// fires.
+func TestSessionMergeKeepsSharedTimers(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		h := operatortest.New(t, keyedSpec(`type: window, gap: 3ms, allowed-lateness: 5ms, aggregates: {n: "count()"}`), "op", operatortest.Options{Backend: backend})
+		run(t, h, []step{
+			rec(0, 1, 1), // [0, 3): fires at 2, cleaned up at 7
+			rec(5, 1, 2), // [5, 8): fires at 7
+			wm(3, win(1, 0, 3, "n=1")),
+			rec(1, 1, 3, win(1, 0, 4, "n=2")), // late within the lateness: [0, 4) fires again
+			wm(7, win(1, 5, 8, "n=1")),
+			wm(20),
+		})
+		checkEmpty(t, h, "after every session expired")
+	})
+}

@@ -304,8 +304,13 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 	if w.domain == ProcessingTime || w.sliding.FirstWindow(p).MaxTimestamp() > wm {
 		return nil
 	}
-	// A late record within the allowed lateness: its windows that fired fire again.
+	// A late record within the allowed lateness: its windows that fired fire again, but for
+	// those past their own lateness: Flink leaves the record out of an expired window, whose
+	// first panes may be gone already.
 	for end := w.sliding.FirstWindow(p).End; end <= last.End && end-1 <= wm; end += w.sliding.Slide {
+		if w.expired(end-1, wm) {
+			continue
+		}
 		if err := w.fire(w.sliding.WindowEnding(end)); err != nil {
 			return err
 		}

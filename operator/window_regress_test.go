@@ -61,3 +61,21 @@ func TestSessionMergeKeepsSharedTimers(t *testing.T) {
 		checkEmpty(t, h, "after every session expired")
 	})
 }
+
+// A late record within the allowed lateness of some of its sliding windows fires those again,
+// not the ones past their own end + lateness: Flink drops the record from an expired window
+// (WindowOperator skips windows whose cleanup time passed), whose panes may be gone already.
+func TestSlidingLateRecordSkipsExpiredWindows(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		h := operatortest.New(t, keyedSpec(`type: window, size: 10ms, slide: 5ms, allowed-lateness: 3ms, aggregates: {n: "count()"}`), "op", operatortest.Options{Backend: backend})
+		run(t, h, []step{
+			rec(1, 1, 1), rec(6, 1, 2),
+			wm(9, win(1, -5, 5, "n=1"), win(1, 0, 10, "n=2")),
+			wm(14, win(1, 5, 15, "n=1")),
+			// ts 8 is in [0, 10), expired at 12, and [5, 15), within its lateness until 17.
+			rec(8, 1, 3, win(1, 5, 15, "n=2")),
+			wm(30),
+		})
+		checkEmpty(t, h, "after the lateness")
+	})
+}

@@ -135,3 +135,22 @@ func restart(t testing.TB, h *operatortest.Harness, spec string, id int64, backe
 func win(k, start, end int64, aggs string) string {
 	return fmt.Sprintf("{k=%d window_start=%d window_end=%d %s}@%d", k, start, end, aggs, end-1)
 }
+
+// joinSpec is a job whose join "op" (fields opFields) reads a key-by on k of the rows
+// {k, lv, ts} (left) and {k, rv, ts} (right).
+func joinSpec(opFields string) string {
+	return fmt.Sprintf(`
+name: harness
+operators:
+  - {name: s1, type: sequence, from: 1, to: 10}
+  - {name: l, type: map, fields: {k: "value %% 5", lv: "value", ts: "value"}}
+  - {name: wl, type: watermark, timestamp: "ts"}
+  - {name: by-l, type: key-by, key: "k"}
+  - {name: s2, type: sequence, from: 1, to: 10}
+  - {name: r, type: map, fields: {k: "value %% 5", rv: "value", ts: "value"}}
+  - {name: wr, type: watermark, timestamp: "ts"}
+  - {name: by-r, type: key-by, key: "k"}
+  - {name: op, inputs: [by-l, by-r], %s}
+  - {name: out, type: discard, inputs: [op]}
+`, opFields)
+}

@@ -75,7 +75,7 @@ func planWindowJoin(p *Planner) (joinConfig, *Shape) {
 	var c joinConfig
 	size, hasSize := windowDuration(p, "size", true)
 	slide, hasSlide := windowDuration(p, "slide", true)
-	c.Offset, _ = windowDuration(p, "offset", false)
+	c.Offset, _ = windowOffset(p)
 	c.Size, c.Slide = size, size
 	switch {
 	case !hasSize:

@@ -52,7 +52,7 @@ func planWindow(all bool) func(p *Planner) (windowConfig, *Shape) {
 		size, hasSize := windowDuration(p, "size", true)
 		slide, hasSlide := windowDuration(p, "slide", true)
 		gap, hasGap := windowDuration(p, "gap", true)
-		offset, hasOffset := windowDuration(p, "offset", false)
+		offset, hasOffset := windowOffset(p)
 		lateness, _ := windowDuration(p, "allowed-lateness", false)
 		c.Size, c.Slide, c.Gap, c.Offset, c.Lateness = size, slide, gap, offset, lateness
 		switch {
@@ -109,6 +109,17 @@ func windowDuration(p *Planner, key string, positive bool) (int64, bool) {
 		e.Problemf("must be a whole number of milliseconds, got %v", d)
 	}
 	return d.Milliseconds(), true
+}
+
+// windowOffset reads the offset of tumbling and sliding windows in whole milliseconds. It may
+// be negative, as in Flink (a day's windows in UTC+8 have the offset -8h).
+func windowOffset(p *Planner) (int64, bool) {
+	e, ok := p.Field("offset")
+	if !ok {
+		return 0, false
+	}
+	v, _ := signedMillis(e.Value)
+	return v, true
 }
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -79,3 +79,24 @@ func TestSlidingLateRecordSkipsExpiredWindows(t *testing.T) {
 		checkEmpty(t, h, "after the lateness")
 	})
 }
+
+// An offset may be negative, as in Flink (a day's windows in UTC+8 take -8h): -3 ms aligns
+// 10 ms windows as +7 ms does. The planner rejected it as an invalid duration.
+func TestWindowNegativeOffset(t *testing.T) {
+	for _, typ := range []string{"window", "window-join"} {
+		spec := keyedSpec(`type: window, size: 10ms, offset: -3ms, aggregates: {n: "count()"}`)
+		if typ == "window-join" {
+			spec = joinSpec(`type: window-join, size: 10ms, offset: -3ms`)
+		}
+		if _, err := operatortest.Open(t, spec, "op", operatortest.Options{}); err != nil {
+			t.Errorf("%s with offset -3ms: %v", typ, err)
+		}
+	}
+	h := operatortest.New(t, keyedSpec(`type: window, size: 10ms, offset: -3ms, aggregates: {n: "count()"}`), "op", operatortest.Options{})
+	run(t, h, []step{
+		rec(6, 1, 1), rec(7, 1, 2), rec(-4, 1, 3), rec(-3, 1, 4),
+		wm(-4, win(1, -13, -3, "n=1")),
+		wm(6, win(1, -3, 7, "n=2")),
+		wm(16, win(1, 7, 17, "n=1")),
+	})
+}

@@ -90,7 +90,7 @@ func planWindowJoin(p *Planner) (joinConfig, *Shape) {
 	var c joinConfig
 	size, hasSize := windowDuration(p, "size", true)
 	slide, hasSlide := windowDuration(p, "slide", true)
-	c.Offset, _ = windowDuration(p, "offset", false)
+	c.Offset, _ = windowOffset(p)
 	c.Size, c.Slide = size, size
 	switch {
 	case !hasSize:
@@ -225,6 +225,9 @@ func (j *joinBase) Close() error {
 	}
 	return nil
 }
+
+// NumLateRecordsDropped is how many records came too late to join (LateDropper).
+func (j *joinBase) NumLateRecordsDropped() int64 { return j.dropped }
 
 // Process is not used: the task calls ProcessInput.
 func (j *joinBase) Process(record.Row) error {

@@ -48,6 +48,14 @@ type WatermarkGenerator interface {
 	OnPeriodicEmit() error
 }
 
+// LateDropper operators drop records that come too late for event time (windows beyond their
+// allowed lateness, joins) and count them, as Flink's numLateRecordsDropped metric.
+// NumLateRecordsDropped is the count since the operator was built (it is not checkpointed); call
+// it on the task's goroutine.
+type LateDropper interface {
+	NumLateRecordsDropped() int64
+}
+
 // Timestamp returns the event timestamp of the record being processed, NoTimestamp when it has
 // none. Records the operator emits carry it unless it calls SetTimestamp.
 func (c *Context) Timestamp() int64 {

@@ -52,7 +52,7 @@ func planWindow(all bool) func(p *Planner) (windowConfig, *Shape) {
 		size, hasSize := windowDuration(p, "size", true)
 		slide, hasSlide := windowDuration(p, "slide", true)
 		gap, hasGap := windowDuration(p, "gap", true)
-		offset, hasOffset := windowDuration(p, "offset", false)
+		offset, hasOffset := windowOffset(p)
 		lateness, _ := windowDuration(p, "allowed-lateness", false)
 		c.Size, c.Slide, c.Gap, c.Offset, c.Lateness = size, slide, gap, offset, lateness
 		switch {
@@ -109,6 +109,17 @@ func windowDuration(p *Planner, key string, positive bool) (int64, bool) {
 		e.Problemf("must be a whole number of milliseconds, got %v", d)
 	}
 	return d.Milliseconds(), true
+}
+
+// windowOffset reads the offset of tumbling and sliding windows in whole milliseconds. It may
+// be negative, as in Flink (a day's windows in UTC+8 have the offset -8h).
+func windowOffset(p *Planner) (int64, bool) {
+	e, ok := p.Field("offset")
+	if !ok {
+		return 0, false
+	}
+	v, _ := signedMillis(e.Value)
+	return v, true
 }
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
@@ -243,6 +254,9 @@ func (w *windowOp) Close() error {
 	return nil
 }
 
+// NumLateRecordsDropped is how many records came beyond the allowed lateness (LateDropper).
+func (w *windowOp) NumLateRecordsDropped() int64 { return w.dropped }
+
 // now is the time a record is assigned at and the watermark it is judged against.
 func (w *windowOp) now() (ts, wm int64, err error) {
 	if w.domain == ProcessingTime {
@@ -301,8 +315,13 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 	if w.domain == ProcessingTime || w.sliding.FirstWindow(p).MaxTimestamp() > wm {
 		return nil
 	}
-	// A late record within the allowed lateness: its windows that fired fire again.
+	// A late record within the allowed lateness: its windows that fired fire again, but for
+	// those past their own lateness: Flink leaves the record out of an expired window, whose
+	// first panes may be gone already.
 	for end := w.sliding.FirstWindow(p).End; end <= last.End && end-1 <= wm; end += w.sliding.Slide {
+		if w.expired(end-1, wm) {
+			continue
+		}
 		if err := w.fire(w.sliding.WindowEnding(end)); err != nil {
 			return err
 		}
@@ -438,7 +457,7 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	acc := w.aggs.NewAcc()
 	for _, s := range absorbed {
 		w.aggs.Merge(acc, s.acc)
-		if err := w.unregister(s.w); err != nil {
+		if err := w.unregister(s.w, keep); err != nil {
 			return err
 		}
 	}
@@ -448,8 +467,13 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	if err := w.sessions.Update(keep); err != nil {
 		return err
 	}
-	if err := w.timers.Register(w.domain, merged.MaxTimestamp()); err != nil {
-		return err
+	// A session the watermark passed (a late merge within the lateness) fires at once below; a
+	// timer at its end would fire it a second time at the next watermark. Flink's
+	// EventTimeTrigger registers none for it either.
+	if w.domain == ProcessingTime || merged.MaxTimestamp() > wm {
+		if err := w.timers.Register(w.domain, merged.MaxTimestamp()); err != nil {
+			return err
+		}
 	}
 	if w.domain == EventTime && w.c.Lateness > 0 {
 		if err := w.timers.Register(EventTime, satAdd(merged.MaxTimestamp(), w.c.Lateness)); err != nil {
@@ -462,13 +486,24 @@ func (w *windowOp) addToSession(row record.Row, ts, wm int64) error {
 	return nil
 }
 
-// unregister deletes the timers of a session that was merged into another.
-func (w *windowOp) unregister(s window.Window) error {
-	if err := w.timers.Delete(w.domain, s.MaxTimestamp()); err != nil {
-		return err
+// unregister deletes the timers of a session that was merged into another, except those a
+// session in keep still needs: timers are per key and time, so one session's cleanup time
+// (end − 1 + lateness) can be another's firing time, and deleting it would lose that firing.
+func (w *windowOp) unregister(s window.Window, keep []session) error {
+	needed := func(t int64) bool {
+		return slices.ContainsFunc(keep, func(o session) bool {
+			return o.w.MaxTimestamp() == t || w.domain == EventTime && w.c.Lateness > 0 && satAdd(o.w.MaxTimestamp(), w.c.Lateness) == t
+		})
+	}
+	if t := s.MaxTimestamp(); !needed(t) {
+		if err := w.timers.Delete(w.domain, t); err != nil {
+			return err
+		}
 	}
 	if w.domain == EventTime && w.c.Lateness > 0 {
-		return w.timers.Delete(EventTime, satAdd(s.MaxTimestamp(), w.c.Lateness))
+		if t := satAdd(s.MaxTimestamp(), w.c.Lateness); !needed(t) {
+			return w.timers.Delete(EventTime, t)
+		}
 	}
 	return nil
 }

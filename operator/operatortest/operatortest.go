@@ -1,5 +1,7 @@
-// Package operatortest holds what tests of operators outside package operator (connectors,
-// custom operators) need to run one without a task: an Output that keeps what it gets, and a
+// Package operatortest holds what tests of operators (built-in ones, connectors, custom
+// operators) need to run one without a task: Harness, which runs one operator of a job spec
+// with real keyed state, timers and event time as a task's head operator (see Harness); and,
+// for tests that drive an operator by hand, an Output that keeps what it gets and a
 // StateContext that restores and snapshots operator list state in memory.
 package operatortest
 
@@ -44,6 +46,8 @@ type StateContext struct {
 	Keyed      state.KeyedBackend
 	lists      map[string]*listState
 	dists      map[string]pb.ListDistribution
+	// store, when set, holds the list states instead (the Harness's real store).
+	store *state.OperatorStateStore
 }
 
 // NewStateContext returns the StateContext of a subtask restored from checkpoint restoredID
@@ -54,6 +58,13 @@ func NewStateContext(restoredID int64, restored map[string][][]byte) *StateConte
 
 // ListState registers (or returns) a list state.
 func (c *StateContext) ListState(name string, d pb.ListDistribution) (operator.ListState, error) {
+	if c.store != nil {
+		l, err := c.store.ListState(name, d)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 	if c.lists == nil {
 		c.lists, c.dists = map[string]*listState{}, map[string]pb.ListDistribution{}
 	}

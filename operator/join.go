@@ -156,16 +156,92 @@ func signedMillis(v spec.Value) (int64, bool) {
 	return d.Milliseconds(), true
 }
 
-// joinSide is one input's buffered records of the current key, with their timestamps.
+// joinSide is one input's buffered records of the current key. They are kept encoded, one
+// after another in one byte buffer per key (a value state): a few objects for the garbage
+// collector instead of a row per record, a snapshot copies bytes, and a row is decoded only
+// when it may have a partner. An entry is the record's timestamp (8 bytes), the length of
+// the encoded row (uvarint) and the row (record.AppendRow).
 type joinSide struct {
 	schema *record.Schema
-	list   *state.ListState[timedRow]
+	buf    *state.ValueState[[]byte]
+	enc    []byte // scratch for encoding a row
 }
 
-// timedRow is a buffered record and its timestamp.
-type timedRow struct {
-	ts  int64
-	row record.Row
+// add appends a record to the current key's buffer. It appends in place (the state allows
+// appending to a byte value: what lies beyond a value's length is not part of it).
+func (s *joinSide) add(ts int64, row record.Row) error {
+	b, _, err := s.buf.Value()
+	if err != nil {
+		return err
+	}
+	s.enc = record.AppendRow(s.enc[:0], s.schema, row)
+	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
+	b = binary.AppendUvarint(b, uint64(len(s.enc)))
+	return s.buf.Update(append(b, s.enc...))
+}
+
+// entries returns the current key's buffer.
+func (s *joinSide) entries() ([]byte, error) {
+	b, _, err := s.buf.Value()
+	return b, err
+}
+
+// nextEntry splits the first entry off b: its timestamp, its encoded row, the whole entry
+// and the rest of b.
+func nextEntry(b []byte) (ts int64, row, entry, rest []byte, err error) {
+	if len(b) < 8 {
+		return 0, nil, nil, nil, fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
+	}
+	l, k := binary.Uvarint(b[8:])
+	if k <= 0 || uint64(len(b)-8-k) < l {
+		return 0, nil, nil, nil, fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
+	}
+	n := 8 + k + int(l)
+	return int64(binary.LittleEndian.Uint64(b)), b[8+k : n], b[:n], b[n:], nil
+}
+
+// decode decodes an encoded row of the side into dst; its strings point into the buffer,
+// which is never modified (pruning makes a new one).
+func (s *joinSide) decode(enc []byte, dst record.Row) (record.Row, error) {
+	if dst == nil {
+		dst = make(record.Row, s.schema.Len())
+	}
+	if _, err := record.DecodeRow(enc, s.schema, dst); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+// prune keeps the current key's records whose timestamp keep holds.
+func (s *joinSide) prune(keep func(ts int64) bool) error {
+	b, err := s.entries()
+	if err != nil || len(b) == 0 {
+		return err
+	}
+	var kept []byte
+	dropped := false
+	for rest := b; len(rest) > 0; {
+		ts, _, entry, next, err := nextEntry(rest)
+		if err != nil {
+			return err
+		}
+		if keep(ts) {
+			if dropped {
+				kept = append(kept, entry...)
+			}
+		} else if !dropped {
+			dropped = true
+			kept = append(make([]byte, 0, len(b)-len(entry)), b[:len(b)-len(rest)]...)
+		}
+		rest = next
+	}
+	switch {
+	case !dropped:
+		return nil
+	case len(kept) == 0:
+		return s.buf.Clear()
+	}
+	return s.buf.Update(kept)
 }
 
 // joinBase is what both joins share: the two sides, the output row and the timers.
@@ -202,11 +278,11 @@ func (j *joinBase) InitializeState(sc StateContext) error {
 		return errNotKeyed
 	}
 	for i, name := range []string{"join/left", "join/right"} {
-		l, err := state.NewListState(kb, name, state.Codec[timedRow](timedRowCodec{state.RowCodec(j.sides[i].schema)}))
+		st, err := state.NewValueState(kb, name, state.Codec[[]byte](state.BytesCodec{}))
 		if err != nil {
 			return err
 		}
-		j.sides[i].list = l
+		j.sides[i].buf = st
 	}
 	return nil
 }
@@ -255,24 +331,6 @@ func (j *joinBase) emitPair(l, r record.Row, ts int64, extra ...record.Value) er
 	return j.out.Emit(j.row)
 }
 
-// prune keeps the records of side i for which keep holds.
-func (j *joinBase) prune(i int, keep func(timedRow) bool) error {
-	all, err := j.sides[i].list.Get()
-	if err != nil {
-		return err
-	}
-	kept := all[:0]
-	for _, e := range all {
-		if keep(e) {
-			kept = append(kept, e)
-		}
-	}
-	if len(kept) == len(all) {
-		return nil
-	}
-	return j.sides[i].list.Update(kept)
-}
-
 // windowJoin is the runtime of WindowJoin.
 type windowJoin struct {
 	joinBase
@@ -299,7 +357,7 @@ func (j *windowJoin) ProcessInput(input int, row record.Row) error {
 		j.dropped++
 		return nil
 	}
-	if err := j.sides[input].list.Add(timedRow{ts, row.Clone()}); err != nil {
+	if err := j.sides[input].add(ts, row); err != nil {
 		return err
 	}
 	// One timer per window the record is in (those that have not fired).
@@ -314,47 +372,85 @@ func (j *windowJoin) ProcessInput(input int, row record.Row) error {
 }
 
 // OnTimer joins the window that ends at the timer and drops the records no later window
-// needs.
+// needs. Rows are decoded only when both sides have records in the window.
 func (j *windowJoin) OnTimer(t Timer) error {
 	w := j.sliding.WindowEnding(t.Time + 1)
-	in := func(e timedRow) bool { return e.ts >= w.Start && e.ts < w.End }
-	lefts, err := j.sides[0].list.Get()
+	in := func(ts int64) bool { return ts >= w.Start && ts < w.End }
+	lefts, err := j.sides[0].entries()
 	if err != nil {
 		return err
 	}
-	rights, err := j.sides[1].list.Get()
+	rights, err := j.sides[1].entries()
 	if err != nil {
 		return err
+	}
+	if len(lefts) > 0 && len(rights) > 0 {
+		if err := j.emitWindow(w, lefts, rights, in); err != nil {
+			return err
+		}
+	}
+	live := func(ts int64) bool { return j.sliding.LastWindow(j.sliding.PaneOf(ts)).MaxTimestamp() > t.Time }
+	if err := j.sides[0].prune(live); err != nil {
+		return err
+	}
+	return j.sides[1].prune(live)
+}
+
+// emitWindow emits every pair of a left and a right record in window w.
+func (j *windowJoin) emitWindow(w window.Window, lefts, rights []byte, in func(int64) bool) error {
+	var rs []record.Row
+	for rest := rights; len(rest) > 0; {
+		ts, enc, _, next, err := nextEntry(rest)
+		if err != nil {
+			return err
+		}
+		if in(ts) {
+			r, err := j.sides[1].decode(enc, nil)
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		rest = next
+	}
+	if len(rs) == 0 {
+		return nil
 	}
 	start, end := record.TimeValue(time.UnixMilli(w.Start)), record.TimeValue(time.UnixMilli(w.End))
-	for _, l := range lefts {
-		if !in(l) {
+	l := make(record.Row, j.sides[0].schema.Len())
+	for rest := lefts; len(rest) > 0; {
+		ts, enc, _, next, err := nextEntry(rest)
+		if err != nil {
+			return err
+		}
+		rest = next
+		if !in(ts) {
 			continue
 		}
-		for _, r := range rights {
-			if in(r) {
-				if err := j.emitPair(l.row, r.row, w.MaxTimestamp(), start, end); err != nil {
-					return err
-				}
+		if _, err := j.sides[0].decode(enc, l); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if err := j.emitPair(l, r, w.MaxTimestamp(), start, end); err != nil {
+				return err
 			}
 		}
 	}
-	live := func(e timedRow) bool { return j.sliding.LastWindow(j.sliding.PaneOf(e.ts)).MaxTimestamp() > t.Time }
-	if err := j.prune(0, live); err != nil {
-		return err
-	}
-	return j.prune(1, live)
+	return nil
 }
 
 // intervalJoin is the runtime of IntervalJoin.
-type intervalJoin struct{ joinBase }
+type intervalJoin struct {
+	joinBase
+	scratch [2]record.Row // decoded partners of each side
+}
 
 func newIntervalJoin(c joinConfig, _, _ *record.Schema) (any, error) {
 	base, err := newJoinBase(c, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &intervalJoin{base}, nil
+	return &intervalJoin{joinBase: base}, nil
 }
 
 // keepFor is how long after its timestamp a record of side i may still meet a partner.
@@ -374,22 +470,36 @@ func (j *intervalJoin) ProcessInput(input int, row record.Row) error {
 		j.dropped++
 		return nil
 	}
-	others, err := j.sides[1-input].list.Get()
+	other := &j.sides[1-input]
+	others, err := other.entries()
 	if err != nil {
 		return err
 	}
-	for _, o := range others {
-		l, r := timedRow{ts, row}, o
-		if input == 1 {
-			l, r = o, timedRow{ts, row}
+	for rest := others; len(rest) > 0; {
+		ots, enc, _, next, err := nextEntry(rest)
+		if err != nil {
+			return err
 		}
-		if r.ts >= l.ts+j.c.Lower && r.ts <= l.ts+j.c.Upper {
-			if err := j.emitPair(l.row, r.row, max(l.ts, r.ts)); err != nil {
-				return err
-			}
+		rest = next
+		lts, rts := ts, ots
+		if input == 1 {
+			lts, rts = ots, ts
+		}
+		if rts < lts+j.c.Lower || rts > lts+j.c.Upper {
+			continue
+		}
+		if j.scratch[1-input], err = other.decode(enc, j.scratch[1-input]); err != nil {
+			return err
+		}
+		l, r := row, j.scratch[1-input]
+		if input == 1 {
+			l, r = r, l
+		}
+		if err := j.emitPair(l, r, max(lts, rts)); err != nil {
+			return err
 		}
 	}
-	if err := j.sides[input].list.Add(timedRow{ts, row.Clone()}); err != nil {
+	if err := j.sides[input].add(ts, row); err != nil {
 		return err
 	}
 	return j.timers.Register(EventTime, satAdd(ts, j.keepFor(input)))
@@ -398,29 +508,9 @@ func (j *intervalJoin) ProcessInput(input int, row record.Row) error {
 // OnTimer drops the records that can no longer meet a partner.
 func (j *intervalJoin) OnTimer(t Timer) error {
 	for i := range j.sides {
-		if err := j.prune(i, func(e timedRow) bool { return satAdd(e.ts, j.keepFor(i)) > t.Time }); err != nil {
+		if err := j.sides[i].prune(func(ts int64) bool { return satAdd(ts, j.keepFor(i)) > t.Time }); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// timedRowCodec encodes a buffered record: its timestamp (8 bytes) and the row. Decoded rows
-// own their memory.
-type timedRowCodec struct{ row state.Codec[record.Row] }
-
-func (c timedRowCodec) Append(b []byte, v timedRow) []byte {
-	b = binary.LittleEndian.AppendUint64(b, uint64(v.ts))
-	return c.row.Append(b, v.row)
-}
-
-func (c timedRowCodec) Decode(b []byte) (timedRow, error) {
-	if len(b) < 8 {
-		return timedRow{}, fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
-	}
-	row, err := c.row.Decode(b[8:])
-	if err != nil {
-		return timedRow{}, err
-	}
-	return timedRow{ts: int64(binary.LittleEndian.Uint64(b)), row: row}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -88,12 +87,24 @@ func appendHeader(b []byte, keyType record.Type, maxP int, rng KeyGroupRange, st
 // appendEntry appends one entry: key (and, for map state, the user key) and value.
 func appendEntry(b []byte, key record.Value, keyType record.Type, userKey, val []byte) []byte {
 	kl := keyLen(key, keyType) + len(userKey)
-	b = slices.Grow(b, record.UvarintLen(uint64(kl))+kl+record.UvarintLen(uint64(len(val)))+len(val))
+	b = grow(b, record.UvarintLen(uint64(kl))+kl+record.UvarintLen(uint64(len(val)))+len(val))
 	b = binary.AppendUvarint(b, uint64(kl))
 	b = appendKey(b, key, keyType)
 	b = append(b, userKey...)
 	b = binary.AppendUvarint(b, uint64(len(val)))
 	return append(b, val...)
+}
+
+// grow makes room for n more bytes in b, doubling its capacity when it must grow: a key
+// group's section of a snapshot is megabytes, and append's growth of large slices (by a
+// quarter) would copy it over and over.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), max(2*cap(b), len(b)+n))
+	copy(nb, b)
+	return nb
 }
 
 // keyLen is the length appendKey produces.

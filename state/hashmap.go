@@ -402,16 +402,9 @@ func (s *hmValue[T]) clear() error {
 }
 
 func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
-	m := s.groups[i]
-	first := true
-	for k, p := range m {
-		start := len(b)
+	for k, p := range s.groups[i] {
 		sc.a = s.c.Append(sc.a[:0], *p)
 		b = appendEntry(b, k, s.b.keyType, nil, sc.a)
-		if first {
-			b = slices.Grow(b, (len(b)-start)*(len(m)-1)) // entries tend to have one size
-			first = false
-		}
 	}
 	return b
 }

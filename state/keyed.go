@@ -18,7 +18,9 @@ import (
 //
 // Values of reference types (record.Row, []byte, slices) handed to a state or returned by it
 // must not be modified afterwards: the hashmap backend keeps them as they are, and a snapshot
-// may be encoding them on another goroutine.
+// may be encoding them on another goroutine. Appending to a value read from a state and
+// handing the result back (Update) is allowed: what lies beyond a value's length is not part
+// of it, so an append that writes into the same backing array changes nothing a snapshot sees.
 type ValueState[T any] struct{ s valueStore[T] }
 
 // ListState is a list of values per key.

@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,4 +278,57 @@ func TestCustomOperator(t *testing.T) {
 	if _, err := Build(Request{Spec: []byte(spec)}, Env{}); err == nil || !strings.Contains(err.Error(), `unknown operator type "slow-sink"`) {
 		t.Errorf("unregistered custom type = %v", err)
 	}
+}
+
+// TestWindowBoundsClash checks that a window keyed by a field window_start or window_end, and
+// a window-join reading a window's output as it is, report the clash with the bounds they add
+// (their output schemas had two fields of one name, reported as "its output schema could not
+// be derived"), and that the renamed spec builds.
+func TestWindowBoundsClash(t *testing.T) {
+	const head = `
+name: x
+operators:
+  - {name: n, type: sequence, from: 1, to: 50}
+  - {name: wm, type: watermark, timestamp: "value * 100"}
+  - {name: k, type: key-by, key: "value % 3"}
+  - {name: counts, type: window, size: 1s, aggregates: {n: "count()"}}
+`
+	for _, tc := range []struct {
+		name, ops string
+		want      []string
+	}{
+		{"window keyed by window_end", `
+  - {name: by-end, type: key-by, key: window_end}
+  - {name: top, type: window, size: 1s, aggregates: {hi: "max(n)"}}
+  - {name: o, type: print}
+`, []string{
+			`line 10: operators[5] "top": the key field "window_end" clashes with the window's own window_end: key by a field of another name (rename it with a map before the key-by)`,
+		}},
+		{"window-join of window outputs", `
+  - {name: left, type: key-by, key: key}
+  - {name: m, type: map, inputs: [counts], fields: {key: key, window_start: window_start, total: n}}
+  - {name: right, type: key-by, key: key}
+  - {name: j, type: window-join, inputs: [left, right], size: 1s}
+  - {name: o, type: print}
+`, []string{
+			`line 12: operators[7] "j": the left input has a field "window_start", which the join adds itself: rename or drop it with a map before the key-by`,
+			`line 12: operators[7] "j": the left input has a field "window_end", which the join adds itself: rename or drop it with a map before the key-by`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := specProblems(t, head+tc.ops, Env{}); !slices.Equal(got, tc.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+	build(t, head+`
+  - {name: ends, type: map, fields: {wend: window_end, n: n}}
+  - {name: by-end, type: key-by, key: wend}
+  - {name: top, type: window, size: 1s, aggregates: {hi: "max(n)"}}
+  - {name: left, type: key-by, inputs: [ends], key: wend}
+  - {name: tops, type: map, inputs: [top], fields: {wend: wend, hi: hi}}
+  - {name: right, type: key-by, key: wend}
+  - {name: j, type: window-join, inputs: [left, right], size: 1s}
+  - {name: o, type: print}
+`)
 }

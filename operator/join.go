@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/goflink/goflink/config"
@@ -93,7 +94,18 @@ func planWindowJoin(p *Planner) (joinConfig, *Shape) {
 		p.Problemf("an event-time join needs a watermark upstream of both inputs, or time: processing")
 	}
 	fields, open := planJoinInputs(p, &c)
-	fields = append(fields, record.Field{Name: "window_start", Type: record.Timestamp}, record.Field{Name: "window_end", Type: record.Timestamp})
+	for _, name := range []string{"window_start", "window_end"} {
+		if slices.ContainsFunc(fields, func(f record.Field) bool { return f.Name == name }) {
+			// A window's output read as it is: the join's own bounds would clash with its.
+			side := "right"
+			if slices.ContainsFunc(c.Left, func(f record.Field) bool { return f.Name == name }) {
+				side = "left"
+			}
+			p.Problemf("the %s input has a field %q, which the join adds itself: rename or drop it with a map before the key-by", side, name)
+			continue
+		}
+		fields = append(fields, record.Field{Name: name, Type: record.Timestamp})
+	}
 	return c, NewShape(fields, open)
 }
 

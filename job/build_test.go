@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,4 +278,73 @@ func TestCustomOperator(t *testing.T) {
 	if _, err := Build(Request{Spec: []byte(spec)}, Env{}); err == nil || !strings.Contains(err.Error(), `unknown operator type "slow-sink"`) {
 		t.Errorf("unregistered custom type = %v", err)
 	}
+}
+
+// TestWindowBoundsClash checks that a window keyed by a field window_start or window_end
+// reports the clash with the bounds it adds (its output schema had two fields of one name,
+// reported as "its output schema could not be derived"), that a window-join renames its
+// inputs' window_start and window_end, and that the renamed specs build.
+func TestWindowBoundsClash(t *testing.T) {
+	const head = `
+name: x
+operators:
+  - {name: n, type: sequence, from: 1, to: 50}
+  - {name: wm, type: watermark, timestamp: "value * 100"}
+  - {name: k, type: key-by, key: "value % 3"}
+  - {name: counts, type: window, size: 1s, aggregates: {n: "count()"}}
+`
+	for _, tc := range []struct {
+		name, ops string
+		want      []string
+	}{
+		{"window keyed by window_end", `
+  - {name: by-end, type: key-by, key: window_end}
+  - {name: top, type: window, size: 1s, aggregates: {hi: "max(n)"}}
+  - {name: o, type: print}
+`, []string{
+			`line 10: operators[5] "top": the key field "window_end" clashes with the window's own window_end: key by a field of another name (rename it with a map before the key-by)`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := specProblems(t, head+tc.ops, Env{}); !slices.Equal(got, tc.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+	// A window-join of two window outputs read as they are: their bounds are renamed.
+	g := build(t, head+`
+  - {name: left, type: key-by, key: key}
+  - {name: m, type: map, inputs: [counts], fields: {key: key, window_start: window_start, window_end: window_end, total: n}}
+  - {name: right, type: key-by, key: key}
+  - {name: j, type: window-join, inputs: [left, right], size: 1s}
+  - {name: o, type: print}
+`)
+	var got []string
+	for _, v := range g.GetVertices() {
+		for _, op := range v.GetOperators() {
+			if op.GetName() == "j" {
+				out, err := record.SchemaFromProto(op.GetOutputSchema())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range out.Len() {
+					got = append(got, out.Field(i).Name)
+				}
+			}
+		}
+	}
+	want := []string{"key", "left_window_start", "left_window_end", "n", "right_key", "right_window_start", "right_window_end", "total", "window_start", "window_end"}
+	if !slices.Equal(got, want) {
+		t.Errorf("window-join of two window outputs has fields %v, want %v", got, want)
+	}
+	build(t, head+`
+  - {name: ends, type: map, fields: {wend: window_end, n: n}}
+  - {name: by-end, type: key-by, key: wend}
+  - {name: top, type: window, size: 1s, aggregates: {hi: "max(n)"}}
+  - {name: left, type: key-by, inputs: [ends], key: wend}
+  - {name: tops, type: map, inputs: [top], fields: {wend: wend, hi: hi}}
+  - {name: right, type: key-by, key: wend}
+  - {name: j, type: window-join, inputs: [left, right], size: 1s}
+  - {name: o, type: print}
+`)
 }

@@ -85,6 +85,9 @@ func planWindow(all bool) func(p *Planner) (windowConfig, *Shape) {
 			if _, ok := p.In.Field(p.KeyExpr); ok && spec.Identifier.MatchString(p.KeyExpr) {
 				c.KeyField = p.KeyExpr
 			}
+			if c.KeyField == "window_start" || c.KeyField == "window_end" {
+				p.Problemf("the key field %q clashes with the window's own %s: key by a field of another name (rename it with a map before the key-by)", c.KeyField, c.KeyField)
+			}
 			fields = append(fields, record.Field{Name: c.KeyField, Type: p.KeyType})
 		}
 		fields = append(fields, record.Field{Name: "window_start", Type: record.Timestamp}, record.Field{Name: "window_end", Type: record.Timestamp})

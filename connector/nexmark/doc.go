@@ -68,7 +68,8 @@
 // SplittableRandom's own mixer (mix64(0) = 0, so with seed 0 it is seeded with the event
 // id, as the Java generator seeded java.util.Random before nexmark/nexmark#57). So the same
 // seed gives the same events whatever the parallelism: subtask i of p emits the events n
-// with n % p == i, in increasing order.
+// with n % p == i, in increasing order. NewGenerator makes the same events outside a job, to
+// compute what a query over them should give.
 //
 // TestMatchesJavaGenerator compares 1,300 events, every field, with those the Java
 // PersonGenerator, AuctionGenerator and BidGenerator make from the same per-event

@@ -161,6 +161,23 @@ func appendExactString(b []byte, r *splitRandom, length int) []byte {
 	return b
 }
 
+// Generator makes the events of a nexmark source outside a job, for instance to compute a
+// query's expected result: Event(n) is event n exactly as a source of the same
+// configuration emits it, so events 0..N-1 are what a bounded source of N events emits over
+// all its subtasks, whatever its parallelism. It is not safe for concurrent use.
+type Generator struct{ g *generator }
+
+// NewGenerator returns the generator of configuration c, which must hold values the spec
+// fields accept (start from DefaultConfig); c.Events and c.Rate do not matter.
+func NewGenerator(c Config) *Generator { return &Generator{g: newGenerator(c)} }
+
+// Event returns event n (n >= 0) as a new row of Schema.
+func (g *Generator) Event(n int64) record.Row {
+	row := make(record.Row, numFields)
+	g.g.fill(n, row)
+	return row
+}
+
 // generator makes the events of one source: the event of number n is a pure function of
 // the configuration (its seed included) and n. It is not safe for concurrent use (it reuses
 // a buffer).

@@ -298,3 +298,22 @@ func BenchmarkEmit(b *testing.B) {
 type discard struct{}
 
 func (discard) Emit(record.Row) error { return nil }
+
+// TestGeneratorIsTheSource checks that Generator.Event gives the events a source emits over
+// its subtasks, and rows that stay valid after the next call.
+func TestGeneratorIsTheSource(t *testing.T) {
+	const events = 500
+	c := bounded(events)
+	c.Seed, c.FirstEventRate = 7, 1000
+	subs := all(t, c, 3, 64)
+	g := NewGenerator(c)
+	var rows []record.Row
+	for n := range int64(events) {
+		rows = append(rows, g.Event(n))
+	}
+	for n, row := range rows {
+		if got, want := formatRow(row), subs[n%3][n/3]; got != want {
+			t.Fatalf("Event(%d) =\n%s\nwant what the source emits:\n%s", n, got, want)
+		}
+	}
+}

@@ -156,52 +156,54 @@ func signedMillis(v spec.Value) (int64, bool) {
 	return d.Milliseconds(), true
 }
 
-// joinSide is one input's buffered records of the current key. They are kept encoded, one
-// after another in one byte buffer per key (a value state): a few objects for the garbage
-// collector instead of a row per record, a snapshot copies bytes, and a row is decoded only
-// when it may have a partner. An entry is the record's timestamp (8 bytes), the length of
-// the encoded row (uvarint) and the row (record.AppendRow).
+// joinSide is one input's buffered records of the current key, in buckets of time (map
+// state: a window join's pane start, an interval join's timestamp → the bucket's records), so
+// that the records a window or a bound needs are found, and those that expired dropped, by
+// bucket rather than by scanning them all. A bucket's records are kept encoded, one after
+// another in one byte value: few objects for the garbage collector, a snapshot copies bytes,
+// and a row is decoded only when it may have a partner. An entry is the record's timestamp
+// (8 bytes), the length of the encoded row (uvarint) and the row (record.AppendRow).
 type joinSide struct {
-	schema *record.Schema
-	buf    *state.ValueState[[]byte]
-	enc    []byte // scratch for encoding a row
+	schema  *record.Schema
+	buckets *state.MapState[int64, []byte]
+	enc     []byte // scratch for encoding a row
 }
 
-// add appends a record to the current key's buffer. It appends in place (the state allows
-// appending to a byte value: what lies beyond a value's length is not part of it).
-func (s *joinSide) add(ts int64, row record.Row) error {
-	b, _, err := s.buf.Value()
+// add appends a record at ts to the current key's bucket b. It appends in place (a state
+// allows appending to a byte value: what lies beyond a value's length is not part of it).
+func (s *joinSide) add(bucket, ts int64, row record.Row) error {
+	b, _, err := s.buckets.Get(bucket)
 	if err != nil {
 		return err
 	}
 	s.enc = record.AppendRow(s.enc[:0], s.schema, row)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	b = binary.AppendUvarint(b, uint64(len(s.enc)))
-	return s.buf.Update(append(b, s.enc...))
+	return s.buckets.Put(bucket, append(b, s.enc...))
 }
 
-// entries returns the current key's buffer.
-func (s *joinSide) entries() ([]byte, error) {
-	b, _, err := s.buf.Value()
-	return b, err
-}
-
-// nextEntry splits the first entry off b: its timestamp, its encoded row, the whole entry
-// and the rest of b.
-func nextEntry(b []byte) (ts int64, row, entry, rest []byte, err error) {
-	if len(b) < 8 {
-		return 0, nil, nil, nil, fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
+// forEach calls fn with the timestamp and the encoded row of every record in b, a bucket's
+// value, until fn returns an error.
+func forEach(b []byte, fn func(ts int64, enc []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
+		}
+		l, k := binary.Uvarint(b[8:])
+		if k <= 0 || uint64(len(b)-8-k) < l {
+			return fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
+		}
+		n := 8 + k + int(l)
+		if err := fn(int64(binary.LittleEndian.Uint64(b)), b[8+k:n]); err != nil {
+			return err
+		}
+		b = b[n:]
 	}
-	l, k := binary.Uvarint(b[8:])
-	if k <= 0 || uint64(len(b)-8-k) < l {
-		return 0, nil, nil, nil, fmt.Errorf("%w: buffered record truncated", state.ErrCorrupt)
-	}
-	n := 8 + k + int(l)
-	return int64(binary.LittleEndian.Uint64(b)), b[8+k : n], b[:n], b[n:], nil
+	return nil
 }
 
-// decode decodes an encoded row of the side into dst; its strings point into the buffer,
-// which is never modified (pruning makes a new one).
+// decode decodes an encoded row of the side into dst (allocated when nil); its strings point
+// into the bucket's value, whose bytes are never modified.
 func (s *joinSide) decode(enc []byte, dst record.Row) (record.Row, error) {
 	if dst == nil {
 		dst = make(record.Row, s.schema.Len())
@@ -210,38 +212,6 @@ func (s *joinSide) decode(enc []byte, dst record.Row) (record.Row, error) {
 		return nil, err
 	}
 	return dst, nil
-}
-
-// prune keeps the current key's records whose timestamp keep holds.
-func (s *joinSide) prune(keep func(ts int64) bool) error {
-	b, err := s.entries()
-	if err != nil || len(b) == 0 {
-		return err
-	}
-	var kept []byte
-	dropped := false
-	for rest := b; len(rest) > 0; {
-		ts, _, entry, next, err := nextEntry(rest)
-		if err != nil {
-			return err
-		}
-		if keep(ts) {
-			if dropped {
-				kept = append(kept, entry...)
-			}
-		} else if !dropped {
-			dropped = true
-			kept = append(make([]byte, 0, len(b)-len(entry)), b[:len(b)-len(rest)]...)
-		}
-		rest = next
-	}
-	switch {
-	case !dropped:
-		return nil
-	case len(kept) == 0:
-		return s.buf.Clear()
-	}
-	return s.buf.Update(kept)
 }
 
 // joinBase is what both joins share: the two sides, the output row and the timers.
@@ -278,11 +248,11 @@ func (j *joinBase) InitializeState(sc StateContext) error {
 		return errNotKeyed
 	}
 	for i, name := range []string{"join/left", "join/right"} {
-		st, err := state.NewValueState(kb, name, state.Codec[[]byte](state.BytesCodec{}))
+		st, err := state.NewMapState(kb, name, state.Codec[int64](state.Int64Codec{}), state.Codec[[]byte](state.BytesCodec{}))
 		if err != nil {
 			return err
 		}
-		j.sides[i].buf = st
+		j.sides[i].buckets = st
 	}
 	return nil
 }
@@ -357,7 +327,7 @@ func (j *windowJoin) ProcessInput(input int, row record.Row) error {
 		j.dropped++
 		return nil
 	}
-	if err := j.sides[input].add(ts, row); err != nil {
+	if err := j.sides[input].add(p.Start, ts, row); err != nil {
 		return err
 	}
 	// One timer per window the record is in (those that have not fired).
@@ -371,67 +341,52 @@ func (j *windowJoin) ProcessInput(input int, row record.Row) error {
 	return nil
 }
 
-// OnTimer joins the window that ends at the timer and drops the records no later window
-// needs. Rows are decoded only when both sides have records in the window.
+// OnTimer joins the window that ends at the timer, from its panes, and drops the panes no
+// later window needs: those in its first slide. Rows are decoded only when both sides have
+// records in the window.
 func (j *windowJoin) OnTimer(t Timer) error {
-	w := j.sliding.WindowEnding(t.Time + 1)
-	in := func(ts int64) bool { return ts >= w.Start && ts < w.End }
-	lefts, err := j.sides[0].entries()
-	if err != nil {
-		return err
-	}
-	rights, err := j.sides[1].entries()
-	if err != nil {
-		return err
-	}
-	if len(lefts) > 0 && len(rights) > 0 {
-		if err := j.emitWindow(w, lefts, rights, in); err != nil {
-			return err
-		}
-	}
-	live := func(ts int64) bool { return j.sliding.LastWindow(j.sliding.PaneOf(ts)).MaxTimestamp() > t.Time }
-	if err := j.sides[0].prune(live); err != nil {
-		return err
-	}
-	return j.sides[1].prune(live)
-}
-
-// emitWindow emits every pair of a left and a right record in window w.
-func (j *windowJoin) emitWindow(w window.Window, lefts, rights []byte, in func(int64) bool) error {
-	var rs []record.Row
-	for rest := rights; len(rest) > 0; {
-		ts, enc, _, next, err := nextEntry(rest)
+	sl := j.sliding
+	w := sl.WindowEnding(t.Time + 1)
+	var rights []record.Row
+	for ps := w.Start; ps < w.End; ps += sl.Pane() {
+		b, _, err := j.sides[1].buckets.Get(ps)
 		if err != nil {
 			return err
 		}
-		if in(ts) {
+		if err := forEach(b, func(_ int64, enc []byte) error {
 			r, err := j.sides[1].decode(enc, nil)
+			rights = append(rights, r)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if len(rights) > 0 {
+		start, end := record.TimeValue(time.UnixMilli(w.Start)), record.TimeValue(time.UnixMilli(w.End))
+		l := make(record.Row, j.sides[0].schema.Len())
+		for ps := w.Start; ps < w.End; ps += sl.Pane() {
+			b, _, err := j.sides[0].buckets.Get(ps)
 			if err != nil {
 				return err
 			}
-			rs = append(rs, r)
+			if err := forEach(b, func(_ int64, enc []byte) error {
+				if _, err := j.sides[0].decode(enc, l); err != nil {
+					return err
+				}
+				for _, r := range rights {
+					if err := j.emitPair(l, r, w.MaxTimestamp(), start, end); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
 		}
-		rest = next
 	}
-	if len(rs) == 0 {
-		return nil
-	}
-	start, end := record.TimeValue(time.UnixMilli(w.Start)), record.TimeValue(time.UnixMilli(w.End))
-	l := make(record.Row, j.sides[0].schema.Len())
-	for rest := lefts; len(rest) > 0; {
-		ts, enc, _, next, err := nextEntry(rest)
-		if err != nil {
-			return err
-		}
-		rest = next
-		if !in(ts) {
-			continue
-		}
-		if _, err := j.sides[0].decode(enc, l); err != nil {
-			return err
-		}
-		for _, r := range rs {
-			if err := j.emitPair(l, r, w.MaxTimestamp(), start, end); err != nil {
+	for ps := w.Start; ps < w.Start+sl.Slide; ps += sl.Pane() {
+		for i := range j.sides {
+			if err := j.sides[i].buckets.Remove(ps); err != nil {
 				return err
 			}
 		}
@@ -442,7 +397,7 @@ func (j *windowJoin) emitWindow(w window.Window, lefts, rights []byte, in func(i
 // intervalJoin is the runtime of IntervalJoin.
 type intervalJoin struct {
 	joinBase
-	scratch [2]record.Row // decoded partners of each side
+	partner [2]record.Row // a decoded record of each side
 }
 
 func newIntervalJoin(c joinConfig, _, _ *record.Schema) (any, error) {
@@ -470,46 +425,66 @@ func (j *intervalJoin) ProcessInput(input int, row record.Row) error {
 		j.dropped++
 		return nil
 	}
+	// The other side's records at timestamps a partner of ts may have: lts + lower <= rts <=
+	// lts + upper.
+	lo, hi := satAdd(ts, j.c.Lower), satAdd(ts, j.c.Upper)
+	if input == 1 {
+		lo, hi = satAdd(ts, -j.c.Upper), satAdd(ts, -j.c.Lower)
+	}
 	other := &j.sides[1-input]
-	others, err := other.entries()
-	if err != nil {
+	var failed error
+	if err := other.buckets.Range(func(bts int64, b []byte) bool {
+		if bts < lo || bts > hi {
+			return true
+		}
+		failed = forEach(b, func(ots int64, enc []byte) error {
+			if j.partner[1-input], err = other.decode(enc, j.partner[1-input]); err != nil {
+				return err
+			}
+			l, r := row, j.partner[1-input]
+			if input == 1 {
+				l, r = r, l
+			}
+			return j.emitPair(l, r, max(ts, ots))
+		})
+		return failed == nil
+	}); err != nil {
 		return err
 	}
-	for rest := others; len(rest) > 0; {
-		ots, enc, _, next, err := nextEntry(rest)
-		if err != nil {
-			return err
-		}
-		rest = next
-		lts, rts := ts, ots
-		if input == 1 {
-			lts, rts = ots, ts
-		}
-		if rts < lts+j.c.Lower || rts > lts+j.c.Upper {
-			continue
-		}
-		if j.scratch[1-input], err = other.decode(enc, j.scratch[1-input]); err != nil {
-			return err
-		}
-		l, r := row, j.scratch[1-input]
-		if input == 1 {
-			l, r = r, l
-		}
-		if err := j.emitPair(l, r, max(lts, rts)); err != nil {
-			return err
-		}
+	if failed != nil {
+		return failed
 	}
-	if err := j.sides[input].add(ts, row); err != nil {
+	if err := j.sides[input].add(ts, ts, row); err != nil {
 		return err
 	}
 	return j.timers.Register(EventTime, satAdd(ts, j.keepFor(input)))
 }
 
-// OnTimer drops the records that can no longer meet a partner.
+// OnTimer drops the records that can no longer meet a partner: each side's bucket whose
+// timestamp plus the side's keepFor is the timer's (at the ends of the int64 range, where
+// that sum saturates, every bucket at or past it).
 func (j *intervalJoin) OnTimer(t Timer) error {
 	for i := range j.sides {
-		if err := j.sides[i].prune(func(ts int64) bool { return satAdd(ts, j.keepFor(i)) > t.Time }); err != nil {
+		keep := j.keepFor(i)
+		if t.Time != MaxWatermark {
+			if err := j.sides[i].buckets.Remove(t.Time - keep); err != nil {
+				return err
+			}
+			continue
+		}
+		var expired []int64
+		if err := j.sides[i].buckets.Range(func(bts int64, _ []byte) bool {
+			if satAdd(bts, keep) <= t.Time {
+				expired = append(expired, bts)
+			}
+			return true
+		}); err != nil {
 			return err
+		}
+		for _, bts := range expired {
+			if err := j.sides[i].buckets.Remove(bts); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -44,36 +44,42 @@ type TimerListener interface {
 
 // TimerService holds the timers of one keyed operator, per key and time domain, as Flink's
 // KeyedProcessFunction has them. Timers live in keyed state (so they are checkpointed,
-// restored and split by key group like the operator's other state) and in a queue in memory
-// per domain, rebuilt from the state when the task starts. Registering a timer that exists
-// does nothing. It belongs to the task's goroutine.
+// restored and split by key group like the operator's other state) and, per domain, in
+// buckets in memory by time, rebuilt from the state when the task starts: a window's timers
+// share a few times (the window ends) over many keys, so a registration appends a key to a
+// bucket and firing walks one. Registering a timer that exists does nothing. It belongs to
+// the task's goroutine.
 type TimerService struct {
 	kb     state.KeyedBackend
 	ctx    *Context
 	queues [2]timerQueue
 }
 
-// timerQueue is the timers of one domain: per key in state (sorted times), and a min-heap of
-// every timer in memory. Deleted timers stay in the heap until they reach its top (lazy
-// deletion); set says which timers exist.
+// timerQueue is the timers of one domain: per key in state (sorted times, the truth), and in
+// memory the keys of each time in a bucket, with a min-heap of the bucket times. A deleted
+// timer's key stays in its bucket until it is reached (the state shows it gone); live counts
+// a bucket's timers that exist.
 type timerQueue struct {
-	st   *state.ValueState[[]int64]
-	heap timerHeap
-	set  map[timerKey]struct{}
+	st      *state.ValueState[[]int64]
+	times   timeHeap
+	buckets map[int64]*timerBucket
 }
 
-type timerKey struct {
-	time int64
-	key  record.Value
+// timerBucket is the keys with a timer at one time, in registration order; next is the first
+// not yet fired.
+type timerBucket struct {
+	keys []record.Value
+	next int
+	live int
 }
 
-type timerHeap []timerKey
+type timeHeap []int64
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].time < h[j].time }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerKey)) }
-func (h *timerHeap) Pop() any {
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *timeHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
@@ -93,7 +99,7 @@ func NewTimerService(kb state.KeyedBackend, ctx *Context) (*TimerService, error)
 		if err != nil {
 			return nil, fmt.Errorf("timers: %w", err)
 		}
-		q.st, q.set = st, map[timerKey]struct{}{}
+		q.st, q.buckets = st, map[int64]*timerBucket{}
 		keys, err := st.Keys()
 		if err != nil {
 			return nil, fmt.Errorf("timers: restore: %w", err)
@@ -105,13 +111,23 @@ func NewTimerService(kb state.KeyedBackend, ctx *Context) (*TimerService, error)
 				return nil, fmt.Errorf("timers: restore: %w", err)
 			}
 			for _, t := range times {
-				q.set[timerKey{t, k}] = struct{}{}
-				q.heap = append(q.heap, timerKey{t, k})
+				q.add(t, k)
 			}
 		}
-		heap.Init(&q.heap)
 	}
 	return ts, nil
+}
+
+// add puts key k (owned by the queue) in the bucket of time t.
+func (q *timerQueue) add(t int64, k record.Value) {
+	b := q.buckets[t]
+	if b == nil {
+		b = &timerBucket{}
+		q.buckets[t] = b
+		heap.Push(&q.times, t)
+	}
+	b.keys = append(b.keys, k)
+	b.live++
 }
 
 // CurrentWatermark is the operator's input watermark.
@@ -123,63 +139,74 @@ func (ts *TimerService) CurrentProcessingTime() int64 { return ts.ctx.now().Unix
 // Register adds a timer at time t in domain d for the current key.
 func (ts *TimerService) Register(d TimeDomain, t int64) error {
 	q := &ts.queues[d]
-	k := timerKey{t, ts.kb.CurrentKey()}
-	if _, ok := q.set[k]; ok {
-		return nil
-	}
 	times, _, err := q.st.Value()
 	if err != nil {
 		return err
 	}
-	i, _ := slices.BinarySearch(times, t)
-	if err := q.st.Update(slices.Insert(slices.Clone(times), i, t)); err != nil {
+	i, found := slices.BinarySearch(times, t)
+	if found {
+		return nil
+	}
+	if i == len(times) {
+		times = append(times, t) // the usual case, a later time: in place (a state allows appending)
+	} else {
+		times = slices.Insert(slices.Clone(times), i, t)
+	}
+	if err := q.st.Update(times); err != nil {
 		return err
 	}
-	k.key = k.key.Clone()
-	q.set[k] = struct{}{}
-	heap.Push(&q.heap, k)
+	q.add(t, ts.kb.CurrentKey().Clone())
 	return nil
 }
 
 // Delete removes the current key's timer at time t in domain d, if it exists.
 func (ts *TimerService) Delete(d TimeDomain, t int64) error {
 	q := &ts.queues[d]
-	k := timerKey{t, ts.kb.CurrentKey()}
-	if _, ok := q.set[k]; !ok {
-		return nil
-	}
-	delete(q.set, k)
-	return q.removeFromState(t)
-}
-
-// removeFromState drops time t from the current key's timers in state.
-func (q *timerQueue) removeFromState(t int64) error {
-	times, _, err := q.st.Value()
-	if err != nil {
+	removed, err := q.removeFromState(t)
+	if err != nil || !removed {
 		return err
 	}
-	i, found := slices.BinarySearch(times, t)
-	if !found {
-		return nil
+	if b := q.buckets[t]; b != nil {
+		b.live--
 	}
-	if len(times) == 1 {
-		return q.st.Clear()
-	}
-	return q.st.Update(slices.Delete(slices.Clone(times), i, i+1))
+	return nil
 }
 
-// Next returns the time of the earliest timer of domain d.
-func (ts *TimerService) Next(d TimeDomain) (int64, bool) {
-	q := &ts.queues[d]
-	for len(q.heap) > 0 {
-		top := q.heap[0]
-		if _, ok := q.set[top]; ok {
-			return top.time, true
+// removeFromState drops time t from the current key's timers in state, reporting whether it
+// was there.
+func (q *timerQueue) removeFromState(t int64) (bool, error) {
+	times, _, err := q.st.Value()
+	if err != nil {
+		return false, err
+	}
+	i, found := slices.BinarySearch(times, t)
+	switch {
+	case !found:
+		return false, nil
+	case len(times) == 1:
+		return true, q.st.Clear()
+	case i == 0:
+		return true, q.st.Update(times[1:]) // the usual case, the earliest: no copy
+	}
+	return true, q.st.Update(slices.Delete(slices.Clone(times), i, i+1))
+}
+
+// earliest returns the earliest time with a timer that exists, dropping the buckets before it
+// that have none left.
+func (q *timerQueue) earliest() (int64, bool) {
+	for len(q.times) > 0 {
+		t := q.times[0]
+		if b := q.buckets[t]; b.live > 0 {
+			return t, true
 		}
-		heap.Pop(&q.heap) // deleted
+		heap.Pop(&q.times)
+		delete(q.buckets, t)
 	}
 	return 0, false
 }
+
+// Next returns the time of the earliest timer of domain d.
+func (ts *TimerService) Next(d TimeDomain) (int64, bool) { return ts.queues[d].earliest() }
 
 // Fire fires, in time order, every timer of domain d at or before t, on l; a timer registered
 // while firing fires too when it is due. The task calls it when the watermark or the clock
@@ -187,21 +214,31 @@ func (ts *TimerService) Next(d TimeDomain) (int64, bool) {
 func (ts *TimerService) Fire(d TimeDomain, t int64, l TimerListener) error {
 	q := &ts.queues[d]
 	for {
-		next, ok := ts.Next(d)
+		next, ok := q.earliest()
 		if !ok || next > t {
 			return nil
 		}
-		k := heap.Pop(&q.heap).(timerKey)
-		delete(q.set, k)
-		ts.kb.SetCurrentKey(k.key)
-		ts.ctx.SetKey(k.key)
-		if err := q.removeFromState(k.time); err != nil {
+		b := q.buckets[next]
+		k := b.keys[b.next]
+		b.keys[b.next] = record.Value{} // the bucket's memory no longer holds the key
+		b.next++
+		if b.next == len(b.keys) {
+			b.keys, b.next = b.keys[:0], 0
+		}
+		ts.kb.SetCurrentKey(k)
+		removed, err := q.removeFromState(next)
+		if err != nil {
 			return err
 		}
-		if d == EventTime {
-			ts.ctx.SetTimestamp(k.time)
+		if !removed {
+			continue // deleted, or registered again after a delete: a key's stale entry
 		}
-		if err := l.OnTimer(Timer{Time: k.time, Domain: d, Key: k.key}); err != nil {
+		b.live--
+		ts.ctx.SetKey(k)
+		if d == EventTime {
+			ts.ctx.SetTimestamp(next)
+		}
+		if err := l.OnTimer(Timer{Time: next, Domain: d, Key: k}); err != nil {
 			return err
 		}
 	}

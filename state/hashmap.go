@@ -517,24 +517,120 @@ func decodeList[T any](b []byte, c Codec[T]) ([]T, error) {
 
 // hmMap is map state in a hashmap backend.
 type hmMap[K comparable, V any] struct {
-	hmState[map[K]V]
+	hmState[*userMap[K, V]]
 	kc Codec[K]
 	vc Codec[V]
 
 	// cur is the current key's map (nil: none) while curEpoch == b.epoch, so that the
 	// accesses of one key look the key up once.
-	cur      map[K]V
+	cur      *userMap[K, V]
 	curEpoch uint64
 }
 
+// userMap is the map of one key: its few entries in a slice, searched in order, and a Go map
+// once it has more than smallMap. Most keys of a map state hold a handful of entries (a
+// window's panes, a join's time buckets), for which a Go map costs hundreds of bytes and a
+// slice a few words.
+type userMap[K comparable, V any] struct {
+	small []userEntry[K, V]
+	big   map[K]V
+}
+
+type userEntry[K comparable, V any] struct {
+	k K
+	v V
+}
+
+const smallMap = 8
+
+func (m *userMap[K, V]) get(k K) (V, bool) {
+	if m.big != nil {
+		v, ok := m.big[k]
+		return v, ok
+	}
+	for i := range m.small {
+		if m.small[i].k == k {
+			return m.small[i].v, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+func (m *userMap[K, V]) put(k K, v V) {
+	if m.big != nil {
+		m.big[k] = v
+		return
+	}
+	for i := range m.small {
+		if m.small[i].k == k {
+			m.small[i].v = v
+			return
+		}
+	}
+	if len(m.small) < smallMap {
+		m.small = append(m.small, userEntry[K, V]{k, v})
+		return
+	}
+	m.big = make(map[K]V, 2*smallMap)
+	for _, e := range m.small {
+		m.big[e.k] = e.v
+	}
+	m.big[k] = v
+	m.small = nil
+}
+
+// remove deletes k and reports whether it was there.
+func (m *userMap[K, V]) remove(k K) bool {
+	if m.big != nil {
+		_, ok := m.big[k]
+		delete(m.big, k)
+		return ok
+	}
+	for i := range m.small {
+		if m.small[i].k == k {
+			last := len(m.small) - 1
+			m.small[i] = m.small[last]
+			m.small[last] = userEntry[K, V]{}
+			m.small = m.small[:last]
+			return true
+		}
+	}
+	return false
+}
+
+func (m *userMap[K, V]) len() int {
+	if m.big != nil {
+		return len(m.big)
+	}
+	return len(m.small)
+}
+
+// each calls fn on every entry until it returns false. fn may remove the entry it is given.
+func (m *userMap[K, V]) each(fn func(K, V) bool) {
+	if m.big != nil {
+		for k, v := range m.big {
+			if !fn(k, v) {
+				return
+			}
+		}
+		return
+	}
+	for i := len(m.small) - 1; i >= 0; i-- { // backwards: a removal moves the last entry into i
+		if i < len(m.small) && !fn(m.small[i].k, m.small[i].v) {
+			return
+		}
+	}
+}
+
 func newHMMap[K comparable, V any](b *hashMapBackend, name string, kc Codec[K], vc Codec[V]) (*hmMap[K, V], error) {
-	return newHMState(b, name, kindMap, func(st hmState[map[K]V]) *hmMap[K, V] {
+	return newHMState(b, name, kindMap, func(st hmState[*userMap[K, V]]) *hmMap[K, V] {
 		return &hmMap[K, V]{hmState: st, kc: kc, vc: vc, curEpoch: b.epoch - 1}
 	})
 }
 
 // lookup returns the current key's map in key group index i, or nil.
-func (s *hmMap[K, V]) lookup(i int) map[K]V {
+func (s *hmMap[K, V]) lookup(i int) *userMap[K, V] {
 	if s.curEpoch != s.b.epoch {
 		s.cur = s.groups[i][s.b.key]
 		s.curEpoch = s.b.epoch
@@ -548,7 +644,12 @@ func (s *hmMap[K, V]) get(k K) (V, bool, error) {
 		var zero V
 		return zero, false, err
 	}
-	v, ok := s.lookup(i)[k]
+	um := s.lookup(i)
+	if um == nil {
+		var zero V
+		return zero, false, nil
+	}
+	v, ok := um.get(k)
 	return v, ok, nil
 }
 
@@ -560,11 +661,11 @@ func (s *hmMap[K, V]) put(k K, v V) error {
 	s.b.beforeWrite(i)
 	um := s.lookup(i)
 	if um == nil {
-		um = make(map[K]V)
+		um = &userMap[K, V]{}
 		s.groupMap(i)[s.b.key.Clone()] = um
 		s.cur = um
 	}
-	um[k] = v
+	um.put(k, v)
 	return nil
 }
 
@@ -574,12 +675,15 @@ func (s *hmMap[K, V]) remove(k K) error {
 		return err
 	}
 	um := s.lookup(i)
-	if _, ok := um[k]; !ok {
+	if um == nil {
+		return nil
+	}
+	if _, ok := um.get(k); !ok {
 		return nil
 	}
 	s.b.beforeWrite(i)
-	delete(um, k)
-	if len(um) == 0 {
+	um.remove(k)
+	if um.len() == 0 {
 		delete(s.groups[i], s.b.key)
 		s.cur = nil
 	}
@@ -596,21 +700,20 @@ func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
 	if err != nil {
 		return err
 	}
-	for k, v := range s.lookup(i) {
-		if !fn(k, v) {
-			break
-		}
+	if um := s.lookup(i); um != nil {
+		um.each(fn)
 	}
 	return nil
 }
 
 func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	for k, um := range s.groups[i] {
-		for uk, v := range um {
+		um.each(func(uk K, v V) bool {
 			sc.a = s.kc.Append(sc.a[:0], uk)
 			sc.b = s.vc.Append(sc.b[:0], v)
 			b = appendEntry(b, k, s.b.keyType, sc.a, sc.b)
-		}
+			return true
+		})
 	}
 	return b
 }
@@ -627,9 +730,9 @@ func (s *hmMap[K, V]) load(i int, entries []byte) error {
 		}
 		g := s.groupMap(i)
 		if g[k] == nil {
-			g[k] = make(map[K]V)
+			g[k] = &userMap[K, V]{}
 		}
-		g[k][uk] = v
+		g[k].put(uk, v)
 		return nil
 	})
 }

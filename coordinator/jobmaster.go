@@ -45,6 +45,9 @@ type execution struct {
 	cancelAt time.Time
 	// scheduledAt is when it was created to wait for a slot.
 	scheduledAt time.Time
+	// endOfData is set once it reported that its input ended (it waits for a final
+	// checkpoint).
+	endOfData bool
 }
 
 func (e *execution) terminal() bool {
@@ -630,10 +633,37 @@ func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {
 		if s == pb.ExecutionState_EXECUTION_STATE_RUNNING {
 			m.maybeStartCheckpoints()
 			if r.GetEndOfData() {
-				m.cp.triggerSoon() // its final checkpoint: no need to wait for the interval
+				e.endOfData = true
+				if m.inputEnded() {
+					m.cp.triggerSoon() // the final checkpoint of the job: no need to wait for the interval
+				}
 			}
 		}
 	}
+}
+
+// inputEnded reports whether every source subtask's input ended (it reported end of data
+// or finished): the job is about to end, and the tasks waiting for their final checkpoint
+// need not wait for the interval. While a source still reads, they wait for the next
+// periodic checkpoint, as in Flink, rather than bring one forward that would snapshot the
+// running rest of the job early.
+func (m *jobMaster) inputEnded() bool {
+	for _, e := range m.execs {
+		if m.isSource(e.vertex) && !e.endOfData && e.state != pb.ExecutionState_EXECUTION_STATE_FINISHED {
+			return false
+		}
+	}
+	return true
+}
+
+// isSource reports whether vertex v reads no input.
+func (m *jobMaster) isSource(v *pb.JobVertex) bool {
+	for _, edge := range m.graph.GetEdges() {
+		if edge.GetTarget() == v.GetId() {
+			return false
+		}
+	}
+	return true
 }
 
 // reportedCause is the failure a task reported, naming the producer whose input it lost.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -406,6 +407,70 @@ func TestValueStateKeys(t *testing.T) {
 			rs, err := NewValueState(r, "timers", Int64Codec{})
 			must(t, err)
 			checkKeys(rs, half)
+		})
+	}
+}
+
+// A key's map state grows past the entries kept in a slice (into a Go map) and shrinks again,
+// on both backends, checked against a plain map after every step and after a restore.
+func TestMapStateGrowsAndShrinks(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			b := newBackend(t, kind, record.Int64, fullRange, 0)
+			ms, err := NewMapState(b, "m", Int64Codec{}, Int64Codec{})
+			must(t, err)
+			want := map[int64]map[int64]int64{}
+			check := func(b KeyedBackend, ms *MapState[int64, int64], when string) {
+				t.Helper()
+				for k, w := range want {
+					set(b, k)
+					got := map[int64]int64{}
+					must(t, ms.Range(func(uk, v int64) bool { got[uk] = v; return true }))
+					if !maps.Equal(got, w) {
+						t.Fatalf("%s: key %d holds %v, want %v", when, k, got, w)
+					}
+					for uk, v := range w {
+						if g, ok, err := ms.Get(uk); err != nil || !ok || g != v {
+							t.Fatalf("%s: key %d Get(%d) = %d, %v, %v; want %d", when, k, uk, g, ok, err, v)
+						}
+					}
+					if _, ok, _ := ms.Get(-1); ok {
+						t.Fatalf("%s: key %d has an entry -1 it never got", when, k)
+					}
+				}
+			}
+			r := rand.New(rand.NewPCG(7, 11))
+			for step := range 3000 {
+				k := int64(r.IntN(3))
+				set(b, k)
+				if want[k] == nil {
+					want[k] = map[int64]int64{}
+				}
+				uk := int64(r.IntN(20))
+				if r.IntN(3) == 0 {
+					must(t, ms.Remove(uk))
+					delete(want[k], uk)
+				} else {
+					must(t, ms.Put(uk, int64(step)))
+					want[k][uk] = int64(step)
+				}
+				if len(want[k]) == 0 {
+					delete(want, k)
+				}
+				if step%100 == 0 {
+					check(b, ms, fmt.Sprintf("step %d", step))
+				}
+			}
+			check(b, ms, "the end")
+			fs := files{}
+			h := fs.snapshot(t, b, "snap")
+			for _, to := range kinds {
+				rb := newBackend(t, to, record.Int64, fullRange, 0)
+				rms, err := NewMapState(rb, "m", Int64Codec{}, Int64Codec{})
+				must(t, err)
+				must(t, rb.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				check(rb, rms, "restored into "+to)
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/goflink/goflink/config"
@@ -177,6 +178,7 @@ func (s *joinSide) add(bucket, ts int64, row record.Row) error {
 		return err
 	}
 	s.enc = record.AppendRow(s.enc[:0], s.schema, row)
+	b = slices.Grow(b, 8+record.UvarintLen(uint64(len(s.enc)))+len(s.enc))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	b = binary.AppendUvarint(b, uint64(len(s.enc)))
 	return s.buckets.Put(bucket, append(b, s.enc...))

@@ -115,28 +115,27 @@ func (w *recordWriter) Emit(row record.Row) error {
 	if err != nil {
 		return err
 	}
+	size := record.EncodedSize(w.schema, row)
+	if w.stamp != nil {
+		size += 8
+	}
+	if size > maxRecordBytes {
+		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordBytes)
+	}
+	if len(w.bufs[c])+size > maxBufferBytes && len(w.bufs[c]) > 0 {
+		// It does not fit: send what came before, start anew with it.
+		if err := w.flushChannel(c); err != nil {
+			return err
+		}
+	}
 	buf := w.bufs[c]
 	if buf == nil {
-		buf = make([]byte, 0, maxBufferBytes)
+		buf = make([]byte, 0, max(maxBufferBytes, size))
 	}
-	before := len(buf)
 	if w.stamp != nil {
 		buf = binary.LittleEndian.AppendUint64(buf, uint64(*w.stamp))
 	}
 	buf = record.AppendRow(buf, w.schema, row)
-	if len(buf) > maxBufferBytes {
-		if size := len(buf) - before; size > maxRecordBytes {
-			return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordBytes)
-		}
-		if before > 0 { // the record spills over: send what came before, start anew with it
-			rec := append(make([]byte, 0, max(maxBufferBytes, len(buf)-before)), buf[before:]...)
-			w.bufs[c] = buf[:before]
-			if err := w.flushChannel(c); err != nil {
-				return err
-			}
-			buf = rec
-		}
-	}
 	w.bufs[c] = buf
 	w.counts[c]++
 	*w.out++

@@ -29,6 +29,23 @@ func AppendRow(buf []byte, s *Schema, row Row) []byte {
 	return buf
 }
 
+// EncodedSize returns the exact length AppendRow would add for row.
+func EncodedSize(s *Schema, row Row) int {
+	n := 0
+	for i, f := range s.fields {
+		switch f.Type {
+		case Int64, Float64, Timestamp:
+			n += 8
+		case Bool:
+			n++
+		case String, Bytes, Map:
+			l := len(row[i].s)
+			n += UvarintLen(uint64(l)) + l
+		}
+	}
+	return n
+}
+
 // UvarintLen is the length of x encoded with binary.AppendUvarint.
 func UvarintLen(x uint64) int {
 	n := 1

@@ -1,0 +1,301 @@
+package operator_test
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/operator/operatortest"
+	"github.com/goflink/goflink/record"
+)
+
+var (
+	diffSeeds = flag.Int("window.seeds", 150, "number of random streams TestWindowDifferential runs")
+	diffSeed  = flag.Uint64("window.seed", 1, "first seed of TestWindowDifferential")
+)
+
+// The differential test runs random out-of-order streams through every kind of window and
+// every aggregate and checks each step's output against refWindows, a plain model of Flink's
+// semantics, with snapshots restored (on either backend) at random points. A failure names
+// the seed: go test -run 'TestWindowDifferential/seed=N' ./operator reruns it.
+
+// diffAggs are the aggregates of the differential test, over the input {k, v, f, s, ts}: f is
+// v/2 (exact in float64, so sums do not depend on their order) and s a short random string.
+const diffAggs = `aggregates: {n: "count()", si: "sum(v)", sf: "sum(f)", ai: "avg(v)", af: "avg(f)", lo: "min(v)", hi: "max(v)", lf: "min(f)", hf: "max(f)", ls: "min(s)", hs: "max(s)", fst: "first(v)", lst: "last(v)", fs: "first(s)", lss: "last(s)"}`
+
+// refRec is a record of the model: its timestamp, values and arrival order.
+type refRec struct {
+	ts, v int64
+	s     string
+	seq   int
+}
+
+// refWin is a window of one key and the records in it.
+type refWin struct {
+	start, end int64
+	recs       []refRec
+}
+
+func (w *refWin) maxTS() int64 { return w.end - 1 }
+
+// refWindows is the model: per key, the windows that hold records (tumbling and sliding) or
+// the sessions, with Flink's WindowOperator semantics and an EventTimeTrigger:
+//   - a record goes into each window it belongs to whose end − 1 + lateness is after the
+//     watermark; a record that goes into none is late (side output, counted);
+//   - a window fires when the watermark reaches its end − 1, and again at once with its full
+//     contents when a record comes into it after that (within the lateness);
+//   - sessions: a record's window [ts, ts + gap) merges with every session it intersects
+//     (touching counts), transitively; the merged session is late if it ends too early, else
+//     it takes the record and fires at once when the watermark passed its end − 1;
+//   - a window's contents are dropped once the watermark reaches end − 1 + lateness.
+type refWindows struct {
+	size, slide, offset, gap, lateness int64
+	wm                                 int64
+	wins                               map[int64][]*refWin // per key, by start
+	seq                                int
+	schema                             *record.Schema
+}
+
+func (m *refWindows) session() bool { return m.gap > 0 }
+
+// assign returns the windows of ts: [s, s + size) for the starts s ≡ offset (mod slide) with
+// s <= ts < s + size.
+func (m *refWindows) assign(ts int64) [][2]int64 {
+	r := (ts - m.offset) % m.slide
+	if r < 0 {
+		r += m.slide
+	}
+	var out [][2]int64
+	for s := ts - r; s > ts-m.size; s -= m.slide {
+		out = append(out, [2]int64{s, s + m.size})
+	}
+	return out
+}
+
+// add takes a record of key k; it returns the results it fires and whether it is late.
+func (m *refWindows) add(k int64, r refRec) (fired []string, late bool) {
+	m.seq++
+	r.seq = m.seq
+	if m.session() {
+		return m.addSession(k, r)
+	}
+	late = true
+	for _, b := range m.assign(r.ts) {
+		if b[1]-1+m.lateness <= m.wm {
+			continue // this window expired: the record is not in it
+		}
+		late = false
+		i := slices.IndexFunc(m.wins[k], func(w *refWin) bool { return w.start == b[0] })
+		if i < 0 {
+			m.wins[k] = append(m.wins[k], &refWin{start: b[0], end: b[1]})
+			i = len(m.wins[k]) - 1
+		}
+		w := m.wins[k][i]
+		w.recs = append(w.recs, r)
+		if w.maxTS() <= m.wm {
+			fired = append(fired, m.result(k, w))
+		}
+	}
+	return fired, late
+}
+
+func (m *refWindows) addSession(k int64, r refRec) ([]string, bool) {
+	merged := &refWin{start: r.ts, end: r.ts + m.gap, recs: []refRec{r}}
+	rest := m.wins[k]
+	for changed := true; changed; {
+		changed = false
+		var keep []*refWin
+		for _, s := range rest {
+			if s.start <= merged.end && s.end >= merged.start {
+				merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
+				merged.recs = append(merged.recs, s.recs...)
+				changed = true
+				continue
+			}
+			keep = append(keep, s)
+		}
+		rest = keep
+	}
+	if merged.maxTS()+m.lateness <= m.wm {
+		return nil, true
+	}
+	m.wins[k] = append(rest, merged)
+	if merged.maxTS() <= m.wm {
+		return []string{m.result(k, merged)}, false
+	}
+	return nil, false
+}
+
+// advance moves the watermark to wm (if it is ahead) and returns the results that fire.
+func (m *refWindows) advance(wm int64) []string {
+	if wm <= m.wm {
+		return nil
+	}
+	var fired []string
+	for k, ws := range m.wins {
+		var keep []*refWin
+		for _, w := range ws {
+			if w.maxTS() > m.wm && w.maxTS() <= wm {
+				fired = append(fired, m.result(k, w))
+			}
+			if w.maxTS() > wm || w.maxTS()+m.lateness > wm {
+				keep = append(keep, w)
+			}
+		}
+		m.wins[k] = keep
+	}
+	m.wm = wm
+	return fired
+}
+
+// result formats window w's output row as the harness does: the key, the window, and the
+// aggregates of diffAggs. first and last are the values of the records with the smallest and
+// the largest timestamp, ties going to the first and the last to arrive.
+func (m *refWindows) result(k int64, w *refWin) string {
+	recs := w.recs
+	n := int64(len(recs))
+	var si int64
+	var sf float64
+	lo, hi := recs[0].v, recs[0].v
+	ls, hs := recs[0].s, recs[0].s
+	first, last := recs[0], recs[0]
+	for _, r := range recs {
+		si += r.v
+		sf += float64(r.v) / 2
+		lo, hi = min(lo, r.v), max(hi, r.v)
+		ls, hs = min(ls, r.s), max(hs, r.s)
+		if r.ts < first.ts || r.ts == first.ts && r.seq < first.seq {
+			first = r
+		}
+		if r.ts > last.ts || r.ts == last.ts && r.seq > last.seq {
+			last = r
+		}
+	}
+	row := record.Row{
+		record.IntValue(k), record.TimeValue(time.UnixMilli(w.start)), record.TimeValue(time.UnixMilli(w.end)),
+		record.IntValue(n), record.IntValue(si), record.FloatValue(sf),
+		record.FloatValue(float64(si) / float64(n)), record.FloatValue(sf / float64(n)),
+		record.IntValue(lo), record.IntValue(hi), record.FloatValue(float64(lo) / 2), record.FloatValue(float64(hi) / 2),
+		record.StringValue(ls), record.StringValue(hs),
+		record.IntValue(first.v), record.IntValue(last.v), record.StringValue(first.s), record.StringValue(last.s),
+	}
+	return operatortest.FormatRecord(m.schema, operatortest.Record{Row: row, Timestamp: w.maxTS()})
+}
+
+// diffCase is one random configuration.
+type diffCase struct {
+	fields string // the window's spec fields
+	model  refWindows
+}
+
+func randomCase(rng *rand.Rand) diffCase {
+	var c diffCase
+	c.model.lateness = []int64{0, 0, 1, 2, 3, 5, 17, 40}[rng.IntN(8)]
+	late := fmt.Sprintf("allowed-lateness: %dms", c.model.lateness)
+	switch rng.IntN(4) { // sessions twice as often: their merging has more cases
+	case 0: // tumbling
+		size := []int64{1, 7, 10, 25}[rng.IntN(4)]
+		c.model.size, c.model.slide = size, size
+		c.fields = fmt.Sprintf("size: %dms", size)
+	case 1: // sliding: size/slide 1, 3, 10 and non-multiples
+		ss := [][2]int64{{10, 10}, {9, 3}, {30, 3}, {10, 3}, {7, 2}, {12, 5}, {25, 10}, {6, 4}, {20, 1}}[rng.IntN(9)]
+		c.model.size, c.model.slide = ss[0], ss[1]
+		c.fields = fmt.Sprintf("size: %dms, slide: %dms", ss[0], ss[1])
+	default:
+		c.model.gap = []int64{1, 2, 3, 10, 25}[rng.IntN(5)]
+		if rng.IntN(2) == 0 {
+			// A lateness near the gap: one session's cleanup time is often another's firing
+			// time, which its timers share.
+			c.model.lateness = 1 + rng.Int64N(2*c.model.gap)
+			late = fmt.Sprintf("allowed-lateness: %dms", c.model.lateness)
+		}
+		c.fields = fmt.Sprintf("gap: %dms, %s", c.model.gap, late)
+		return c
+	}
+	if rng.IntN(2) == 0 {
+		c.model.offset = rng.Int64N(2*c.model.size+1) - c.model.size
+		c.fields += fmt.Sprintf(", offset: %dms", c.model.offset)
+	}
+	c.fields += ", " + late
+	return c
+}
+
+func TestWindowDifferential(t *testing.T) {
+	letters := []string{"a", "b", "c", "ab", "ba", "x", "", "zz"}
+	for seed := *diffSeed; seed < *diffSeed+uint64(*diffSeeds); seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x5eed))
+			c := randomCase(rng)
+			spec := keyedSpec(`type: window, ` + c.fields + `, ` + diffAggs)
+			backend := backends[rng.IntN(2)]
+			h := operatortest.New(t, spec, "op", operatortest.Options{Backend: backend})
+			m := &c.model
+			m.wm, m.wins, m.schema = operator.MinWatermark, map[int64][]*refWin{}, h.OutputSchema()
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d, window %s on %s: %s", seed, c.fields, backend, fmt.Sprintf(format, args...))
+			}
+			compare := func(what string, want []string) {
+				t.Helper()
+				got := take(h)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					fail("%s: output\n  %q\nwant\n  %q", what, got, want)
+				}
+			}
+			keys := int64([]int{1, 2, 3, 5}[rng.IntN(4)])
+			disorder := []int64{0, 3, 20, 60}[rng.IntN(4)]
+			wmBound := []int64{0, 5, 30}[rng.IntN(3)]
+			clockAt := rng.Int64N(400) - 300
+			maxTS := operator.MinWatermark
+			var late []string
+			for i := range 50 + rng.IntN(350) {
+				clockAt += rng.Int64N(5)
+				r := refRec{ts: clockAt - rng.Int64N(disorder+1), v: rng.Int64N(101) - 50, s: letters[rng.IntN(len(letters))]}
+				k := rng.Int64N(keys)
+				maxTS = max(maxTS, r.ts)
+				step := fmt.Sprintf("step %d: record k=%d ts=%d v=%d s=%q at wm %d", i, k, r.ts, r.v, r.s, m.wm)
+				if err := h.Process(r.ts, h.Row(0, k, r.v, float64(r.v)/2, r.s, r.ts)); err != nil {
+					fail("%s: %v", step, err)
+				}
+				fired, isLate := m.add(k, r)
+				compare(step, fired)
+				if isLate {
+					late = append(late, fmt.Sprintf("%d@%d", r.v, r.ts))
+				}
+				switch x := rng.IntN(100); {
+				case x < 25:
+					w := maxTS - rng.Int64N(wmBound+1) - 1
+					watermark(t, h, w)
+					compare(fmt.Sprintf("step %d: watermark %d", i, w), m.advance(w))
+				case x < 27: // a jump ahead: what comes next is mostly late
+					w := maxTS + rng.Int64N(50)
+					watermark(t, h, w)
+					compare(fmt.Sprintf("step %d: watermark %d (ahead)", i, w), m.advance(w))
+				case x < 28:
+					lastWM := h.Watermark()
+					backend = backends[rng.IntN(2)]
+					h = restart(t, h, spec, int64(i+1), backend)
+					late = nil // the new harness's side output starts empty
+					if lastWM != operator.MinWatermark {
+						watermark(t, h, lastWM) // as the regenerated watermarks would
+					}
+					compare(fmt.Sprintf("step %d: restore on %s", i, backend), nil)
+				}
+			}
+			watermark(t, h, operator.MaxWatermark)
+			compare("max watermark", m.advance(operator.MaxWatermark))
+			if got := lateRecords(h); !slices.Equal(got, late) {
+				fail("late side output since the last restore %q, want %q", got, late)
+			}
+			if got := h.Dropped(); got != int64(len(late)) {
+				fail("Dropped() since the last restore = %d, want %d", got, len(late))
+			}
+			checkEmpty(t, h, fmt.Sprintf("seed %d at the max watermark", seed))
+		})
+	}
+}

@@ -20,7 +20,7 @@ var (
 
 // The differential test runs random out-of-order streams through every kind of window and
 // every aggregate and checks each step's output against refWindows, a plain model of Flink's
-// semantics, with snapshots restored (on either backend) at random points. A failure names
+// semantics, with failures restored from checkpoints (on either backend). A failure names
 // the seed: go test -run 'TestWindowDifferential/seed=N' ./operator reruns it.
 
 // diffAggs are the aggregates of the differential test, over the input {k, v, f, s, ts}: f is
@@ -224,8 +224,60 @@ func randomCase(rng *rand.Rand) diffCase {
 	return c
 }
 
-func TestWindowDifferential(t *testing.T) {
+// diffStep is one step of a differential run: a record (k, r) or a watermark, and what the
+// model says it emits and whether the record is late.
+type diffStep struct {
+	record bool
+	k      int64
+	r      refRec
+	wm     int64
+	want   []string
+	late   bool
+}
+
+func (s diffStep) String() string {
+	if s.record {
+		return fmt.Sprintf("record k=%d ts=%d v=%d s=%q", s.k, s.r.ts, s.r.v, s.r.s)
+	}
+	return fmt.Sprintf("watermark %d", s.wm)
+}
+
+// diffStream draws a random stream for case c and runs it through the model.
+func diffStream(rng *rand.Rand, m *refWindows) []diffStep {
 	letters := []string{"a", "b", "c", "ab", "ba", "x", "", "zz"}
+	keys := int64([]int{1, 2, 3, 5}[rng.IntN(4)])
+	disorder := []int64{0, 3, 20, 60}[rng.IntN(4)]
+	wmBound := []int64{0, 5, 30}[rng.IntN(3)]
+	clockAt := rng.Int64N(400) - 300
+	maxTS := operator.MinWatermark
+	var steps []diffStep
+	for range 50 + rng.IntN(350) {
+		clockAt += rng.Int64N(5)
+		s := diffStep{record: true, k: rng.Int64N(keys), r: refRec{ts: clockAt - rng.Int64N(disorder+1), v: rng.Int64N(101) - 50, s: letters[rng.IntN(len(letters))]}}
+		maxTS = max(maxTS, s.r.ts)
+		s.want, s.late = m.add(s.k, s.r)
+		steps = append(steps, s)
+		w := operator.MinWatermark
+		switch x := rng.IntN(100); {
+		case x < 25:
+			w = maxTS - rng.Int64N(wmBound+1) - 1
+		case x < 27: // a jump ahead: what comes next is mostly late
+			w = maxTS + rng.Int64N(50)
+		}
+		if w != operator.MinWatermark {
+			steps = append(steps, diffStep{wm: w, want: m.advance(w)})
+		}
+	}
+	return append(steps, diffStep{wm: operator.MaxWatermark, want: m.advance(operator.MaxWatermark)})
+}
+
+// TestWindowDifferential runs each random stream once, with failures: at up to three random
+// points a checkpoint is taken (its keyed state written only later, while records go on, as a
+// task does), and some steps later the harness "fails" and a new one, on a random backend, is
+// restored from it and replays the stream from the checkpoint, the watermark of the
+// checkpoint first (as the regenerated watermarks would). Every step's output must be the
+// model's, also in the replay, and at the end the state must be empty.
+func TestWindowDifferential(t *testing.T) {
 	for seed := *diffSeed; seed < *diffSeed+uint64(*diffSeeds); seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -235,60 +287,73 @@ func TestWindowDifferential(t *testing.T) {
 			h := operatortest.New(t, spec, "op", operatortest.Options{Backend: backend})
 			m := &c.model
 			m.wm, m.wins, m.schema = operator.MinWatermark, map[int64][]*refWin{}, h.OutputSchema()
+			steps := diffStream(rng, m)
+			// Failures: checkpoint before step cp, fail before step at, cp < at <= the next cp.
+			type failure struct{ cp, at int }
+			var failures []failure
+			for from, n := 0, rng.IntN(4); len(failures) < n && from < len(steps)-2; {
+				cp := from + rng.IntN(len(steps)-1-from)
+				at := cp + 1 + rng.IntN(min(20, len(steps)-1-cp))
+				failures = append(failures, failure{cp, at})
+				from = at
+			}
+			planned := slices.Clone(failures)
 			fail := func(format string, args ...any) {
 				t.Helper()
-				t.Fatalf("seed %d, window %s on %s: %s", seed, c.fields, backend, fmt.Sprintf(format, args...))
+				t.Fatalf("seed %d, window %s on %s, failures (checkpoint, fail) %v: %s", seed, c.fields, backend, planned, fmt.Sprintf(format, args...))
 			}
-			compare := func(what string, want []string) {
-				t.Helper()
-				got := take(h)
+			var pending *operatortest.PendingSnapshot
+			var cpWM int64
+			restoredAt := 0 // the side output and the dropped count start there
+			for i := 0; i < len(steps); {
+				if len(failures) > 0 && i == failures[0].cp && pending == nil {
+					var err error
+					if pending, err = h.Checkpoint(int64(i + 1)); err != nil {
+						fail("checkpoint before step %d: %v", i, err)
+					}
+					cpWM = h.Watermark()
+				}
+				if pending != nil && i == failures[0].at {
+					snap, err := pending.Write()
+					if err != nil {
+						fail("write the checkpoint before step %d: %v", failures[0].cp, err)
+					}
+					if err := h.Close(); err != nil {
+						fail("close: %v", err)
+					}
+					backend = backends[rng.IntN(2)]
+					h = operatortest.New(t, spec, "op", operatortest.Options{Backend: backend, Restore: []*operatortest.Snapshot{snap}})
+					if cpWM != operator.MinWatermark {
+						watermark(t, h, cpWM)
+					}
+					if got := take(h); len(got) != 0 {
+						fail("restored before step %d, the checkpoint's watermark %d emits %q", failures[0].cp, cpWM, got)
+					}
+					i, restoredAt, pending = failures[0].cp, failures[0].cp, nil
+					failures = failures[1:]
+					continue
+				}
+				s := steps[i]
+				if s.record {
+					if err := h.Process(s.r.ts, h.Row(0, s.k, s.r.v, float64(s.r.v)/2, s.r.s, s.r.ts)); err != nil {
+						fail("step %d (%v): %v", i, s, err)
+					}
+				} else {
+					watermark(t, h, s.wm)
+				}
+				got, want := take(h), slices.Clone(s.want)
 				slices.Sort(want)
 				if !slices.Equal(got, want) {
-					fail("%s: output\n  %q\nwant\n  %q", what, got, want)
+					fail("step %d (%v): output\n  %q\nwant\n  %q", i, s, got, want)
 				}
+				i++
 			}
-			keys := int64([]int{1, 2, 3, 5}[rng.IntN(4)])
-			disorder := []int64{0, 3, 20, 60}[rng.IntN(4)]
-			wmBound := []int64{0, 5, 30}[rng.IntN(3)]
-			clockAt := rng.Int64N(400) - 300
-			maxTS := operator.MinWatermark
 			var late []string
-			for i := range 50 + rng.IntN(350) {
-				clockAt += rng.Int64N(5)
-				r := refRec{ts: clockAt - rng.Int64N(disorder+1), v: rng.Int64N(101) - 50, s: letters[rng.IntN(len(letters))]}
-				k := rng.Int64N(keys)
-				maxTS = max(maxTS, r.ts)
-				step := fmt.Sprintf("step %d: record k=%d ts=%d v=%d s=%q at wm %d", i, k, r.ts, r.v, r.s, m.wm)
-				if err := h.Process(r.ts, h.Row(0, k, r.v, float64(r.v)/2, r.s, r.ts)); err != nil {
-					fail("%s: %v", step, err)
-				}
-				fired, isLate := m.add(k, r)
-				compare(step, fired)
-				if isLate {
-					late = append(late, fmt.Sprintf("%d@%d", r.v, r.ts))
-				}
-				switch x := rng.IntN(100); {
-				case x < 25:
-					w := maxTS - rng.Int64N(wmBound+1) - 1
-					watermark(t, h, w)
-					compare(fmt.Sprintf("step %d: watermark %d", i, w), m.advance(w))
-				case x < 27: // a jump ahead: what comes next is mostly late
-					w := maxTS + rng.Int64N(50)
-					watermark(t, h, w)
-					compare(fmt.Sprintf("step %d: watermark %d (ahead)", i, w), m.advance(w))
-				case x < 28:
-					lastWM := h.Watermark()
-					backend = backends[rng.IntN(2)]
-					h = restart(t, h, spec, int64(i+1), backend)
-					late = nil // the new harness's side output starts empty
-					if lastWM != operator.MinWatermark {
-						watermark(t, h, lastWM) // as the regenerated watermarks would
-					}
-					compare(fmt.Sprintf("step %d: restore on %s", i, backend), nil)
+			for _, s := range steps[restoredAt:] {
+				if s.late {
+					late = append(late, fmt.Sprintf("%d@%d", s.r.v, s.r.ts))
 				}
 			}
-			watermark(t, h, operator.MaxWatermark)
-			compare("max watermark", m.advance(operator.MaxWatermark))
 			if got := lateRecords(h); !slices.Equal(got, late) {
 				fail("late side output since the last restore %q, want %q", got, late)
 			}

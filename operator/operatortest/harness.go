@@ -41,12 +41,19 @@ import (
 // the keyed state is written, as a task does), and a new Harness restores it (on either
 // backend, into any parallelism).
 //
+// A record's key is what the key-by before the operator computes from it (its input edge's key
+// expression), as in a task: to test a key, write a row that has it. For example:
+//
+//	h := operatortest.New(t, spec, "per-second", operatortest.Options{Backend: state.BackendBBolt})
+//	err := h.Process(1_000, h.Row(0, "k1", int64(5))) // a record {k: "k1", v: 5} at 1000 ms
+//	err = h.AdvanceWatermark(1_999)                  // fires the window [1000, 2000)
+//	out := h.Output()                                // its result, timestamped 1999
+//
 // A Harness belongs to one goroutine, like a task. Its methods return the operator's errors;
 // setting it up fails the test. It is closed at the end of the test.
 type Harness struct {
 	t      testing.TB
 	opts   Options
-	spec   string
 	name   string
 	pbOp   *pb.Operator
 	vertex *pb.JobVertex
@@ -207,7 +214,7 @@ func Open(t testing.TB, spec, name string, opts Options) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Harness{t: t, opts: opts, spec: spec, name: name, stamp: operator.NoTimestamp, now: opts.ProcessingTime,
+	h := &Harness{t: t, opts: opts, name: name, stamp: operator.NoTimestamp, now: opts.ProcessingTime,
 		outWM: operator.MinWatermark, sides: map[string]*capture{}}
 	if opts.Backend == state.BackendBBolt {
 		h.dir = t.TempDir() // before the Cleanup below, which closes the backend first
@@ -349,8 +356,8 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		Now: func() time.Time { return time.UnixMilli(h.now) }, Checkpointing: h.opts.Checkpointing,
 	}
 	sides := map[string]operator.Output{}
-	if t, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {
-		for _, name := range t.SideOutputs {
+	if typ, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {
+		for _, name := range typ.SideOutputs {
 			c := &capture{h: h}
 			h.sides[name], sides[name] = c, c
 		}

@@ -185,7 +185,7 @@ func TestTimersFiringOrder(t *testing.T) {
 		var times []int64
 		for _, r := range h.Output() {
 			times = append(times, r.Row[1].Int())
-			if want := int64(r.Row[1].Int()/2) % 4; r.Row[0].Int() != want {
+			if want := r.Row[1].Int() / 2 % 4; r.Row[0].Int() != want {
 				t.Errorf("timer at %d fired for key %d, want %d", r.Row[1].Int(), r.Row[0].Int(), want)
 			}
 		}

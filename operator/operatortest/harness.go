@@ -37,15 +37,23 @@ import (
 // Watermarks are handed over in the worker's order (worker/time.go advanceWatermark): the
 // input watermark is set, the due event-time timers fire, then OnWatermark; what passes goes
 // to the output unless the operator generates its own watermarks. Snapshot takes a checkpoint
-// in the worker's order, and a new Harness restores it (on either backend, into any
-// parallelism).
+// in the worker's order (Checkpoint takes its synchronous part and lets the test go on before
+// the keyed state is written, as a task does), and a new Harness restores it (on either
+// backend, into any parallelism).
+//
+// A record's key is what the key-by before the operator computes from it (its input edge's key
+// expression), as in a task: to test a key, write a row that has it. For example:
+//
+//	h := operatortest.New(t, spec, "per-second", operatortest.Options{Backend: state.BackendBBolt})
+//	err := h.Process(1_000, h.Row(0, "k1", int64(5))) // a record {k: "k1", v: 5} at 1000 ms
+//	err = h.AdvanceWatermark(1_999)                  // fires the window [1000, 2000)
+//	out := h.Output()                                // its result, timestamped 1999
 //
 // A Harness belongs to one goroutine, like a task. Its methods return the operator's errors;
 // setting it up fails the test. It is closed at the end of the test.
 type Harness struct {
 	t      testing.TB
 	opts   Options
-	spec   string
 	name   string
 	pbOp   *pb.Operator
 	vertex *pb.JobVertex
@@ -71,7 +79,9 @@ type Harness struct {
 	stdout  bytes.Buffer
 	buf     []byte
 	dir     string // the bbolt backend's directory
+	opened  bool   // Open was called: Close is due, as for a task's closers
 	closed  bool
+	pending map[*PendingSnapshot]bool // checkpoints not written yet
 }
 
 // Options configures a Harness. The zero value runs subtask 0 of 1 (every key group) on the
@@ -204,7 +214,7 @@ func Open(t testing.TB, spec, name string, opts Options) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Harness{t: t, opts: opts, spec: spec, name: name, stamp: operator.NoTimestamp, now: opts.ProcessingTime,
+	h := &Harness{t: t, opts: opts, name: name, stamp: operator.NoTimestamp, now: opts.ProcessingTime,
 		outWM: operator.MinWatermark, sides: map[string]*capture{}}
 	if opts.Backend == state.BackendBBolt {
 		h.dir = t.TempDir() // before the Cleanup below, which closes the backend first
@@ -346,8 +356,8 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		Now: func() time.Time { return time.UnixMilli(h.now) }, Checkpointing: h.opts.Checkpointing,
 	}
 	sides := map[string]operator.Output{}
-	if t, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {
-		for _, name := range t.SideOutputs {
+	if typ, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {
+		for _, name := range typ.SideOutputs {
 			c := &capture{h: h}
 			h.sides[name], sides[name] = c, c
 		}
@@ -367,6 +377,7 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		h.timers, h.onTime = ts, l
 	}
 	h.ctx.BindTime(&h.stamp, timeOutput{h}, h.timers)
+	h.opened = true
 	return h.op.Open(h.ctx, &capture{h: h, main: true})
 }
 
@@ -531,14 +542,18 @@ func (h *Harness) Flush() error { return h.op.Flush() }
 // every window and event-time timer.
 func (h *Harness) EndInput() error { return h.op.EndInput() }
 
-// Close closes the operator, then its keyed state backend; later calls do nothing.
+// Close closes the operator (if its Open was called, also when it failed, as a task does),
+// then its keyed state backend; later calls do nothing.
 func (h *Harness) Close() error {
 	if h.closed {
 		return nil
 	}
 	h.closed = true
+	for p := range h.pending { // as a task waits for its snapshots (bbolt's Close waits for them)
+		p.Release()
+	}
 	var errs []error
-	if h.op != nil && h.ctx != nil {
+	if h.opened {
 		errs = append(errs, h.op.Close())
 	}
 	if h.keyed != nil {
@@ -559,10 +574,33 @@ type Snapshot struct {
 	files map[string][]byte
 }
 
-// Snapshot takes checkpoint id in the worker's order (worker/checkpoint.go triggerCheckpoint):
-// the operator's PrepareSnapshotPreBarrier, its SnapshotState, its list state, then the keyed
-// state backend's snapshot, written at once.
+// Snapshot takes checkpoint id and writes it at once: Checkpoint, then PendingSnapshot.Write.
 func (h *Harness) Snapshot(id int64) (*Snapshot, error) {
+	p, err := h.Checkpoint(id)
+	if err != nil {
+		return nil, err
+	}
+	return p.Write()
+}
+
+// PendingSnapshot is a checkpoint whose synchronous part was taken and whose keyed state is
+// not written yet: as in a task, the harness may go on processing meanwhile, and the snapshot
+// still holds the state as of the checkpoint (the backends' copy-on-write and read
+// transactions). Write or Release it before the harness is closed; Close releases it.
+type PendingSnapshot struct {
+	h     *Harness
+	s     *Snapshot
+	keyed state.Snapshot
+	kr    state.KeyGroupRange
+	path  string
+}
+
+// Checkpoint takes the synchronous part of checkpoint id in the worker's order
+// (worker/checkpoint.go triggerCheckpoint): the operator's PrepareSnapshotPreBarrier, its
+// SnapshotState, its list state, then the keyed state backend's Snapshot. The keyed state is
+// written by the PendingSnapshot's Write, which the test may call after more records, as a
+// task writes it while it goes on.
+func (h *Harness) Checkpoint(id int64) (*PendingSnapshot, error) {
 	if p, ok := h.impl.(operator.PreBarrier); ok {
 		if err := p.PrepareSnapshotPreBarrier(id); err != nil {
 			return nil, fmt.Errorf("checkpoint %d: pre-barrier: %w", id, err)
@@ -573,26 +611,61 @@ func (h *Harness) Snapshot(id int64) (*Snapshot, error) {
 			return nil, fmt.Errorf("checkpoint %d: snapshot: %w", id, err)
 		}
 	}
-	s := &Snapshot{CheckpointID: id, files: map[string][]byte{}, Operator: &pb.OperatorSubtaskState{
+	if h.closed {
+		return nil, fmt.Errorf("checkpoint %d: the harness is closed", id)
+	}
+	p := &PendingSnapshot{h: h, s: &Snapshot{CheckpointID: id, files: map[string][]byte{}, Operator: &pb.OperatorSubtaskState{
 		Operator: h.name, Subtask: int32(h.opts.Subtask), Parallelism: int32(h.opts.Parallelism),
 		MaxParallelism: h.vertex.GetMaxParallelism(), Lists: h.store.Snapshot(),
-	}}
+	}}}
 	if h.keyed != nil {
-		k, err := h.writeKeyed(fmt.Sprintf("keyed-%d-s%d-%d", id, h.opts.Subtask, snapshotFiles.Add(1)), s.files)
+		snap, err := h.keyed.Snapshot()
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint %d: %w", id, err)
+			return nil, fmt.Errorf("checkpoint %d: keyed state snapshot: %w", id, err)
 		}
-		s.Keyed = k
+		p.keyed, p.kr = snap, h.keyed.KeyGroupRange()
+		p.path = fmt.Sprintf("keyed-%d-s%d-%d", id, h.opts.Subtask, snapshotFiles.Add(1))
+		if h.pending == nil {
+			h.pending = map[*PendingSnapshot]bool{}
+		}
+		h.pending[p] = true
 	}
-	return s, nil
+	return p, nil
 }
 
-// writeKeyed snapshots the keyed state backend into files[path].
-func (h *Harness) writeKeyed(path string, files map[string][]byte) (*pb.KeyedStateHandle, error) {
-	snap, err := h.keyed.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("keyed state snapshot: %w", err)
+// Write writes the keyed state of the checkpoint and returns the snapshot; it may be called
+// once, before the harness is closed.
+func (p *PendingSnapshot) Write() (*Snapshot, error) {
+	switch {
+	case p.s.Keyed != nil:
+		return p.s, nil
+	case p.keyed == nil && p.h.keyed != nil:
+		return nil, fmt.Errorf("checkpoint %d was released", p.s.CheckpointID)
+	case p.keyed == nil:
+		return p.s, nil
 	}
+	delete(p.h.pending, p)
+	k, err := writeKeyed(p.keyed, p.kr, p.path, p.s.files)
+	p.keyed = nil
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d: %w", p.s.CheckpointID, err)
+	}
+	p.s.Keyed = k
+	return p.s, nil
+}
+
+// Release drops a pending snapshot without writing it (a checkpoint that is aborted).
+func (p *PendingSnapshot) Release() {
+	delete(p.h.pending, p)
+	if p.keyed != nil {
+		p.keyed.Release()
+		p.keyed = nil
+	}
+}
+
+// writeKeyed writes the keyed state snapshot snap of range kr into files[path] and releases
+// it.
+func writeKeyed(snap state.Snapshot, kr state.KeyGroupRange, path string, files map[string][]byte) (*pb.KeyedStateHandle, error) {
 	defer snap.Release()
 	var b bytes.Buffer
 	offsets, err := snap.WriteSnapshot(&b)
@@ -600,7 +673,6 @@ func (h *Harness) writeKeyed(path string, files map[string][]byte) (*pb.KeyedSta
 		return nil, fmt.Errorf("write keyed state: %w", err)
 	}
 	files[path] = b.Bytes()
-	kr := h.keyed.KeyGroupRange()
 	return &pb.KeyedStateHandle{File: &pb.FileHandle{Path: path, Size: int64(b.Len())},
 		KeyGroupStart: int32(kr.Start), KeyGroupEnd: int32(kr.End), Offsets: offsets}, nil
 }
@@ -613,8 +685,12 @@ func (h *Harness) StateEntries() (map[string]int, error) {
 	if h.keyed == nil {
 		return nil, nil
 	}
+	snap, err := h.keyed.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("keyed state snapshot: %w", err)
+	}
 	files := map[string][]byte{}
-	k, err := h.writeKeyed("entries", files)
+	k, err := writeKeyed(snap, h.keyed.KeyGroupRange(), "entries", files)
 	if err != nil {
 		return nil, err
 	}

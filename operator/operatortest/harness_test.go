@@ -244,3 +244,41 @@ operators:
 		t.Error("Open of an invalid spec succeeded")
 	}
 }
+
+// A checkpoint's keyed state is written after the harness went on, as a task writes it while
+// it processes: the snapshot holds the state and timers as of the checkpoint.
+func TestHarnessCheckpointWhileProcessing(t *testing.T) {
+	for _, backend := range []string{state.BackendHashMap, state.BackendBBolt} {
+		t.Run(backend, func(t *testing.T) {
+			h := newProbe(t, operatortest.Options{Backend: backend})
+			must(t, h.Process(10, h.Row(0, "a", 0)))
+			p, err := h.Checkpoint(1)
+			must(t, err)
+			for _, ts := range []int64{11, 12, 14} {
+				must(t, h.Process(ts, h.Row(0, "a", 0)))
+			}
+			must(t, h.Process(13, h.Row(0, "b", 0)))
+			must(t, h.AdvanceWatermark(11)) // fires (and deletes) the timer at 10 after the checkpoint
+			snap, err := p.Write()
+			must(t, err)
+			aborted, err := h.Checkpoint(2)
+			must(t, err)
+			aborted.Release()
+			if _, err := aborted.Write(); err == nil {
+				t.Error("Write of a released checkpoint succeeded")
+			}
+			left, err := h.Checkpoint(3)
+			must(t, err)
+			must(t, h.Close()) // releases the checkpoint left pending (bbolt's Close waits for it)
+			if _, err := left.Write(); err == nil {
+				t.Error("Write of a checkpoint the harness released at Close succeeded")
+			}
+
+			r := newProbe(t, operatortest.Options{Backend: backend, Restore: []*operatortest.Snapshot{snap}})
+			must(t, r.AdvanceWatermark(operator.MaxWatermark))
+			if want := []string{"timer event time 10 a n=1 stamp=10", "watermark 9223372036854775807"}; !slices.Equal(probeLog, want) {
+				t.Errorf("restored log %q, want %q", probeLog, want)
+			}
+		})
+	}
+}

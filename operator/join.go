@@ -219,6 +219,7 @@ func (s *joinSide) decode(enc []byte, dst record.Row) (record.Row, error) {
 // joinBase is what both joins share: the two sides, the output row and the timers.
 type joinBase struct {
 	Base
+	kb      state.KeyedBackend
 	c       joinConfig
 	sides   [2]joinSide
 	timers  *TimerService
@@ -249,6 +250,7 @@ func (j *joinBase) InitializeState(sc StateContext) error {
 	if kb == nil {
 		return errNotKeyed
 	}
+	j.kb = kb
 	for i, name := range []string{"join/left", "join/right"} {
 		st, err := state.NewMapState(kb, name, state.Codec[int64](state.Int64Codec{}), state.Codec[[]byte](state.BytesCodec{}))
 		if err != nil {
@@ -456,10 +458,43 @@ func (j *intervalJoin) ProcessInput(input int, row record.Row) error {
 	if failed != nil {
 		return failed
 	}
-	if err := j.sides[input].add(ts, ts, row); err != nil {
+	side := &j.sides[input]
+	_, had, err := side.buckets.Get(ts)
+	if err != nil {
 		return err
 	}
-	return j.timers.Register(EventTime, satAdd(ts, j.keepFor(input)))
+	if err := side.add(ts, ts, row); err != nil {
+		return err
+	}
+	if !had {
+		j.timers.Schedule(EventTime, satAdd(ts, j.keepFor(input)))
+	}
+	return nil
+}
+
+// Open schedules the cleanup timers of the buckets a restore brought back: the buckets are
+// the state, their timers are derived from them (one per bucket, at its expiry).
+func (j *intervalJoin) Open(ctx *Context, out Output) error {
+	if err := j.joinBase.Open(ctx, out); err != nil {
+		return err
+	}
+	for i := range j.sides {
+		keys, err := j.sides[i].buckets.Keys()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			j.kb.SetCurrentKey(k)
+			var times []int64
+			if err := j.sides[i].buckets.Range(func(bts int64, _ []byte) bool { times = append(times, bts); return true }); err != nil {
+				return err
+			}
+			for _, bts := range times {
+				j.timers.Schedule(EventTime, satAdd(bts, j.keepFor(i)))
+			}
+		}
+	}
+	return nil
 }
 
 // OnTimer drops the records that can no longer meet a partner: each side's bucket whose

@@ -66,11 +66,13 @@ type timerQueue struct {
 }
 
 // timerBucket is the keys with a timer at one time, in registration order; next is the first
-// not yet fired.
+// not yet fired. Scheduled timers (Schedule) are in memory only, in scheduled.
 type timerBucket struct {
-	keys []record.Value
-	next int
-	live int
+	keys      []record.Value
+	next      int
+	scheduled []record.Value
+	nextSched int
+	live      int
 }
 
 type timeHeap []int64
@@ -118,14 +120,20 @@ func NewTimerService(kb state.KeyedBackend, ctx *Context) (*TimerService, error)
 	return ts, nil
 }
 
-// add puts key k (owned by the queue) in the bucket of time t.
-func (q *timerQueue) add(t int64, k record.Value) {
+// bucket returns the bucket of time t, creating it.
+func (q *timerQueue) bucket(t int64) *timerBucket {
 	b := q.buckets[t]
 	if b == nil {
 		b = &timerBucket{}
 		q.buckets[t] = b
 		heap.Push(&q.times, t)
 	}
+	return b
+}
+
+// add puts key k (owned by the queue) in the bucket of time t.
+func (q *timerQueue) add(t int64, k record.Value) {
+	b := q.bucket(t)
 	b.keys = append(b.keys, k)
 	b.live++
 }
@@ -157,6 +165,18 @@ func (ts *TimerService) Register(d TimeDomain, t int64) error {
 	}
 	q.add(t, ts.kb.CurrentKey().Clone())
 	return nil
+}
+
+// Schedule adds a timer at time t in domain d for the current key that is kept in memory
+// only: not in state, so not in checkpoints, and not deduplicated. It is for an operator
+// whose state says which timers it needs (a join's buffers say when they expire): it
+// schedules a timer once for what needs one, and after a restore schedules them again from
+// its state (in Open). It cannot be deleted; the operator's OnTimer must tolerate a timer
+// that finds nothing to do.
+func (ts *TimerService) Schedule(d TimeDomain, t int64) {
+	b := ts.queues[d].bucket(t)
+	b.scheduled = append(b.scheduled, ts.kb.CurrentKey().Clone())
+	b.live++
 }
 
 // Delete removes the current key's timer at time t in domain d, if it exists.
@@ -219,19 +239,28 @@ func (ts *TimerService) Fire(d TimeDomain, t int64, l TimerListener) error {
 			return nil
 		}
 		b := q.buckets[next]
-		k := b.keys[b.next]
-		b.keys[b.next] = record.Value{} // the bucket's memory no longer holds the key
-		b.next++
-		if b.next == len(b.keys) {
-			b.keys, b.next = b.keys[:0], 0
-		}
-		ts.kb.SetCurrentKey(k)
-		removed, err := q.removeFromState(next)
-		if err != nil {
-			return err
-		}
-		if !removed {
-			continue // deleted, or registered again after a delete: a key's stale entry
+		var k record.Value
+		if b.nextSched < len(b.scheduled) {
+			k = b.scheduled[b.nextSched]
+			b.scheduled[b.nextSched] = record.Value{} // the bucket's memory no longer holds the key
+			if b.nextSched++; b.nextSched == len(b.scheduled) {
+				b.scheduled, b.nextSched = b.scheduled[:0], 0
+			}
+			ts.kb.SetCurrentKey(k)
+		} else {
+			k = b.keys[b.next]
+			b.keys[b.next] = record.Value{}
+			if b.next++; b.next == len(b.keys) {
+				b.keys, b.next = b.keys[:0], 0
+			}
+			ts.kb.SetCurrentKey(k)
+			removed, err := q.removeFromState(next)
+			if err != nil {
+				return err
+			}
+			if !removed {
+				continue // deleted, or registered again after a delete: a key's stale entry
+			}
 		}
 		b.live--
 		ts.ctx.SetKey(k)

@@ -960,6 +960,34 @@ func (s *boltMap[K, V]) fullKey(k K) (prefix, full []byte, err error) {
 	return prefix, s.buf, nil
 }
 
+func (s *boltMap[K, V]) keys() ([]record.Value, error) {
+	b := s.t.b
+	if err := b.flush(); err != nil {
+		return nil, err
+	}
+	bkt, err := s.t.ref.bucket(b)
+	if err != nil || bkt == nil {
+		return nil, err
+	}
+	var ks []record.Value
+	var last []byte // the key part of the previous entry: a key's entries are adjacent
+	c := bkt.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) < 2 {
+			return nil, fmt.Errorf("state %q: %w: key of %d bytes", s.t.ref.name, ErrCorrupt, len(k))
+		}
+		v, n, err := decodeKey(k[2:], b.keyType)
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %w", s.t.ref.name, err)
+		}
+		if kp := k[:2+n]; last == nil || !bytes.Equal(kp, last) {
+			last = append(last[:0], kp...)
+			ks = append(ks, v.Clone())
+		}
+	}
+	return ks, nil
+}
+
 func (s *boltMap[K, V]) get(k K) (V, bool, error) {
 	var zero V
 	prefix, full, err := s.fullKey(k)

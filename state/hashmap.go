@@ -638,6 +638,16 @@ func (s *hmMap[K, V]) lookup(i int) *userMap[K, V] {
 	return s.cur
 }
 
+func (s *hmMap[K, V]) keys() ([]record.Value, error) {
+	var ks []record.Value
+	for _, m := range s.groups {
+		for k := range m {
+			ks = append(ks, k)
+		}
+	}
+	return ks, nil
+}
+
 func (s *hmMap[K, V]) get(k K) (V, bool, error) {
 	i, err := s.b.group()
 	if err != nil {

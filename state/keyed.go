@@ -50,6 +50,7 @@ type listStore[T any] interface {
 }
 
 type mapStore[K comparable, V any] interface {
+	keys() ([]record.Value, error)
 	get(k K) (V, bool, error)
 	put(k K, v V) error
 	remove(k K) error
@@ -164,6 +165,11 @@ func (s *MapState[K, V]) Put(k K, v V) error { return s.s.put(k, v) }
 
 // Remove deletes user key k under the current key.
 func (s *MapState[K, V]) Remove(k K) error { return s.s.remove(k) }
+
+// Keys returns every key whose map has an entry, in no particular order (an operator
+// rebuilds what it keeps in memory from them after a restore). It reads the whole state: use
+// it at initialization, not per record.
+func (s *MapState[K, V]) Keys() ([]record.Value, error) { return s.s.keys() }
 
 // Range calls fn for every entry of the current key's map, in no particular order, until fn
 // returns false. fn must not modify this MapState (other states may be used).

@@ -412,7 +412,8 @@ func TestValueStateKeys(t *testing.T) {
 }
 
 // A key's map state grows past the entries kept in a slice (into a Go map) and shrinks again,
-// on both backends, checked against a plain map after every step and after a restore.
+// on both backends, checked (entries and Keys) against a plain map after every step and after
+// a restore.
 func TestMapStateGrowsAndShrinks(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -422,6 +423,16 @@ func TestMapStateGrowsAndShrinks(t *testing.T) {
 			want := map[int64]map[int64]int64{}
 			check := func(b KeyedBackend, ms *MapState[int64, int64], when string) {
 				t.Helper()
+				keys, err := ms.Keys()
+				must(t, err)
+				var got []int64
+				for _, k := range keys {
+					got = append(got, k.Int())
+				}
+				slices.Sort(got)
+				if w := slices.Sorted(maps.Keys(want)); !slices.Equal(got, w) {
+					t.Fatalf("%s: Keys() = %v, want %v", when, got, w)
+				}
 				for k, w := range want {
 					set(b, k)
 					got := map[int64]int64{}

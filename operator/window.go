@@ -299,13 +299,11 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 	if w.domain == EventTime && w.expired(last.MaxTimestamp(), wm) {
 		return w.late(row)
 	}
-	acc, ok, err := w.panes.Get(p.Start)
+	acc, ok, err := w.panes.GetForUpdate(p.Start) // modified in place, then Put
 	if err != nil {
 		return err
 	}
-	if ok {
-		acc = slices.Clone(acc) // a state's values must not be modified
-	} else {
+	if !ok {
 		acc = w.aggs.NewAcc()
 		if err := w.registerPane(p, last, wm); err != nil {
 			return err

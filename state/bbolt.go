@@ -988,6 +988,8 @@ func (s *boltMap[K, V]) keys() ([]record.Value, error) {
 	return ks, nil
 }
 
+func (s *boltMap[K, V]) getForUpdate(k K) (V, bool, error) { return s.get(k) }
+
 func (s *boltMap[K, V]) get(k K) (V, bool, error) {
 	var zero V
 	prefix, full, err := s.fullKey(k)

@@ -663,6 +663,16 @@ func (s *hmMap[K, V]) get(k K) (V, bool, error) {
 	return v, ok, nil
 }
 
+func (s *hmMap[K, V]) getForUpdate(k K) (V, bool, error) {
+	i, err := s.b.group()
+	if err != nil {
+		var zero V
+		return zero, false, err
+	}
+	s.b.beforeWrite(i)
+	return s.get(k)
+}
+
 func (s *hmMap[K, V]) put(k K, v V) error {
 	i, err := s.b.group()
 	if err != nil {

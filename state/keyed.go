@@ -52,6 +52,7 @@ type listStore[T any] interface {
 type mapStore[K comparable, V any] interface {
 	keys() ([]record.Value, error)
 	get(k K) (V, bool, error)
+	getForUpdate(k K) (V, bool, error)
 	put(k K, v V) error
 	remove(k K) error
 	forEach(fn func(K, V) bool) error
@@ -162,6 +163,12 @@ func (s *MapState[K, V]) Get(k K) (V, bool, error) { return s.s.get(k) }
 
 // Put sets user key k to v under the current key.
 func (s *MapState[K, V]) Put(k K, v V) error { return s.s.put(k, v) }
+
+// GetForUpdate is Get for a read-modify-write: the caller may modify the value it returns
+// in place (a row's fields) and must then hand it back with Put, before any other access to
+// the state. The hashmap backend first settles what a pending snapshot needs of the key's
+// key group, so that the change cannot reach it; the bbolt backend returns a copy.
+func (s *MapState[K, V]) GetForUpdate(k K) (V, bool, error) { return s.s.getForUpdate(k) }
 
 // Remove deletes user key k under the current key.
 func (s *MapState[K, V]) Remove(k K) error { return s.s.remove(k) }

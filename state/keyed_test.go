@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -481,6 +482,47 @@ func TestMapStateGrowsAndShrinks(t *testing.T) {
 				must(t, err)
 				must(t, rb.Restore([]*pb.KeyedStateHandle{h}, fs.read))
 				check(rb, rms, "restored into "+to)
+			}
+		})
+	}
+}
+
+// A value changed in place after GetForUpdate does not reach a snapshot taken before it, on
+// both backends (the hashmap backend keeps values as they are: it must settle the snapshot's
+// copy of the key group first).
+func TestGetForUpdateLeavesSnapshotsAlone(t *testing.T) {
+	schema := record.MustSchema(record.Field{Name: "n", Type: record.Int64})
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			b := newBackend(t, kind, record.Int64, fullRange, 0)
+			ms, err := NewMapState(b, "m", Int64Codec{}, RowCodec(schema))
+			must(t, err)
+			set(b, 1)
+			must(t, ms.Put(7, record.Row{record.IntValue(1)}))
+			snap, err := b.Snapshot()
+			must(t, err)
+			defer snap.Release()
+			v, ok, err := ms.GetForUpdate(7)
+			if err != nil || !ok {
+				t.Fatalf("GetForUpdate(7) = %v, %v, %v", v, ok, err)
+			}
+			v[0] = record.IntValue(2)
+			must(t, ms.Put(7, v))
+			var buf bytes.Buffer
+			offsets, err := snap.WriteSnapshot(&buf)
+			must(t, err)
+			fs := files{"snap": buf.Bytes()}
+			h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "snap", Size: int64(buf.Len())}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
+			r := newBackend(t, kind, record.Int64, fullRange, 0)
+			rms, err := NewMapState(r, "m", Int64Codec{}, RowCodec(schema))
+			must(t, err)
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+			set(r, 1)
+			if got, _, err := rms.Get(7); err != nil || got[0].Int() != 1 {
+				t.Errorf("the snapshot holds %v (%v), want the value before the update, 1", got, err)
+			}
+			if got, _, _ := ms.Get(7); got[0].Int() != 2 {
+				t.Errorf("the state holds %v after the update, want 2", got)
 			}
 		})
 	}

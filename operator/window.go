@@ -188,6 +188,29 @@ type windowOp struct {
 	timers   *TimerService
 	row      record.Row
 	dropped  int64 // late records dropped
+
+	// slides holds, per key, what the key's last window left for the next one to be computed
+	// from (two stacks, see slider); only for windows of many panes (slideFrom). It is kept in
+	// memory, not checkpointed: a key without one starts afresh from its panes.
+	slides map[record.Value]*slider
+}
+
+// slideFrom is the panes per window from which consecutive windows are computed with a
+// slider rather than by merging all their panes.
+const slideFrom = 8
+
+// slider computes a key's consecutive sliding windows from its panes with two stacks, in a
+// constant number of merges per window however many panes a window has: the front holds the
+// older panes of the window as suffix merges (suffix[i]: the panes from frontFrom + i panes
+// on to mid), back the merge of the newer panes [mid, end). A window drops panes from the
+// front and adds new ones to the back; when the front runs out, the back's panes become the
+// front (re-read from state, once per a window's worth of windows).
+type slider struct {
+	end       int64 // the end of the window last computed
+	frontFrom int64
+	mid       int64
+	suffix    []record.Row
+	back      record.Row
 }
 
 // session is one session window of a key and its accumulator.
@@ -313,6 +336,9 @@ func (w *windowOp) addToPane(row record.Row, ts, wm int64) error {
 	if err := w.panes.Put(p.Start, acc); err != nil {
 		return err
 	}
+	if sc := w.slides[w.ctx.Key()]; sc != nil && p.Start < sc.end {
+		delete(w.slides, w.ctx.Key()) // a pane it merged changed (a late record)
+	}
 	if w.domain == ProcessingTime || w.sliding.FirstWindow(p).MaxTimestamp() > wm {
 		return nil
 	}
@@ -404,6 +430,9 @@ func (w *windowOp) fire(win window.Window) error {
 // says whether a pane of it is in the next window too (which then fires in turn).
 func (w *windowOp) fireEnding(end int64) (next bool, err error) {
 	sl := w.sliding
+	if sl.Size/sl.Pane() >= slideFrom {
+		return w.slide(end)
+	}
 	acc := w.aggs.NewAcc()
 	for ps := end - sl.Size; ps < end; ps += sl.Pane() {
 		p, ok, err := w.panes.Get(ps)
@@ -419,6 +448,101 @@ func (w *windowOp) fireEnding(end int64) (next bool, err error) {
 		return next, nil
 	}
 	return next, w.emit(sl.WindowEnding(end), acc)
+}
+
+// slide is fireEnding for windows of many panes: the window that ends at end is computed
+// from the key's slider when the key's last window ended one slide before, else from its
+// panes (and a slider is set up for the next). The key's slider is dropped when no next
+// window follows.
+func (w *windowOp) slide(end int64) (next bool, err error) {
+	sl, pane := w.sliding, w.sliding.Pane()
+	start := end - sl.Size
+	key := w.ctx.Key()
+	sc := w.slides[key]
+	if sc == nil || sc.end != end-sl.Slide {
+		if sc, err = w.newSlider(start, end); err != nil {
+			return false, err
+		}
+		if w.slides == nil {
+			w.slides = map[record.Value]*slider{}
+		}
+		w.slides[key.Clone()] = sc
+	} else {
+		if start >= sc.mid { // the front ran out: the back's panes become the front
+			if err := w.fillFront(sc, sc.mid, sc.end); err != nil {
+				return false, err
+			}
+			sc.back = w.aggs.NewAcc()
+		}
+		for ps := sc.end; ps < end; ps += pane {
+			p, ok, err := w.panes.Get(ps)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				w.aggs.Merge(sc.back, p)
+			}
+		}
+		sc.end = end
+	}
+	acc := w.aggs.NewAcc()
+	if i := (start - sc.frontFrom) / pane; i < int64(len(sc.suffix)) {
+		w.aggs.Merge(acc, sc.suffix[i])
+	}
+	w.aggs.Merge(acc, sc.back)
+	// The next window holds this one's records but for those of its first slide.
+	left := acc[0].Int()
+	for ps := start; ps < start+sl.Slide; ps += pane {
+		p, ok, err := w.panes.Get(ps)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			left -= p[0].Int()
+		}
+	}
+	if next = left > 0; !next {
+		delete(w.slides, key)
+	}
+	if acc[0].Int() == 0 {
+		return next, nil
+	}
+	return next, w.emit(sl.WindowEnding(end), acc)
+}
+
+// newSlider sets up a slider whose front is the panes of the window [start, end).
+func (w *windowOp) newSlider(start, end int64) (*slider, error) {
+	sc := &slider{end: end, back: w.aggs.NewAcc()}
+	return sc, w.fillFront(sc, start, end)
+}
+
+// fillFront makes the panes [from, to) the slider's front: their suffix merges.
+func (w *windowOp) fillFront(sc *slider, from, to int64) error {
+	pane := w.sliding.Pane()
+	n := int((to - from) / pane)
+	sc.frontFrom, sc.mid = from, to
+	if cap(sc.suffix) < n {
+		sc.suffix = make([]record.Row, n)
+	}
+	sc.suffix = sc.suffix[:n]
+	for i := n - 1; i >= 0; i-- {
+		if sc.suffix[i] == nil {
+			sc.suffix[i] = w.aggs.NewAcc()
+		} else {
+			clear(sc.suffix[i])
+		}
+		if i < n-1 {
+			copy(sc.suffix[i], sc.suffix[i+1])
+		}
+		p, ok, err := w.panes.Get(from + int64(i)*pane)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.aggs.Merge(sc.suffix[i], p)
+		}
+	}
+	return nil
 }
 
 // emit sends the result of window win with accumulator acc, timestamped win's end − 1.

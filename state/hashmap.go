@@ -527,31 +527,36 @@ type hmMap[K comparable, V any] struct {
 	curEpoch uint64
 }
 
-// userMap is the map of one key: its few entries in a slice, searched in order, and a Go map
-// once it has more than smallMap. Most keys of a map state hold a handful of entries (a
-// window's panes, a join's time buckets), for which a Go map costs hundreds of bytes and a
-// slice a few words.
+// userMap is the map of one key: its entries in slices, in the order they were added, and
+// a Go map once it has more than smallMap. Most keys of a map state hold a few entries, added
+// in time order and used newest first (a window's panes, a join's time buckets): searched
+// from the newest, the entry wanted is found in the first cache line, where a Go map costs
+// hundreds of bytes and a miss or two per lookup.
 type userMap[K comparable, V any] struct {
-	small []userEntry[K, V]
-	big   map[K]V
+	keys []K
+	vals []V
+	big  map[K]V
 }
 
-type userEntry[K comparable, V any] struct {
-	k K
-	v V
-}
+const smallMap = 64
 
-const smallMap = 8
+// find returns the index of k in the slices, or -1.
+func (m *userMap[K, V]) find(k K) int {
+	for i := len(m.keys) - 1; i >= 0; i-- {
+		if m.keys[i] == k {
+			return i
+		}
+	}
+	return -1
+}
 
 func (m *userMap[K, V]) get(k K) (V, bool) {
 	if m.big != nil {
 		v, ok := m.big[k]
 		return v, ok
 	}
-	for i := range m.small {
-		if m.small[i].k == k {
-			return m.small[i].v, true
-		}
+	if i := m.find(k); i >= 0 {
+		return m.vals[i], true
 	}
 	var zero V
 	return zero, false
@@ -562,51 +567,42 @@ func (m *userMap[K, V]) put(k K, v V) {
 		m.big[k] = v
 		return
 	}
-	for i := range m.small {
-		if m.small[i].k == k {
-			m.small[i].v = v
-			return
-		}
+	if i := m.find(k); i >= 0 {
+		m.vals[i] = v
+		return
 	}
-	if len(m.small) < smallMap {
-		m.small = append(m.small, userEntry[K, V]{k, v})
+	if len(m.keys) < smallMap {
+		m.keys, m.vals = append(m.keys, k), append(m.vals, v)
 		return
 	}
 	m.big = make(map[K]V, 2*smallMap)
-	for _, e := range m.small {
-		m.big[e.k] = e.v
+	for i, k := range m.keys {
+		m.big[k] = m.vals[i]
 	}
 	m.big[k] = v
-	m.small = nil
+	m.keys, m.vals = nil, nil
 }
 
-// remove deletes k and reports whether it was there.
-func (m *userMap[K, V]) remove(k K) bool {
+// remove deletes k, keeping the order of the others.
+func (m *userMap[K, V]) remove(k K) {
 	if m.big != nil {
-		_, ok := m.big[k]
 		delete(m.big, k)
-		return ok
+		return
 	}
-	for i := range m.small {
-		if m.small[i].k == k {
-			last := len(m.small) - 1
-			m.small[i] = m.small[last]
-			m.small[last] = userEntry[K, V]{}
-			m.small = m.small[:last]
-			return true
-		}
+	if i := m.find(k); i >= 0 {
+		m.keys = slices.Delete(m.keys, i, i+1)
+		m.vals = slices.Delete(m.vals, i, i+1) // clears the freed element
 	}
-	return false
 }
 
 func (m *userMap[K, V]) len() int {
 	if m.big != nil {
 		return len(m.big)
 	}
-	return len(m.small)
+	return len(m.keys)
 }
 
-// each calls fn on every entry until it returns false. fn may remove the entry it is given.
+// each calls fn on every entry until it returns false; fn must not modify the map.
 func (m *userMap[K, V]) each(fn func(K, V) bool) {
 	if m.big != nil {
 		for k, v := range m.big {
@@ -616,8 +612,8 @@ func (m *userMap[K, V]) each(fn func(K, V) bool) {
 		}
 		return
 	}
-	for i := len(m.small) - 1; i >= 0; i-- { // backwards: a removal moves the last entry into i
-		if i < len(m.small) && !fn(m.small[i].k, m.small[i].v) {
+	for i, k := range m.keys {
+		if !fn(k, m.vals[i]) {
 			return
 		}
 	}

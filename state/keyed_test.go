@@ -452,13 +452,13 @@ func TestMapStateGrowsAndShrinks(t *testing.T) {
 				}
 			}
 			r := rand.New(rand.NewPCG(7, 11))
-			for step := range 3000 {
+			for step := range 6000 {
 				k := int64(r.IntN(3))
 				set(b, k)
 				if want[k] == nil {
 					want[k] = map[int64]int64{}
 				}
-				uk := int64(r.IntN(20))
+				uk := int64(r.IntN(100))
 				if r.IntN(3) == 0 {
 					must(t, ms.Remove(uk))
 					delete(want[k], uk)

@@ -89,3 +89,45 @@ operators:
 		t.Errorf("windows counted %d records, more than the %d the source emitted", counted, n)
 	}
 }
+
+// A bounded source ends event time with the maximum watermark: windows that no watermark of
+// the data reaches (an hour-long window over a second of records) fire at the end of the
+// input, on every subtask, and the results are committed.
+func TestBoundedInputFiresEveryWindow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
+	out := filepath.Join(t.TempDir(), "out")
+	spec := fmt.Sprintf(`name: end-of-input
+parallelism: 2
+config:
+  execution.checkpointing.interval: 100ms
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 1000, watermark: {timestamp: "value", max-out-of-orderness: 10ms}}
+  - {name: by-k, type: key-by, key: "value %% 3"}
+  - {name: hours, type: window, size: 1h, aggregates: {n: "count()", total: "sum(value)"}}
+  - {name: out, type: file, path: %q}
+`, out)
+	id := submit(t, ctx, cl, spec)
+	watchFinished(t, ctx, cl, id, -1)
+	type result struct{ Key, N, Total int64 }
+	rows := committedRows[result](t, out)
+	got := map[int64]result{}
+	for _, r := range rows {
+		if _, dup := got[r.Key]; dup {
+			t.Errorf("key %d fired twice: %+v", r.Key, rows)
+		}
+		got[r.Key] = r
+	}
+	for k := int64(0); k < 3; k++ {
+		var n, total int64
+		for v := int64(1); v <= 1000; v++ {
+			if v%3 == k {
+				n, total = n+1, total+v
+			}
+		}
+		if r := got[k]; r.N != n || r.Total != total {
+			t.Errorf("key %d: %+v, want n %d, total %d (the window fires only on the final watermark)", k, r, n, total)
+		}
+	}
+}

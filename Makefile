@@ -30,7 +30,7 @@ test-short: ## quick tests: skips the multi-process system tests
 chaos: ## exactly-once chaos tests: SIGKILLed TaskManagers (keyed counts; windows and a window join), SIGKILLed leader JobManagers of a 3-JobManager group, Kafka to Kafka; SEEDS=N seeds each (default 20) or SEEDS=3,17,42
 	GOFLINK_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_HA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_KAFKA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_WINDOW_CHAOS_SEEDS=$(or $(SEEDS),20) $(GO) test -race -count=1 -timeout 60m -run 'TestChaosExactlyOnce|TestHAChaosExactlyOnce|TestKafkaChaos|TestWindowChaosExactlyOnce' -v ./systemtest/
 
-bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, recovery after a TaskManager kill and a leader JobManager kill, with real processes (~4 min)
+bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, Nexmark q0 q1 q2 q5 q7 q8 and sliding windows, recovery after a TaskManager kill and a leader JobManager kill, with real processes (~10 min)
 	$(GO) run ./bench
 
 proto: ## regenerate Go code from proto/ (offline, pinned plugins)

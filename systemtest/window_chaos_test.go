@@ -13,7 +13,7 @@ import (
 )
 
 // The event-time chaos test: a deterministic source whose records carry event time (value ×
-// 10 ms), tumbling and sliding windows per key and a window join, two-phase-commit file sinks,
+// 10 ms), tumbling and sliding windows per key, a window join and an interval join, two-phase-commit file sinks,
 // and TaskManagers SIGKILLed at seeded moments (during alignment, right after a task
 // acknowledged, between a checkpoint's completion and its commit, at a random time). Windows
 // and timers are restored from keyed state and the watermarks are generated again, so the
@@ -60,9 +60,11 @@ func windowChaosRun(t *testing.T, seed uint64) {
 	faults := checkFaults(t, seed, kills, last.GetRestarts(), log)
 	tumbling := checkWindows(t, filepath.Join(out, "tumbling"), windowChaosWant(1000, 1000))
 	sliding := checkWindows(t, filepath.Join(out, "sliding"), windowChaosWant(2000, 500))
-	pairs := checkJoin(t, filepath.Join(out, "join"))
-	t.Logf("seed %d (%s backend): %s; committed %d tumbling and %d sliding windows and %d joined pairs, each exactly once and as a failure-free run",
-		seed, backend, faults, tumbling, sliding, pairs)
+	pairs := checkJoin(t, filepath.Join(out, "join"), func(l, r int64) bool { return r >= l-l%50 && r < l-l%50+50 })
+	// interval join: r's event time (r × 10 ms) within l's + [-100 ms, 50 ms].
+	near := checkJoin(t, filepath.Join(out, "near"), func(l, r int64) bool { return r >= l-10 && r <= l+5 })
+	t.Logf("seed %d (%s backend): %s; committed %d tumbling and %d sliding windows, %d window-joined and %d interval-joined pairs, each exactly once and as a failure-free run",
+		seed, backend, faults, tumbling, sliding, pairs, near)
 }
 
 func windowChaosSpec(t *testing.T, seed uint64, out, backend string) string {
@@ -83,11 +85,14 @@ operators:
   - {name: evens, type: filter, inputs: [numbers], condition: "value %% 2 == 0"}
   - {name: evens-by-key, type: key-by, key: "value %% %d"}
   - {name: join, type: window-join, inputs: [by-key, evens-by-key], size: 500ms}
+  - {name: near, type: interval-join, inputs: [by-key, evens-by-key], between: [-100ms, 50ms]}
   - {name: out-tumbling, type: file, inputs: [tumbling], path: %s}
   - {name: out-sliding, type: file, inputs: [sliding], path: %s}
   - {name: out-join, type: file, inputs: [join], path: %s}
+  - {name: out-near, type: file, inputs: [near], path: %s}
 `, seed, filepath.Join(t.TempDir(), "checkpoints"), backend, windowChaosRecords-1, windowChaosRate,
-		windowChaosKeys, windowChaosKeys, filepath.Join(out, "tumbling"), filepath.Join(out, "sliding"), filepath.Join(out, "join")))
+		windowChaosKeys, windowChaosKeys, filepath.Join(out, "tumbling"), filepath.Join(out, "sliding"), filepath.Join(out, "join"),
+		filepath.Join(out, "near")))
 }
 
 // windowResult is one window's row in the committed output.
@@ -146,9 +151,10 @@ func checkWindows(t *testing.T, dir string, want map[[2]int64]windowResult) int 
 	return len(got)
 }
 
-// checkJoin checks that the committed pairs are every (l, r) of equal key, r even, in the same
-// 500 ms window, each once, and returns their number.
-func checkJoin(t *testing.T, dir string) int {
+// checkJoin checks that the committed pairs are every (l, r) of equal key, r even, with
+// together(l, r) (in the same 500 ms window, or within the interval join's bounds), each once,
+// and returns their number.
+func checkJoin(t *testing.T, dir string, together func(l, r int64) bool) int {
 	t.Helper()
 	type pair struct{ L, R int64 }
 	got := map[pair]int{}
@@ -160,8 +166,8 @@ func checkJoin(t *testing.T, dir string) int {
 	})
 	want := 0
 	for l := range int64(windowChaosRecords) {
-		for r := l - l%50; r < l-l%50+50 && r < windowChaosRecords; r++ {
-			if r%2 != 0 || r%windowChaosKeys != l%windowChaosKeys {
+		for r := max(l-100, 0); r < l+100 && r < windowChaosRecords; r++ {
+			if r%2 != 0 || r%windowChaosKeys != l%windowChaosKeys || !together(l, r) {
 				continue
 			}
 			want++

@@ -777,28 +777,34 @@ func (s *boltValue[T]) set(v T) error {
 
 func (s *boltValue[T]) clear() error { return s.t.del() }
 
-// keys flushes the cache and scans the state's bucket: a database key is the key group (2
-// bytes) and the encoded key.
-func (s *boltValue[T]) keys() ([]record.Value, error) {
-	b := s.t.b
+func (s *boltValue[T]) keys() ([]record.Value, error) { return bucketKeys(s.t.b, s.t.ref) }
+
+// bucketKeys flushes the caches and scans a state's bucket for its keys: a database key is
+// the key group (2 bytes), the encoded key and, for a map state, the user key; a key's
+// entries are adjacent.
+func bucketKeys(b *boltBackend, ref bucketRef) ([]record.Value, error) {
 	if err := b.flush(); err != nil {
 		return nil, err
 	}
-	bkt, err := s.t.ref.bucket(b)
+	bkt, err := ref.bucket(b)
 	if err != nil || bkt == nil {
 		return nil, err
 	}
 	var ks []record.Value
+	var last []byte // the key part of the previous entry
 	c := bkt.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		if len(k) < 2 {
-			return nil, fmt.Errorf("state %q: %w: key of %d bytes", s.t.ref.name, ErrCorrupt, len(k))
+			return nil, fmt.Errorf("state %q: %w: key of %d bytes", ref.name, ErrCorrupt, len(k))
 		}
-		v, _, err := decodeKey(k[2:], b.keyType)
+		v, n, err := decodeKey(k[2:], b.keyType)
 		if err != nil {
-			return nil, fmt.Errorf("state %q: %w", s.t.ref.name, err)
+			return nil, fmt.Errorf("state %q: %w", ref.name, err)
 		}
-		ks = append(ks, v.Clone())
+		if kp := k[:2+n]; last == nil || !bytes.Equal(kp, last) {
+			last = append(last[:0], kp...)
+			ks = append(ks, v.Clone())
+		}
 	}
 	return ks, nil
 }
@@ -960,33 +966,7 @@ func (s *boltMap[K, V]) fullKey(k K) (prefix, full []byte, err error) {
 	return prefix, s.buf, nil
 }
 
-func (s *boltMap[K, V]) keys() ([]record.Value, error) {
-	b := s.t.b
-	if err := b.flush(); err != nil {
-		return nil, err
-	}
-	bkt, err := s.t.ref.bucket(b)
-	if err != nil || bkt == nil {
-		return nil, err
-	}
-	var ks []record.Value
-	var last []byte // the key part of the previous entry: a key's entries are adjacent
-	c := bkt.Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		if len(k) < 2 {
-			return nil, fmt.Errorf("state %q: %w: key of %d bytes", s.t.ref.name, ErrCorrupt, len(k))
-		}
-		v, n, err := decodeKey(k[2:], b.keyType)
-		if err != nil {
-			return nil, fmt.Errorf("state %q: %w", s.t.ref.name, err)
-		}
-		if kp := k[:2+n]; last == nil || !bytes.Equal(kp, last) {
-			last = append(last[:0], kp...)
-			ks = append(ks, v.Clone())
-		}
-	}
-	return ks, nil
-}
+func (s *boltMap[K, V]) keys() ([]record.Value, error) { return bucketKeys(s.t.b, s.t.ref) }
 
 func (s *boltMap[K, V]) getForUpdate(k K) (V, bool, error) { return s.get(k) }
 

@@ -62,27 +62,19 @@ func planJoinInputs(p *Planner, c *joinConfig, own ...string) ([]record.Field, b
 		taken[name] = true
 	}
 	var fields []record.Field
-	for _, f := range l.Fields {
-		if taken[f.Name] {
-			f.Name = "left_" + f.Name
+	for i, in := range []*Shape{l, r} {
+		side := [...]string{"left", "right"}[i]
+		for _, f := range in.Fields {
+			if taken[f.Name] {
+				f.Name = side + "_" + f.Name
+			}
+			if taken[f.Name] {
+				p.Problemf("the %s input's field %q clashes with the other fields of the pair even when renamed; rename it with a map first", side, f.Name)
+				continue
+			}
+			taken[f.Name] = true
+			fields = append(fields, f)
 		}
-		if taken[f.Name] {
-			p.Problemf("the left input's field %q clashes with the join's own fields even when renamed; rename it with a map first", f.Name)
-			continue
-		}
-		taken[f.Name] = true
-		fields = append(fields, f)
-	}
-	for _, f := range r.Fields {
-		if taken[f.Name] {
-			f.Name = "right_" + f.Name
-		}
-		if taken[f.Name] {
-			p.Problemf("the right input's field %q clashes with the left's fields even when renamed; rename it with a map first", f.Name)
-			continue
-		}
-		taken[f.Name] = true
-		fields = append(fields, f)
 	}
 	return fields, l.Open || r.Open
 }

@@ -315,29 +315,36 @@ operators:
 	checkEachValueOnce(t, long, 60)
 }
 
-// committedValues counts the "value" of every committed row of a file sink.
-func committedValues(t *testing.T, dir string) map[int64]int {
+// committedRows decodes every committed JSON line of a file sink's part files.
+func committedRows[T any](t *testing.T, dir string) []T {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[int64]int{}
+	var rows []T
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			if line == "" {
-				continue
-			}
-			var row struct{ Value int64 }
+		for line := range strings.Lines(string(data)) {
+			var row T
 			if err := json.Unmarshal([]byte(line), &row); err != nil {
 				t.Fatalf("%s: %q: %v", f, line, err)
 			}
-			got[row.Value]++
+			rows = append(rows, row)
 		}
+	}
+	return rows
+}
+
+// committedValues counts the "value" of every committed row of a file sink.
+func committedValues(t *testing.T, dir string) map[int64]int {
+	t.Helper()
+	got := map[int64]int{}
+	for _, row := range committedRows[struct{ Value int64 }](t, dir) {
+		got[row.Value]++
 	}
 	return got
 }

@@ -2,41 +2,14 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
 )
-
-// committedRows decodes every committed JSON line of a file sink's part files.
-func committedRows[T any](t *testing.T, dir string) []T {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []T
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(string(data)) {
-			var row T
-			if err := json.Unmarshal([]byte(line), &row); err != nil {
-				t.Fatalf("%s: %q: %v", f, line, err)
-			}
-			rows = append(rows, row)
-		}
-	}
-	return rows
-}
 
 // Processing-time windows fire on the TaskManager's clock while the job runs: a source that
 // runs for about 1.5 s fills 100 ms windows, which fire one after the other. (Those still open

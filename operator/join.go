@@ -164,16 +164,17 @@ type joinSide struct {
 
 // add appends a record at ts to the current key's bucket b. It appends in place (a state
 // allows appending to a byte value: what lies beyond a value's length is not part of it).
-func (s *joinSide) add(bucket, ts int64, row record.Row) error {
-	b, _, err := s.buckets.Get(bucket)
+// It reports whether the bucket is new.
+func (s *joinSide) add(bucket, ts int64, row record.Row) (bool, error) {
+	b, had, err := s.buckets.Get(bucket)
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.enc = record.AppendRow(s.enc[:0], s.schema, row)
 	b = slices.Grow(b, 8+record.UvarintLen(uint64(len(s.enc)))+len(s.enc))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	b = binary.AppendUvarint(b, uint64(len(s.enc)))
-	return s.buckets.Put(bucket, append(b, s.enc...))
+	return !had, s.buckets.Put(bucket, append(b, s.enc...))
 }
 
 // forEach calls fn with the timestamp and the encoded row of every record in b, a bucket's
@@ -323,7 +324,7 @@ func (j *windowJoin) ProcessInput(input int, row record.Row) error {
 		j.dropped++
 		return nil
 	}
-	if err := j.sides[input].add(p.Start, ts, row); err != nil {
+	if _, err := j.sides[input].add(p.Start, ts, row); err != nil {
 		return err
 	}
 	// One timer per window the record is in (those that have not fired).
@@ -450,15 +451,11 @@ func (j *intervalJoin) ProcessInput(input int, row record.Row) error {
 	if failed != nil {
 		return failed
 	}
-	side := &j.sides[input]
-	_, had, err := side.buckets.Get(ts)
+	created, err := j.sides[input].add(ts, ts, row)
 	if err != nil {
 		return err
 	}
-	if err := side.add(ts, ts, row); err != nil {
-		return err
-	}
-	if !had {
+	if created {
 		j.timers.Schedule(EventTime, satAdd(ts, j.keepFor(input)))
 	}
 	return nil

@@ -287,8 +287,17 @@ type CheckpointBarrier struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	CheckpointId int64                  `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// timestamp_ms is when the JobManager triggered the checkpoint (Unix milliseconds).
-	TimestampMs   int64             `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Mode          CheckpointingMode `protobuf:"varint,3,opt,name=mode,proto3,enum=goflink.v1.CheckpointingMode" json:"mode,omitempty"`
+	TimestampMs int64             `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Mode        CheckpointingMode `protobuf:"varint,3,opt,name=mode,proto3,enum=goflink.v1.CheckpointingMode" json:"mode,omitempty"`
+	// savepoint_dir is set for a savepoint: the absolute directory its state files go to
+	// (named by the file alone; the checkpoint's own directory otherwise).
+	SavepointDir string `protobuf:"bytes,4,opt,name=savepoint_dir,json=savepointDir,proto3" json:"savepoint_dir,omitempty"`
+	// stop: the job stops with this savepoint. Sources emit nothing after its barrier; every
+	// task ends, without ending its operators' input, once it completed (a failure resumes
+	// them). drain (with stop): sources first emit the maximum watermark and end their
+	// input, and every task ends its operators' input before it takes the barrier.
+	Stop          bool `protobuf:"varint,5,opt,name=stop,proto3" json:"stop,omitempty"`
+	Drain         bool `protobuf:"varint,6,opt,name=drain,proto3" json:"drain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +351,27 @@ func (x *CheckpointBarrier) GetMode() CheckpointingMode {
 		return x.Mode
 	}
 	return CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED
+}
+
+func (x *CheckpointBarrier) GetSavepointDir() string {
+	if x != nil {
+		return x.SavepointDir
+	}
+	return ""
+}
+
+func (x *CheckpointBarrier) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
+func (x *CheckpointBarrier) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
 }
 
 // CancelCheckpointMarker tells downstream tasks that checkpoint N was aborted upstream.
@@ -589,7 +619,7 @@ func (x *ListStateSnapshot) GetElements() [][]byte {
 // OperatorSubtaskState is what one operator of one subtask contributed to a checkpoint.
 type OperatorSubtaskState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// operator is the operator's name (unique in its job: the operator ID).
+	// operator is the operator's uid (unique in its job: the operator ID; by default its name).
 	Operator       string               `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
 	Subtask        int32                `protobuf:"varint,2,opt,name=subtask,proto3" json:"subtask,omitempty"`
 	Parallelism    int32                `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
@@ -796,6 +826,9 @@ type CheckpointMetadata struct {
 	CheckpointId  int64                   `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	TriggerTimeMs int64                   `protobuf:"varint,4,opt,name=trigger_time_ms,json=triggerTimeMs,proto3" json:"trigger_time_ms,omitempty"`
 	States        []*OperatorSubtaskState `protobuf:"bytes,5,rep,name=states,proto3" json:"states,omitempty"`
+	// savepoint: state file paths are relative to the savepoint's directory (the one holding
+	// _metadata); a checkpoint's are relative to its job directory (chk-<n>'s parent).
+	Savepoint     bool `protobuf:"varint,6,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -865,6 +898,13 @@ func (x *CheckpointMetadata) GetStates() []*OperatorSubtaskState {
 	return nil
 }
 
+func (x *CheckpointMetadata) GetSavepoint() bool {
+	if x != nil {
+		return x.Savepoint
+	}
+	return false
+}
+
 // CompletedCheckpoint is the Raft record of a completed checkpoint: a pointer to its metadata.
 type CompletedCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -874,8 +914,13 @@ type CompletedCheckpoint struct {
 	TriggerTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=trigger_time,json=triggerTime,proto3" json:"trigger_time,omitempty"`
 	CompletionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=completion_time,json=completionTime,proto3" json:"completion_time,omitempty"`
 	StateSizeBytes int64                  `protobuf:"varint,5,opt,name=state_size_bytes,json=stateSizeBytes,proto3" json:"state_size_bytes,omitempty"`
-	// base_dir is the job's checkpoint directory when the checkpoint was taken.
-	BaseDir       string `protobuf:"bytes,6,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	// base_dir is the job's checkpoint directory when the checkpoint was taken; for a
+	// savepoint its own directory (path is then ".").
+	BaseDir   string `protobuf:"bytes,6,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	Savepoint bool   `protobuf:"varint,7,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	// not_owned: the job did not create it and must not delete it (a snapshot it was started
+	// from in no-claim mode).
+	NotOwned      bool `protobuf:"varint,8,opt,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -952,6 +997,20 @@ func (x *CompletedCheckpoint) GetBaseDir() string {
 	return ""
 }
 
+func (x *CompletedCheckpoint) GetSavepoint() bool {
+	if x != nil {
+		return x.Savepoint
+	}
+	return false
+}
+
+func (x *CompletedCheckpoint) GetNotOwned() bool {
+	if x != nil {
+		return x.NotOwned
+	}
+	return false
+}
+
 // CheckpointInfo is one entry of a job's checkpoint history (flinkctl checkpoints).
 type CheckpointInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -970,7 +1029,9 @@ type CheckpointInfo struct {
 	// path is the checkpoint's directory (completed checkpoints).
 	Path string `protobuf:"bytes,11,opt,name=path,proto3" json:"path,omitempty"`
 	// manual is set for checkpoints triggered by flinkctl checkpoint.
-	Manual        bool `protobuf:"varint,12,opt,name=manual,proto3" json:"manual,omitempty"`
+	Manual bool `protobuf:"varint,12,opt,name=manual,proto3" json:"manual,omitempty"`
+	// savepoint is set for savepoints (flinkctl savepoint, stop).
+	Savepoint     bool `protobuf:"varint,13,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1089,16 +1150,26 @@ func (x *CheckpointInfo) GetManual() bool {
 	return false
 }
 
+func (x *CheckpointInfo) GetSavepoint() bool {
+	if x != nil {
+		return x.Savepoint
+	}
+	return false
+}
+
 var File_goflink_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"\x1bgoflink/v1/checkpoint.proto\x12\n" +
-	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x01\n" +
+	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n" +
 	"\x11CheckpointBarrier\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x121\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x1d.goflink.v1.CheckpointingModeR\x04mode\"=\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1d.goflink.v1.CheckpointingModeR\x04mode\x12#\n" +
+	"\rsavepoint_dir\x18\x04 \x01(\tR\fsavepointDir\x12\x12\n" +
+	"\x04stop\x18\x05 \x01(\bR\x04stop\x12\x14\n" +
+	"\x05drain\x18\x06 \x01(\bR\x05drain\"=\n" +
 	"\x16CancelCheckpointMarker\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"L\n" +
 	"\n" +
@@ -1128,20 +1199,23 @@ const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\falignment_ms\x18\x01 \x01(\x03R\valignmentMs\x12\x17\n" +
 	"\async_ms\x18\x02 \x01(\x03R\x06syncMs\x12\x19\n" +
 	"\basync_ms\x18\x03 \x01(\x03R\aasyncMs\x12(\n" +
-	"\x10state_size_bytes\x18\x04 \x01(\x03R\x0estateSizeBytes\"\xcc\x01\n" +
+	"\x10state_size_bytes\x18\x04 \x01(\x03R\x0estateSizeBytes\"\xea\x01\n" +
 	"\x12CheckpointMetadata\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12&\n" +
 	"\x0ftrigger_time_ms\x18\x04 \x01(\x03R\rtriggerTimeMs\x128\n" +
-	"\x06states\x18\x05 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\x06states\"\x82\x02\n" +
+	"\x06states\x18\x05 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\x06states\x12\x1c\n" +
+	"\tsavepoint\x18\x06 \x01(\bR\tsavepoint\"\xbd\x02\n" +
 	"\x13CompletedCheckpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12=\n" +
 	"\ftrigger_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vtriggerTime\x12C\n" +
 	"\x0fcompletion_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0ecompletionTime\x12(\n" +
 	"\x10state_size_bytes\x18\x05 \x01(\x03R\x0estateSizeBytes\x12\x19\n" +
-	"\bbase_dir\x18\x06 \x01(\tR\abaseDir\"\xcf\x03\n" +
+	"\bbase_dir\x18\x06 \x01(\tR\abaseDir\x12\x1c\n" +
+	"\tsavepoint\x18\a \x01(\bR\tsavepoint\x12\x1b\n" +
+	"\tnot_owned\x18\b \x01(\bR\bnotOwned\"\xed\x03\n" +
 	"\x0eCheckpointInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x124\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.goflink.v1.CheckpointStatusR\x06status\x12=\n" +
@@ -1156,7 +1230,8 @@ const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\x05total\x18\n" +
 	" \x01(\x05R\x05total\x12\x12\n" +
 	"\x04path\x18\v \x01(\tR\x04path\x12\x16\n" +
-	"\x06manual\x18\f \x01(\bR\x06manual*\x82\x01\n" +
+	"\x06manual\x18\f \x01(\bR\x06manual\x12\x1c\n" +
+	"\tsavepoint\x18\r \x01(\bR\tsavepoint*\x82\x01\n" +
 	"\x11CheckpointingMode\x12\"\n" +
 	"\x1eCHECKPOINTING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCHECKPOINTING_MODE_EXACTLY_ONCE\x10\x01\x12$\n" +

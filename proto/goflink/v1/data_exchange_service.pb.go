@@ -253,6 +253,7 @@ type Event struct {
 	//	*Event_CancelCheckpoint
 	//	*Event_Watermark
 	//	*Event_WatermarkStatus
+	//	*Event_EndOfData
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -340,6 +341,15 @@ func (x *Event) GetWatermarkStatus() *WatermarkStatus {
 	return nil
 }
 
+func (x *Event) GetEndOfData() *EndOfData {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_EndOfData); ok {
+			return x.EndOfData
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -364,6 +374,10 @@ type Event_WatermarkStatus struct {
 	WatermarkStatus *WatermarkStatus `protobuf:"bytes,5,opt,name=watermark_status,json=watermarkStatus,proto3,oneof"`
 }
 
+type Event_EndOfData struct {
+	EndOfData *EndOfData `protobuf:"bytes,6,opt,name=end_of_data,json=endOfData,proto3,oneof"`
+}
+
 func (*Event_EndOfPartition) isEvent_Kind() {}
 
 func (*Event_Barrier) isEvent_Kind() {}
@@ -373,6 +387,8 @@ func (*Event_CancelCheckpoint) isEvent_Kind() {}
 func (*Event_Watermark) isEvent_Kind() {}
 
 func (*Event_WatermarkStatus) isEvent_Kind() {}
+
+func (*Event_EndOfData) isEvent_Kind() {}
 
 // Watermark says no record with an event timestamp at or below timestamp (epoch milliseconds)
 // follows on this channel, except late ones. Watermarks on a channel never go backwards.
@@ -503,6 +519,45 @@ func (*EndOfPartition) Descriptor() ([]byte, []int) {
 	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{6}
 }
 
+// EndOfData says no more records follow on this channel, but events do (the barrier of a
+// draining stop-with-savepoint): a task whose every channel sent it ends its operators' input
+// and sends it on.
+type EndOfData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndOfData) Reset() {
+	*x = EndOfData{}
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndOfData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndOfData) ProtoMessage() {}
+
+func (x *EndOfData) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_data_exchange_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndOfData.ProtoReflect.Descriptor instead.
+func (*EndOfData) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_data_exchange_service_proto_rawDescGZIP(), []int{7}
+}
+
 var File_goflink_v1_data_exchange_service_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
@@ -522,19 +577,21 @@ const file_goflink_v1_data_exchange_service_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12'\n" +
-	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"\xe6\x02\n" +
+	"\x05event\x18\x03 \x01(\v2\x11.goflink.v1.EventR\x05event\"\x9f\x03\n" +
 	"\x05Event\x12F\n" +
 	"\x10end_of_partition\x18\x01 \x01(\v2\x1a.goflink.v1.EndOfPartitionH\x00R\x0eendOfPartition\x129\n" +
 	"\abarrier\x18\x02 \x01(\v2\x1d.goflink.v1.CheckpointBarrierH\x00R\abarrier\x12Q\n" +
 	"\x11cancel_checkpoint\x18\x03 \x01(\v2\".goflink.v1.CancelCheckpointMarkerH\x00R\x10cancelCheckpoint\x125\n" +
 	"\twatermark\x18\x04 \x01(\v2\x15.goflink.v1.WatermarkH\x00R\twatermark\x12H\n" +
-	"\x10watermark_status\x18\x05 \x01(\v2\x1b.goflink.v1.WatermarkStatusH\x00R\x0fwatermarkStatusB\x06\n" +
+	"\x10watermark_status\x18\x05 \x01(\v2\x1b.goflink.v1.WatermarkStatusH\x00R\x0fwatermarkStatus\x127\n" +
+	"\vend_of_data\x18\x06 \x01(\v2\x15.goflink.v1.EndOfDataH\x00R\tendOfDataB\x06\n" +
 	"\x04kind\")\n" +
 	"\tWatermark\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\"%\n" +
 	"\x0fWatermarkStatus\x12\x12\n" +
 	"\x04idle\x18\x01 \x01(\bR\x04idle\"\x10\n" +
-	"\x0eEndOfPartition2c\n" +
+	"\x0eEndOfPartition\"\v\n" +
+	"\tEndOfData2c\n" +
 	"\x13DataExchangeService\x12L\n" +
 	"\tSubscribe\x12\x1c.goflink.v1.SubscribeRequest\x1a\x1d.goflink.v1.SubscribeResponse(\x010\x01B7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
@@ -550,7 +607,7 @@ func file_goflink_v1_data_exchange_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_data_exchange_service_proto_rawDescData
 }
 
-var file_goflink_v1_data_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_goflink_v1_data_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_goflink_v1_data_exchange_service_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),       // 0: goflink.v1.SubscribeRequest
 	(*OpenSubpartition)(nil),       // 1: goflink.v1.OpenSubpartition
@@ -559,27 +616,29 @@ var file_goflink_v1_data_exchange_service_proto_goTypes = []any{
 	(*Watermark)(nil),              // 4: goflink.v1.Watermark
 	(*WatermarkStatus)(nil),        // 5: goflink.v1.WatermarkStatus
 	(*EndOfPartition)(nil),         // 6: goflink.v1.EndOfPartition
-	(*ExecutionAttemptID)(nil),     // 7: goflink.v1.ExecutionAttemptID
-	(*CheckpointBarrier)(nil),      // 8: goflink.v1.CheckpointBarrier
-	(*CancelCheckpointMarker)(nil), // 9: goflink.v1.CancelCheckpointMarker
+	(*EndOfData)(nil),              // 7: goflink.v1.EndOfData
+	(*ExecutionAttemptID)(nil),     // 8: goflink.v1.ExecutionAttemptID
+	(*CheckpointBarrier)(nil),      // 9: goflink.v1.CheckpointBarrier
+	(*CancelCheckpointMarker)(nil), // 10: goflink.v1.CancelCheckpointMarker
 }
 var file_goflink_v1_data_exchange_service_proto_depIdxs = []int32{
 	1,  // 0: goflink.v1.SubscribeRequest.open:type_name -> goflink.v1.OpenSubpartition
-	7,  // 1: goflink.v1.OpenSubpartition.producer:type_name -> goflink.v1.ExecutionAttemptID
-	7,  // 2: goflink.v1.OpenSubpartition.consumer:type_name -> goflink.v1.ExecutionAttemptID
+	8,  // 1: goflink.v1.OpenSubpartition.producer:type_name -> goflink.v1.ExecutionAttemptID
+	8,  // 2: goflink.v1.OpenSubpartition.consumer:type_name -> goflink.v1.ExecutionAttemptID
 	3,  // 3: goflink.v1.SubscribeResponse.event:type_name -> goflink.v1.Event
 	6,  // 4: goflink.v1.Event.end_of_partition:type_name -> goflink.v1.EndOfPartition
-	8,  // 5: goflink.v1.Event.barrier:type_name -> goflink.v1.CheckpointBarrier
-	9,  // 6: goflink.v1.Event.cancel_checkpoint:type_name -> goflink.v1.CancelCheckpointMarker
+	9,  // 5: goflink.v1.Event.barrier:type_name -> goflink.v1.CheckpointBarrier
+	10, // 6: goflink.v1.Event.cancel_checkpoint:type_name -> goflink.v1.CancelCheckpointMarker
 	4,  // 7: goflink.v1.Event.watermark:type_name -> goflink.v1.Watermark
 	5,  // 8: goflink.v1.Event.watermark_status:type_name -> goflink.v1.WatermarkStatus
-	0,  // 9: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
-	2,  // 10: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 9: goflink.v1.Event.end_of_data:type_name -> goflink.v1.EndOfData
+	0,  // 10: goflink.v1.DataExchangeService.Subscribe:input_type -> goflink.v1.SubscribeRequest
+	2,  // 11: goflink.v1.DataExchangeService.Subscribe:output_type -> goflink.v1.SubscribeResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_data_exchange_service_proto_init() }
@@ -599,6 +658,7 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 		(*Event_CancelCheckpoint)(nil),
 		(*Event_Watermark)(nil),
 		(*Event_WatermarkStatus)(nil),
+		(*Event_EndOfData)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -606,7 +666,7 @@ func file_goflink_v1_data_exchange_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_data_exchange_service_proto_rawDesc), len(file_goflink_v1_data_exchange_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ClaimMode is what a job restored from a snapshot may do with it (Flink's recovery claim mode).
+type ClaimMode int32
+
+const (
+	// CLAIM_MODE_UNSPECIFIED is NO_CLAIM.
+	ClaimMode_CLAIM_MODE_UNSPECIFIED ClaimMode = 0
+	// CLAIM_MODE_NO_CLAIM never deletes the snapshot.
+	ClaimMode_CLAIM_MODE_NO_CLAIM ClaimMode = 1
+	// CLAIM_MODE_CLAIM hands the snapshot to the job's retention, which deletes it once subsumed.
+	ClaimMode_CLAIM_MODE_CLAIM ClaimMode = 2
+)
+
+// Enum value maps for ClaimMode.
+var (
+	ClaimMode_name = map[int32]string{
+		0: "CLAIM_MODE_UNSPECIFIED",
+		1: "CLAIM_MODE_NO_CLAIM",
+		2: "CLAIM_MODE_CLAIM",
+	}
+	ClaimMode_value = map[string]int32{
+		"CLAIM_MODE_UNSPECIFIED": 0,
+		"CLAIM_MODE_NO_CLAIM":    1,
+		"CLAIM_MODE_CLAIM":       2,
+	}
+)
+
+func (x ClaimMode) Enum() *ClaimMode {
+	p := new(ClaimMode)
+	*p = x
+	return p
+}
+
+func (x ClaimMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClaimMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_goflink_v1_job_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ClaimMode) Type() protoreflect.EnumType {
+	return &file_goflink_v1_job_service_proto_enumTypes[0]
+}
+
+func (x ClaimMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClaimMode.Descriptor instead.
+func (ClaimMode) EnumDescriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
 // FailureHandling is what the job master did about a failure.
 type FailureHandling int32
 
@@ -75,11 +128,11 @@ func (x FailureHandling) String() string {
 }
 
 func (FailureHandling) Descriptor() protoreflect.EnumDescriptor {
-	return file_goflink_v1_job_service_proto_enumTypes[0].Descriptor()
+	return file_goflink_v1_job_service_proto_enumTypes[1].Descriptor()
 }
 
 func (FailureHandling) Type() protoreflect.EnumType {
-	return &file_goflink_v1_job_service_proto_enumTypes[0]
+	return &file_goflink_v1_job_service_proto_enumTypes[1]
 }
 
 func (x FailureHandling) Number() protoreflect.EnumNumber {
@@ -88,7 +141,309 @@ func (x FailureHandling) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureHandling.Descriptor instead.
 func (FailureHandling) EnumDescriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{1}
+}
+
+type TriggerSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// target_directory is where the savepoint's directory is created; empty: the job's
+	// execution.checkpointing.savepoint-dir.
+	TargetDirectory string `protobuf:"bytes,2,opt,name=target_directory,json=targetDirectory,proto3" json:"target_directory,omitempty"`
+	// stop ends the job with the savepoint; drain (with stop) first sends the maximum
+	// watermark and ends every operator's input, so every window and event-time timer fires.
+	Stop          bool `protobuf:"varint,3,opt,name=stop,proto3" json:"stop,omitempty"`
+	Drain         bool `protobuf:"varint,4,opt,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerSavepointRequest) Reset() {
+	*x = TriggerSavepointRequest{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerSavepointRequest) ProtoMessage() {}
+
+func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerSavepointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerSavepointRequest) Descriptor() ([]byte, []int) {
 	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TriggerSavepointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TriggerSavepointRequest) GetTargetDirectory() string {
+	if x != nil {
+		return x.TargetDirectory
+	}
+	return ""
+}
+
+func (x *TriggerSavepointRequest) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
+func (x *TriggerSavepointRequest) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
+type TriggerSavepointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// savepoint_path is the savepoint's directory (it holds _metadata).
+	SavepointPath string          `protobuf:"bytes,1,opt,name=savepoint_path,json=savepointPath,proto3" json:"savepoint_path,omitempty"`
+	Checkpoint    *CheckpointInfo `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerSavepointResponse) Reset() {
+	*x = TriggerSavepointResponse{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerSavepointResponse) ProtoMessage() {}
+
+func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerSavepointResponse.ProtoReflect.Descriptor instead.
+func (*TriggerSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TriggerSavepointResponse) GetSavepointPath() string {
+	if x != nil {
+		return x.SavepointPath
+	}
+	return ""
+}
+
+func (x *TriggerSavepointResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+type DisposeSavepointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SavepointPath string                 `protobuf:"bytes,1,opt,name=savepoint_path,json=savepointPath,proto3" json:"savepoint_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisposeSavepointRequest) Reset() {
+	*x = DisposeSavepointRequest{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisposeSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisposeSavepointRequest) ProtoMessage() {}
+
+func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisposeSavepointRequest.ProtoReflect.Descriptor instead.
+func (*DisposeSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DisposeSavepointRequest) GetSavepointPath() string {
+	if x != nil {
+		return x.SavepointPath
+	}
+	return ""
+}
+
+type DisposeSavepointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisposeSavepointResponse) Reset() {
+	*x = DisposeSavepointResponse{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisposeSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisposeSavepointResponse) ProtoMessage() {}
+
+func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisposeSavepointResponse.ProtoReflect.Descriptor instead.
+func (*DisposeSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{3}
+}
+
+type RescaleJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Parallelism   int32                  `protobuf:"varint,2,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescaleJobRequest) Reset() {
+	*x = RescaleJobRequest{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescaleJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescaleJobRequest) ProtoMessage() {}
+
+func (x *RescaleJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescaleJobRequest.ProtoReflect.Descriptor instead.
+func (*RescaleJobRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RescaleJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RescaleJobRequest) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+type RescaleJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint is the checkpoint the job was rescaled from.
+	CheckpointId  int64 `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescaleJobResponse) Reset() {
+	*x = RescaleJobResponse{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescaleJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescaleJobResponse) ProtoMessage() {}
+
+func (x *RescaleJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescaleJobResponse.ProtoReflect.Descriptor instead.
+func (*RescaleJobResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RescaleJobResponse) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
 }
 
 type ListCheckpointsRequest struct {
@@ -100,7 +455,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +467,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +480,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{0}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListCheckpointsRequest) GetJobId() string {
@@ -144,7 +499,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +511,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +524,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -188,7 +543,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +555,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +568,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -232,7 +587,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +599,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +612,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpoint() *CheckpointInfo {
@@ -276,14 +631,20 @@ type SubmitJobRequest struct {
 	// config overrides the spec's config (flinkctl run -D key=value).
 	Config map[string]string `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// parallelism, when > 0, overrides the spec's default parallelism (flinkctl run -p).
-	Parallelism   int32 `protobuf:"varint,4,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Parallelism int32 `protobuf:"varint,4,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	// restore_path starts the job from a savepoint or a retained checkpoint (of any job): its
+	// directory or its _metadata file (flinkctl run -s).
+	RestorePath string `protobuf:"bytes,5,opt,name=restore_path,json=restorePath,proto3" json:"restore_path,omitempty"`
+	// allow_non_restored_state skips the state of operators the job does not have (-n).
+	AllowNonRestoredState bool      `protobuf:"varint,6,opt,name=allow_non_restored_state,json=allowNonRestoredState,proto3" json:"allow_non_restored_state,omitempty"`
+	ClaimMode             ClaimMode `protobuf:"varint,7,opt,name=claim_mode,json=claimMode,proto3,enum=goflink.v1.ClaimMode" json:"claim_mode,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +656,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +669,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitJobRequest) GetSpec() []byte {
@@ -339,6 +700,27 @@ func (x *SubmitJobRequest) GetParallelism() int32 {
 	return 0
 }
 
+func (x *SubmitJobRequest) GetRestorePath() string {
+	if x != nil {
+		return x.RestorePath
+	}
+	return ""
+}
+
+func (x *SubmitJobRequest) GetAllowNonRestoredState() bool {
+	if x != nil {
+		return x.AllowNonRestoredState
+	}
+	return false
+}
+
+func (x *SubmitJobRequest) GetClaimMode() ClaimMode {
+	if x != nil {
+		return x.ClaimMode
+	}
+	return ClaimMode_CLAIM_MODE_UNSPECIFIED
+}
+
 type SubmitJobResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -348,7 +730,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +742,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +755,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubmitJobResponse) GetJobId() string {
@@ -391,7 +773,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +785,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +798,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{12}
 }
 
 type ListJobsResponse struct {
@@ -428,7 +810,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +822,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +835,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobSummary {
@@ -472,7 +854,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +866,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +879,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -516,7 +898,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +910,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +923,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetJobResponse) GetJob() *JobDetails {
@@ -560,7 +942,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +954,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +967,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{10}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -603,7 +985,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +997,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +1010,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{11}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{17}
 }
 
 type WatchJobRequest struct {
@@ -640,7 +1022,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +1034,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +1047,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{12}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -684,7 +1066,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +1078,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[13]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +1091,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{13}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchJobResponse) GetJob() *JobDetails {
@@ -733,7 +1115,7 @@ type JobSummary struct {
 
 func (x *JobSummary) Reset() {
 	*x = JobSummary{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +1127,7 @@ func (x *JobSummary) String() string {
 func (*JobSummary) ProtoMessage() {}
 
 func (x *JobSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[14]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +1140,7 @@ func (x *JobSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSummary.ProtoReflect.Descriptor instead.
 func (*JobSummary) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{14}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobSummary) GetId() string {
@@ -813,7 +1195,7 @@ type TaskDetails struct {
 
 func (x *TaskDetails) Reset() {
 	*x = TaskDetails{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1207,7 @@ func (x *TaskDetails) String() string {
 func (*TaskDetails) ProtoMessage() {}
 
 func (x *TaskDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[15]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1220,7 @@ func (x *TaskDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDetails.ProtoReflect.Descriptor instead.
 func (*TaskDetails) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{15}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskDetails) GetOperator() string {
@@ -918,7 +1300,7 @@ type ExceptionEntry struct {
 
 func (x *ExceptionEntry) Reset() {
 	*x = ExceptionEntry{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1312,7 @@ func (x *ExceptionEntry) String() string {
 func (*ExceptionEntry) ProtoMessage() {}
 
 func (x *ExceptionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[16]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1325,7 @@ func (x *ExceptionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExceptionEntry.ProtoReflect.Descriptor instead.
 func (*ExceptionEntry) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{16}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExceptionEntry) GetTime() *timestamppb.Timestamp {
@@ -1033,7 +1415,7 @@ type JobDetails struct {
 
 func (x *JobDetails) Reset() {
 	*x = JobDetails{}
-	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1427,7 @@ func (x *JobDetails) String() string {
 func (*JobDetails) ProtoMessage() {}
 
 func (x *JobDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_job_service_proto_msgTypes[17]
+	mi := &file_goflink_v1_job_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1440,7 @@ func (x *JobDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDetails.ProtoReflect.Descriptor instead.
 func (*JobDetails) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{17}
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobDetails) GetId() string {
@@ -1150,7 +1532,25 @@ var File_goflink_v1_job_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1cgoflink/v1/job_service.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x01\n" +
+	"\x17TriggerSavepointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
+	"\x10target_directory\x18\x02 \x01(\tR\x0ftargetDirectory\x12\x12\n" +
+	"\x04stop\x18\x03 \x01(\bR\x04stop\x12\x14\n" +
+	"\x05drain\x18\x04 \x01(\bR\x05drain\"}\n" +
+	"\x18TriggerSavepointResponse\x12%\n" +
+	"\x0esavepoint_path\x18\x01 \x01(\tR\rsavepointPath\x12:\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\v2\x1a.goflink.v1.CheckpointInfoR\n" +
+	"checkpoint\"@\n" +
+	"\x17DisposeSavepointRequest\x12%\n" +
+	"\x0esavepoint_path\x18\x01 \x01(\tR\rsavepointPath\"\x1a\n" +
+	"\x18DisposeSavepointResponse\"L\n" +
+	"\x11RescaleJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12 \n" +
+	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\"9\n" +
+	"\x12RescaleJobResponse\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"/\n" +
 	"\x16ListCheckpointsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"W\n" +
 	"\x17ListCheckpointsResponse\x12<\n" +
@@ -1160,12 +1560,16 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\x19TriggerCheckpointResponse\x12:\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x1a.goflink.v1.CheckpointInfoR\n" +
-	"checkpoint\"\xe2\x01\n" +
+	"checkpoint\"\xf4\x02\n" +
 	"\x10SubmitJobRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12\x1b\n" +
 	"\tspec_name\x18\x02 \x01(\tR\bspecName\x12@\n" +
 	"\x06config\x18\x03 \x03(\v2(.goflink.v1.SubmitJobRequest.ConfigEntryR\x06config\x12 \n" +
-	"\vparallelism\x18\x04 \x01(\x05R\vparallelism\x1a9\n" +
+	"\vparallelism\x18\x04 \x01(\x05R\vparallelism\x12!\n" +
+	"\frestore_path\x18\x05 \x01(\tR\vrestorePath\x127\n" +
+	"\x18allow_non_restored_state\x18\x06 \x01(\bR\x15allowNonRestoredState\x124\n" +
+	"\n" +
+	"claim_mode\x18\a \x01(\x0e2\x15.goflink.v1.ClaimModeR\tclaimMode\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
@@ -1230,13 +1634,17 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\vparallelism\x18\n" +
 	" \x01(\x05R\vparallelism\x12C\n" +
 	"\x0flast_checkpoint\x18\v \x01(\v2\x1a.goflink.v1.CheckpointInfoR\x0elastCheckpoint\x124\n" +
-	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId*\xb3\x01\n" +
+	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId*V\n" +
+	"\tClaimMode\x12\x1a\n" +
+	"\x16CLAIM_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CLAIM_MODE_NO_CLAIM\x10\x01\x12\x14\n" +
+	"\x10CLAIM_MODE_CLAIM\x10\x02*\xb3\x01\n" +
 	"\x0fFailureHandling\x12 \n" +
 	"\x1cFAILURE_HANDLING_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FAILURE_HANDLING_RESTART\x10\x01\x12\x1b\n" +
 	"\x17FAILURE_HANDLING_MERGED\x10\x02\x12\x1f\n" +
 	"\x1bFAILURE_HANDLING_SUPPRESSED\x10\x03\x12\"\n" +
-	"\x1eFAILURE_HANDLING_UNRECOVERABLE\x10\x042\xaf\x04\n" +
+	"\x1eFAILURE_HANDLING_UNRECOVERABLE\x10\x042\xba\x06\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tSubmitJob\x12\x1c.goflink.v1.SubmitJobRequest\x1a\x1d.goflink.v1.SubmitJobResponse\x12E\n" +
@@ -1245,7 +1653,11 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\tCancelJob\x12\x1c.goflink.v1.CancelJobRequest\x1a\x1d.goflink.v1.CancelJobResponse\x12G\n" +
 	"\bWatchJob\x12\x1b.goflink.v1.WatchJobRequest\x1a\x1c.goflink.v1.WatchJobResponse0\x01\x12Z\n" +
 	"\x0fListCheckpoints\x12\".goflink.v1.ListCheckpointsRequest\x1a#.goflink.v1.ListCheckpointsResponse\x12`\n" +
-	"\x11TriggerCheckpoint\x12$.goflink.v1.TriggerCheckpointRequest\x1a%.goflink.v1.TriggerCheckpointResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"\x11TriggerCheckpoint\x12$.goflink.v1.TriggerCheckpointRequest\x1a%.goflink.v1.TriggerCheckpointResponse\x12]\n" +
+	"\x10TriggerSavepoint\x12#.goflink.v1.TriggerSavepointRequest\x1a$.goflink.v1.TriggerSavepointResponse\x12]\n" +
+	"\x10DisposeSavepoint\x12#.goflink.v1.DisposeSavepointRequest\x1a$.goflink.v1.DisposeSavepointResponse\x12K\n" +
+	"\n" +
+	"RescaleJob\x12\x1d.goflink.v1.RescaleJobRequest\x1a\x1e.goflink.v1.RescaleJobResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_job_service_proto_rawDescOnce sync.Once
@@ -1259,72 +1671,87 @@ func file_goflink_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_job_service_proto_rawDescData
 }
 
-var file_goflink_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_goflink_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_goflink_v1_job_service_proto_goTypes = []any{
-	(FailureHandling)(0),              // 0: goflink.v1.FailureHandling
-	(*ListCheckpointsRequest)(nil),    // 1: goflink.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),   // 2: goflink.v1.ListCheckpointsResponse
-	(*TriggerCheckpointRequest)(nil),  // 3: goflink.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 4: goflink.v1.TriggerCheckpointResponse
-	(*SubmitJobRequest)(nil),          // 5: goflink.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),         // 6: goflink.v1.SubmitJobResponse
-	(*ListJobsRequest)(nil),           // 7: goflink.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 8: goflink.v1.ListJobsResponse
-	(*GetJobRequest)(nil),             // 9: goflink.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 10: goflink.v1.GetJobResponse
-	(*CancelJobRequest)(nil),          // 11: goflink.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),         // 12: goflink.v1.CancelJobResponse
-	(*WatchJobRequest)(nil),           // 13: goflink.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),          // 14: goflink.v1.WatchJobResponse
-	(*JobSummary)(nil),                // 15: goflink.v1.JobSummary
-	(*TaskDetails)(nil),               // 16: goflink.v1.TaskDetails
-	(*ExceptionEntry)(nil),            // 17: goflink.v1.ExceptionEntry
-	(*JobDetails)(nil),                // 18: goflink.v1.JobDetails
-	nil,                               // 19: goflink.v1.SubmitJobRequest.ConfigEntry
-	(*CheckpointInfo)(nil),            // 20: goflink.v1.CheckpointInfo
-	(JobStatus)(0),                    // 21: goflink.v1.JobStatus
-	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
-	(ExecutionState)(0),               // 23: goflink.v1.ExecutionState
+	(ClaimMode)(0),                    // 0: goflink.v1.ClaimMode
+	(FailureHandling)(0),              // 1: goflink.v1.FailureHandling
+	(*TriggerSavepointRequest)(nil),   // 2: goflink.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),  // 3: goflink.v1.TriggerSavepointResponse
+	(*DisposeSavepointRequest)(nil),   // 4: goflink.v1.DisposeSavepointRequest
+	(*DisposeSavepointResponse)(nil),  // 5: goflink.v1.DisposeSavepointResponse
+	(*RescaleJobRequest)(nil),         // 6: goflink.v1.RescaleJobRequest
+	(*RescaleJobResponse)(nil),        // 7: goflink.v1.RescaleJobResponse
+	(*ListCheckpointsRequest)(nil),    // 8: goflink.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 9: goflink.v1.ListCheckpointsResponse
+	(*TriggerCheckpointRequest)(nil),  // 10: goflink.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 11: goflink.v1.TriggerCheckpointResponse
+	(*SubmitJobRequest)(nil),          // 12: goflink.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),         // 13: goflink.v1.SubmitJobResponse
+	(*ListJobsRequest)(nil),           // 14: goflink.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 15: goflink.v1.ListJobsResponse
+	(*GetJobRequest)(nil),             // 16: goflink.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 17: goflink.v1.GetJobResponse
+	(*CancelJobRequest)(nil),          // 18: goflink.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),         // 19: goflink.v1.CancelJobResponse
+	(*WatchJobRequest)(nil),           // 20: goflink.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),          // 21: goflink.v1.WatchJobResponse
+	(*JobSummary)(nil),                // 22: goflink.v1.JobSummary
+	(*TaskDetails)(nil),               // 23: goflink.v1.TaskDetails
+	(*ExceptionEntry)(nil),            // 24: goflink.v1.ExceptionEntry
+	(*JobDetails)(nil),                // 25: goflink.v1.JobDetails
+	nil,                               // 26: goflink.v1.SubmitJobRequest.ConfigEntry
+	(*CheckpointInfo)(nil),            // 27: goflink.v1.CheckpointInfo
+	(JobStatus)(0),                    // 28: goflink.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
+	(ExecutionState)(0),               // 30: goflink.v1.ExecutionState
 }
 var file_goflink_v1_job_service_proto_depIdxs = []int32{
-	20, // 0: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
-	20, // 1: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
-	19, // 2: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
-	15, // 3: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
-	18, // 4: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
-	18, // 5: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
-	21, // 6: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
-	22, // 7: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
-	22, // 8: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
-	23, // 9: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
-	22, // 10: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 11: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
-	21, // 12: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
-	22, // 13: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
-	22, // 14: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
-	16, // 15: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
-	17, // 16: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
-	20, // 17: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
-	5,  // 18: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
-	7,  // 19: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
-	9,  // 20: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
-	11, // 21: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
-	13, // 22: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
-	1,  // 23: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
-	3,  // 24: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
-	6,  // 25: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
-	8,  // 26: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
-	10, // 27: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
-	12, // 28: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
-	14, // 29: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
-	2,  // 30: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
-	4,  // 31: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	27, // 0: goflink.v1.TriggerSavepointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	27, // 1: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
+	27, // 2: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	26, // 3: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
+	0,  // 4: goflink.v1.SubmitJobRequest.claim_mode:type_name -> goflink.v1.ClaimMode
+	22, // 5: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
+	25, // 6: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
+	25, // 7: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
+	28, // 8: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
+	29, // 9: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
+	29, // 10: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	30, // 11: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
+	29, // 12: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 13: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
+	28, // 14: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
+	29, // 15: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
+	29, // 16: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
+	23, // 17: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
+	24, // 18: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
+	27, // 19: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
+	12, // 20: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
+	14, // 21: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
+	16, // 22: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
+	18, // 23: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
+	20, // 24: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
+	8,  // 25: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
+	10, // 26: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
+	2,  // 27: goflink.v1.JobService.TriggerSavepoint:input_type -> goflink.v1.TriggerSavepointRequest
+	4,  // 28: goflink.v1.JobService.DisposeSavepoint:input_type -> goflink.v1.DisposeSavepointRequest
+	6,  // 29: goflink.v1.JobService.RescaleJob:input_type -> goflink.v1.RescaleJobRequest
+	13, // 30: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
+	15, // 31: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
+	17, // 32: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
+	19, // 33: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
+	21, // 34: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
+	9,  // 35: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
+	11, // 36: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
+	3,  // 37: goflink.v1.JobService.TriggerSavepoint:output_type -> goflink.v1.TriggerSavepointResponse
+	5,  // 38: goflink.v1.JobService.DisposeSavepoint:output_type -> goflink.v1.DisposeSavepointResponse
+	7,  // 39: goflink.v1.JobService.RescaleJob:output_type -> goflink.v1.RescaleJobResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_job_service_proto_init() }
@@ -1339,8 +1766,8 @@ func file_goflink_v1_job_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_job_service_proto_rawDesc), len(file_goflink_v1_job_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   19,
+			NumEnums:      2,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

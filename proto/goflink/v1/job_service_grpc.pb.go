@@ -26,6 +26,9 @@ const (
 	JobService_WatchJob_FullMethodName          = "/goflink.v1.JobService/WatchJob"
 	JobService_ListCheckpoints_FullMethodName   = "/goflink.v1.JobService/ListCheckpoints"
 	JobService_TriggerCheckpoint_FullMethodName = "/goflink.v1.JobService/TriggerCheckpoint"
+	JobService_TriggerSavepoint_FullMethodName  = "/goflink.v1.JobService/TriggerSavepoint"
+	JobService_DisposeSavepoint_FullMethodName  = "/goflink.v1.JobService/DisposeSavepoint"
+	JobService_RescaleJob_FullMethodName        = "/goflink.v1.JobService/RescaleJob"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -52,6 +55,16 @@ type JobServiceClient interface {
 	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
 	// TriggerCheckpoint triggers a checkpoint now and waits until it completed or failed.
 	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error)
+	// TriggerSavepoint takes a savepoint (aligned, complete, self-contained) into a directory of
+	// its own under target_directory and waits until it completed or failed. With stop, the job
+	// stops with it (Flink's stop-with-savepoint): sources stop, the savepoint is taken, sinks
+	// commit it and the job ends FINISHED; if the savepoint fails the job keeps running.
+	TriggerSavepoint(ctx context.Context, in *TriggerSavepointRequest, opts ...grpc.CallOption) (*TriggerSavepointResponse, error)
+	// DisposeSavepoint deletes a savepoint's directory; it refuses one that is not a savepoint.
+	DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error)
+	// RescaleJob changes a running job's parallelism in place: a checkpoint, then every task
+	// redeployed at the new parallelism, restoring it (keyed state by key-group ranges).
+	RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error)
 }
 
 type jobServiceClient struct {
@@ -141,6 +154,36 @@ func (c *jobServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerChe
 	return out, nil
 }
 
+func (c *jobServiceClient) TriggerSavepoint(ctx context.Context, in *TriggerSavepointRequest, opts ...grpc.CallOption) (*TriggerSavepointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TriggerSavepointResponse)
+	err := c.cc.Invoke(ctx, JobService_TriggerSavepoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisposeSavepointResponse)
+	err := c.cc.Invoke(ctx, JobService_DisposeSavepoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RescaleJobResponse)
+	err := c.cc.Invoke(ctx, JobService_RescaleJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -165,6 +208,16 @@ type JobServiceServer interface {
 	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
 	// TriggerCheckpoint triggers a checkpoint now and waits until it completed or failed.
 	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error)
+	// TriggerSavepoint takes a savepoint (aligned, complete, self-contained) into a directory of
+	// its own under target_directory and waits until it completed or failed. With stop, the job
+	// stops with it (Flink's stop-with-savepoint): sources stop, the savepoint is taken, sinks
+	// commit it and the job ends FINISHED; if the savepoint fails the job keeps running.
+	TriggerSavepoint(context.Context, *TriggerSavepointRequest) (*TriggerSavepointResponse, error)
+	// DisposeSavepoint deletes a savepoint's directory; it refuses one that is not a savepoint.
+	DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error)
+	// RescaleJob changes a running job's parallelism in place: a checkpoint, then every task
+	// redeployed at the new parallelism, restoring it (keyed state by key-group ranges).
+	RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -195,6 +248,15 @@ func (UnimplementedJobServiceServer) ListCheckpoints(context.Context, *ListCheck
 }
 func (UnimplementedJobServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerCheckpoint not implemented")
+}
+func (UnimplementedJobServiceServer) TriggerSavepoint(context.Context, *TriggerSavepointRequest) (*TriggerSavepointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TriggerSavepoint not implemented")
+}
+func (UnimplementedJobServiceServer) DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DisposeSavepoint not implemented")
+}
+func (UnimplementedJobServiceServer) RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RescaleJob not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -336,6 +398,60 @@ func _JobService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_TriggerSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerSavepointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).TriggerSavepoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_TriggerSavepoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).TriggerSavepoint(ctx, req.(*TriggerSavepointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_DisposeSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisposeSavepointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).DisposeSavepoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_DisposeSavepoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).DisposeSavepoint(ctx, req.(*DisposeSavepointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_RescaleJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RescaleJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).RescaleJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_RescaleJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).RescaleJob(ctx, req.(*RescaleJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -366,6 +482,18 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TriggerCheckpoint",
 			Handler:    _JobService_TriggerCheckpoint_Handler,
+		},
+		{
+			MethodName: "TriggerSavepoint",
+			Handler:    _JobService_TriggerSavepoint_Handler,
+		},
+		{
+			MethodName: "DisposeSavepoint",
+			Handler:    _JobService_DisposeSavepoint_Handler,
+		},
+		{
+			MethodName: "RescaleJob",
+			Handler:    _JobService_RescaleJob_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -169,9 +169,12 @@ type JobVertex struct {
 	// max_parallelism is the number of key groups of keyed state in this vertex.
 	MaxParallelism int32 `protobuf:"varint,4,opt,name=max_parallelism,json=maxParallelism,proto3" json:"max_parallelism,omitempty"`
 	// operators in chain order: operators[0] is the head; records pass by function call.
-	Operators     []*Operator `protobuf:"bytes,5,rep,name=operators,proto3" json:"operators,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Operators []*Operator `protobuf:"bytes,5,rep,name=operators,proto3" json:"operators,omitempty"`
+	// fixed_parallelism: the spec set an operator's parallelism, or the operator runs as one
+	// subtask; rescaling leaves the vertex's parallelism alone.
+	FixedParallelism bool `protobuf:"varint,6,opt,name=fixed_parallelism,json=fixedParallelism,proto3" json:"fixed_parallelism,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobVertex) Reset() {
@@ -237,6 +240,13 @@ func (x *JobVertex) GetOperators() []*Operator {
 		return x.Operators
 	}
 	return nil
+}
+
+func (x *JobVertex) GetFixedParallelism() bool {
+	if x != nil {
+		return x.FixedParallelism
+	}
+	return false
 }
 
 // JobEdge connects the last operator of the source vertex to the head of the target vertex.
@@ -367,7 +377,10 @@ type Operator struct {
 	InputSchema  *Schema `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	OutputSchema *Schema `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	// config is the type's configuration as JSON, as its plan made it from the spec.
-	Config        []byte `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	Config []byte `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	// uid identifies the operator's state in checkpoints and savepoints (the spec's uid,
+	// default its name): a job restored from a snapshot gets the state of the same uid.
+	Uid           string `protobuf:"bytes,7,opt,name=uid,proto3" json:"uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +457,13 @@ func (x *Operator) GetConfig() []byte {
 	return nil
 }
 
+func (x *Operator) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
 var File_goflink_v1_jobgraph_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_jobgraph_proto_rawDesc = "" +
@@ -462,13 +482,14 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a<\n" +
 	"\x0eJobConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x01\n" +
 	"\tJobVertex\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x122\n" +
-	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"\xbb\x02\n" +
+	"\toperators\x18\x05 \x03(\v2\x14.goflink.v1.OperatorR\toperators\x12+\n" +
+	"\x11fixed_parallelism\x18\x06 \x01(\bR\x10fixedParallelism\"\xbb\x02\n" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\x05R\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\x05R\x06target\x129\n" +
@@ -481,14 +502,15 @@ const file_goflink_v1_jobgraph_proto_rawDesc = "" +
 	"timestamps\x12\x14\n" +
 	"\x05input\x18\b \x01(\x05R\x05input\x12\x1f\n" +
 	"\vside_output\x18\t \x01(\tR\n" +
-	"sideOutput\"\xbd\x02\n" +
+	"sideOutput\"\xcf\x02\n" +
 	"\bOperator\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04line\x18\x03 \x01(\x05R\x04line\x125\n" +
 	"\finput_schema\x18\x04 \x01(\v2\x12.goflink.v1.SchemaR\vinputSchema\x127\n" +
 	"\routput_schema\x18\x05 \x01(\v2\x12.goflink.v1.SchemaR\foutputSchema\x12\x16\n" +
-	"\x06config\x18\x06 \x01(\fR\x06configJ\x04\b\n" +
+	"\x06config\x18\x06 \x01(\fR\x06config\x12\x10\n" +
+	"\x03uid\x18\a \x01(\tR\x03uidJ\x04\b\n" +
 	"\x10\x17R\bsequenceR\x03mapR\x06filterR\x03sumR\x05countR\x06reduceR\x05printR\x04fileR\x04failR\adiscardR\x06customR\fkafka_sourceR\n" +
 	"kafka_sink*t\n" +
 	"\vPartitioner\x12\x1b\n" +

@@ -38,6 +38,7 @@ type RaftCommand struct {
 	//	*RaftCommand_AllocateCheckpointId
 	//	*RaftCommand_CompleteCheckpoint
 	//	*RaftCommand_RegisterJobmanager
+	//	*RaftCommand_RescaleJob
 	Op            isRaftCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -139,6 +140,15 @@ func (x *RaftCommand) GetRegisterJobmanager() *RegisterJobManagerCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetRescaleJob() *RescaleJobCommand {
+	if x != nil {
+		if x, ok := x.Op.(*RaftCommand_RescaleJob); ok {
+			return x.RescaleJob
+		}
+	}
+	return nil
+}
+
 type isRaftCommand_Op interface {
 	isRaftCommand_Op()
 }
@@ -163,6 +173,10 @@ type RaftCommand_RegisterJobmanager struct {
 	RegisterJobmanager *RegisterJobManagerCommand `protobuf:"bytes,14,opt,name=register_jobmanager,json=registerJobmanager,proto3,oneof"`
 }
 
+type RaftCommand_RescaleJob struct {
+	RescaleJob *RescaleJobCommand `protobuf:"bytes,15,opt,name=rescale_job,json=rescaleJob,proto3,oneof"`
+}
+
 func (*RaftCommand_SubmitJob) isRaftCommand_Op() {}
 
 func (*RaftCommand_UpdateJobStatus) isRaftCommand_Op() {}
@@ -172,6 +186,8 @@ func (*RaftCommand_AllocateCheckpointId) isRaftCommand_Op() {}
 func (*RaftCommand_CompleteCheckpoint) isRaftCommand_Op() {}
 
 func (*RaftCommand_RegisterJobmanager) isRaftCommand_Op() {}
+
+func (*RaftCommand_RescaleJob) isRaftCommand_Op() {}
 
 // RegisterJobManagerCommand records a JobManager's RPC address under its Raft node ID, so that
 // followers can tell clients and TaskManagers where the leader serves. A leader proposes it for
@@ -283,9 +299,12 @@ func (x *JobManagerRecord) GetRpcAddress() string {
 
 // SubmitJobCommand records a validated job. Applying it twice is a no-op.
 type SubmitJobCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Graph         *JobGraph              `protobuf:"bytes,2,opt,name=graph,proto3" json:"graph,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Graph *JobGraph              `protobuf:"bytes,2,opt,name=graph,proto3" json:"graph,omitempty"`
+	// restore is the snapshot the job starts from (flinkctl run -s): its first retained
+	// checkpoint, and its ID the start of the job's checkpoint ID counter.
+	Restore       *CompletedCheckpoint `protobuf:"bytes,3,opt,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +353,66 @@ func (x *SubmitJobCommand) GetGraph() *JobGraph {
 	return nil
 }
 
+func (x *SubmitJobCommand) GetRestore() *CompletedCheckpoint {
+	if x != nil {
+		return x.Restore
+	}
+	return nil
+}
+
+// RescaleJobCommand replaces a running job's graph with the same job at another parallelism.
+type RescaleJobCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Graph         *JobGraph              `protobuf:"bytes,2,opt,name=graph,proto3" json:"graph,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescaleJobCommand) Reset() {
+	*x = RescaleJobCommand{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescaleJobCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescaleJobCommand) ProtoMessage() {}
+
+func (x *RescaleJobCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescaleJobCommand.ProtoReflect.Descriptor instead.
+func (*RescaleJobCommand) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RescaleJobCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RescaleJobCommand) GetGraph() *JobGraph {
+	if x != nil {
+		return x.Graph
+	}
+	return nil
+}
+
 // UpdateJobStatusCommand moves a job to a new status. Transitions out of a terminal status are
 // rejected; repeating the current status is a no-op.
 type UpdateJobStatusCommand struct {
@@ -347,7 +426,7 @@ type UpdateJobStatusCommand struct {
 
 func (x *UpdateJobStatusCommand) Reset() {
 	*x = UpdateJobStatusCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +438,7 @@ func (x *UpdateJobStatusCommand) String() string {
 func (*UpdateJobStatusCommand) ProtoMessage() {}
 
 func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +451,7 @@ func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobStatusCommand.ProtoReflect.Descriptor instead.
 func (*UpdateJobStatusCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpdateJobStatusCommand) GetJobId() string {
@@ -410,7 +489,7 @@ type AllocateCheckpointIdCommand struct {
 
 func (x *AllocateCheckpointIdCommand) Reset() {
 	*x = AllocateCheckpointIdCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +501,7 @@ func (x *AllocateCheckpointIdCommand) String() string {
 func (*AllocateCheckpointIdCommand) ProtoMessage() {}
 
 func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +514,7 @@ func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateCheckpointIdCommand.ProtoReflect.Descriptor instead.
 func (*AllocateCheckpointIdCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AllocateCheckpointIdCommand) GetJobId() string {
@@ -465,7 +544,7 @@ type CompleteCheckpointCommand struct {
 
 func (x *CompleteCheckpointCommand) Reset() {
 	*x = CompleteCheckpointCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +556,7 @@ func (x *CompleteCheckpointCommand) String() string {
 func (*CompleteCheckpointCommand) ProtoMessage() {}
 
 func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +569,7 @@ func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteCheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CompleteCheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompleteCheckpointCommand) GetJobId() string {
@@ -532,15 +611,18 @@ type JobRecord struct {
 	// leader_id is the JobManager leader (Raft node ID) that last changed the job's status, and
 	// leader_term the Raft term of that change: a later leader that takes the job over names it
 	// in the exception history. Empty in records of older versions.
-	LeaderId      string `protobuf:"bytes,11,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderTerm    uint64 `protobuf:"varint,12,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	LeaderId   string `protobuf:"bytes,11,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,12,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// savepoints are the job's completed savepoints, oldest first (at most 100); retention
+	// never deletes them.
+	Savepoints    []*CompletedCheckpoint `protobuf:"bytes,13,rep,name=savepoints,proto3" json:"savepoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[7]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +634,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[7]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +647,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JobRecord) GetId() string {
@@ -652,6 +734,13 @@ func (x *JobRecord) GetLeaderTerm() uint64 {
 	return 0
 }
 
+func (x *JobRecord) GetSavepoints() []*CompletedCheckpoint {
+	if x != nil {
+		return x.Savepoints
+	}
+	return nil
+}
+
 // FSMSnapshot is the whole replicated state, written by FSM snapshots.
 type FSMSnapshot struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -665,7 +754,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[8]
+	mi := &file_goflink_v1_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +766,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[8]
+	mi := &file_goflink_v1_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +779,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FSMSnapshot) GetVersion() int32 {
@@ -719,7 +808,7 @@ var File_goflink_v1_raft_proto protoreflect.FileDescriptor
 const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x15goflink/v1/raft.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x04\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x04\n" +
 	"\vRaftCommand\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
 	"\bproposer\x18\x02 \x01(\tR\bproposer\x12=\n" +
@@ -729,7 +818,9 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x11update_job_status\x18\v \x01(\v2\".goflink.v1.UpdateJobStatusCommandH\x00R\x0fupdateJobStatus\x12_\n" +
 	"\x16allocate_checkpoint_id\x18\f \x01(\v2'.goflink.v1.AllocateCheckpointIdCommandH\x00R\x14allocateCheckpointId\x12X\n" +
 	"\x13complete_checkpoint\x18\r \x01(\v2%.goflink.v1.CompleteCheckpointCommandH\x00R\x12completeCheckpoint\x12X\n" +
-	"\x13register_jobmanager\x18\x0e \x01(\v2%.goflink.v1.RegisterJobManagerCommandH\x00R\x12registerJobmanagerB\x04\n" +
+	"\x13register_jobmanager\x18\x0e \x01(\v2%.goflink.v1.RegisterJobManagerCommandH\x00R\x12registerJobmanager\x12@\n" +
+	"\vrescale_job\x18\x0f \x01(\v2\x1d.goflink.v1.RescaleJobCommandH\x00R\n" +
+	"rescaleJobB\x04\n" +
 	"\x02op\"U\n" +
 	"\x19RegisterJobManagerCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
@@ -738,8 +829,12 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x10JobManagerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vrpc_address\x18\x02 \x01(\tR\n" +
-	"rpcAddress\"U\n" +
+	"rpcAddress\"\x90\x01\n" +
 	"\x10SubmitJobCommand\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
+	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\x129\n" +
+	"\arestore\x18\x03 \x01(\v2\x1f.goflink.v1.CompletedCheckpointR\arestore\"V\n" +
+	"\x11RescaleJobCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\"\x83\x01\n" +
 	"\x16UpdateJobStatusCommand\x12\x15\n" +
@@ -754,7 +849,7 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x1f.goflink.v1.CompletedCheckpointR\n" +
 	"checkpoint\x12!\n" +
-	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\x8d\x04\n" +
+	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\xce\x04\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\x12-\n" +
@@ -771,7 +866,10 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	" \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\vcheckpoints\x12\x1b\n" +
 	"\tleader_id\x18\v \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\f \x01(\x04R\n" +
-	"leaderTerm\"\x92\x01\n" +
+	"leaderTerm\x12?\n" +
+	"\n" +
+	"savepoints\x18\r \x03(\v2\x1f.goflink.v1.CompletedCheckpointR\n" +
+	"savepoints\"\x92\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12)\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x15.goflink.v1.JobRecordR\x04jobs\x12>\n" +
@@ -789,45 +887,50 @@ func file_goflink_v1_raft_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_raft_proto_rawDescData
 }
 
-var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_goflink_v1_raft_proto_goTypes = []any{
 	(*RaftCommand)(nil),                 // 0: goflink.v1.RaftCommand
 	(*RegisterJobManagerCommand)(nil),   // 1: goflink.v1.RegisterJobManagerCommand
 	(*JobManagerRecord)(nil),            // 2: goflink.v1.JobManagerRecord
 	(*SubmitJobCommand)(nil),            // 3: goflink.v1.SubmitJobCommand
-	(*UpdateJobStatusCommand)(nil),      // 4: goflink.v1.UpdateJobStatusCommand
-	(*AllocateCheckpointIdCommand)(nil), // 5: goflink.v1.AllocateCheckpointIdCommand
-	(*CompleteCheckpointCommand)(nil),   // 6: goflink.v1.CompleteCheckpointCommand
-	(*JobRecord)(nil),                   // 7: goflink.v1.JobRecord
-	(*FSMSnapshot)(nil),                 // 8: goflink.v1.FSMSnapshot
-	(*timestamppb.Timestamp)(nil),       // 9: google.protobuf.Timestamp
-	(*JobGraph)(nil),                    // 10: goflink.v1.JobGraph
-	(JobStatus)(0),                      // 11: goflink.v1.JobStatus
+	(*RescaleJobCommand)(nil),           // 4: goflink.v1.RescaleJobCommand
+	(*UpdateJobStatusCommand)(nil),      // 5: goflink.v1.UpdateJobStatusCommand
+	(*AllocateCheckpointIdCommand)(nil), // 6: goflink.v1.AllocateCheckpointIdCommand
+	(*CompleteCheckpointCommand)(nil),   // 7: goflink.v1.CompleteCheckpointCommand
+	(*JobRecord)(nil),                   // 8: goflink.v1.JobRecord
+	(*FSMSnapshot)(nil),                 // 9: goflink.v1.FSMSnapshot
+	(*timestamppb.Timestamp)(nil),       // 10: google.protobuf.Timestamp
+	(*JobGraph)(nil),                    // 11: goflink.v1.JobGraph
 	(*CompletedCheckpoint)(nil),         // 12: goflink.v1.CompletedCheckpoint
+	(JobStatus)(0),                      // 13: goflink.v1.JobStatus
 }
 var file_goflink_v1_raft_proto_depIdxs = []int32{
-	9,  // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
+	10, // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
 	3,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
-	4,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
-	5,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
-	6,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
+	5,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
+	6,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
+	7,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
 	1,  // 5: goflink.v1.RaftCommand.register_jobmanager:type_name -> goflink.v1.RegisterJobManagerCommand
-	10, // 6: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
-	11, // 7: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
-	12, // 8: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
-	10, // 9: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
-	11, // 10: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
-	9,  // 11: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 12: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
-	9,  // 13: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
-	12, // 14: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
-	7,  // 15: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
-	2,  // 16: goflink.v1.FSMSnapshot.jobmanagers:type_name -> goflink.v1.JobManagerRecord
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	4,  // 6: goflink.v1.RaftCommand.rescale_job:type_name -> goflink.v1.RescaleJobCommand
+	11, // 7: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
+	12, // 8: goflink.v1.SubmitJobCommand.restore:type_name -> goflink.v1.CompletedCheckpoint
+	11, // 9: goflink.v1.RescaleJobCommand.graph:type_name -> goflink.v1.JobGraph
+	13, // 10: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
+	12, // 11: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
+	11, // 12: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
+	13, // 13: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
+	10, // 14: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
+	10, // 15: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
+	10, // 16: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
+	12, // 17: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
+	12, // 18: goflink.v1.JobRecord.savepoints:type_name -> goflink.v1.CompletedCheckpoint
+	8,  // 19: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
+	2,  // 20: goflink.v1.FSMSnapshot.jobmanagers:type_name -> goflink.v1.JobManagerRecord
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_raft_proto_init() }
@@ -844,6 +947,7 @@ func file_goflink_v1_raft_proto_init() {
 		(*RaftCommand_AllocateCheckpointId)(nil),
 		(*RaftCommand_CompleteCheckpoint)(nil),
 		(*RaftCommand_RegisterJobmanager)(nil),
+		(*RaftCommand_RescaleJob)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -851,7 +955,7 @@ func file_goflink_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_raft_proto_rawDesc), len(file_goflink_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

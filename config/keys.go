@@ -77,6 +77,7 @@ const (
 	CheckpointTolerable     = "execution.checkpointing.tolerable-failed-checkpoints"
 	CheckpointNumRetained   = "execution.checkpointing.num-retained"
 	CheckpointDir           = "execution.checkpointing.dir"
+	SavepointDir            = "execution.checkpointing.savepoint-dir"
 	StateBackend            = "state.backend.type"
 	RestartStrategy         = "restart-strategy.type"
 	FailoverStrategy        = "jobmanager.execution.failover-strategy"
@@ -133,6 +134,8 @@ var options = []Option{
 		Description: "Completed checkpoints retained."},
 	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
 		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines). Unset: the JobManager's default, else <tmp>/goflink-checkpoints."},
+	{Key: SavepointDir, Kind: KindString, Scope: ScopeJob,
+		Description: "Default directory of savepoints (flinkctl savepoint and stop without a directory), each in its own savepoint-<job>-<random>/ under it; every JobManager and TaskManager must reach it. Unset: a savepoint needs a directory."},
 	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},
 		Description: "Keyed state backend: hashmap (in memory) or bbolt (on local disk, snapshots from a read transaction while processing continues)."},
 	{Key: FailoverStrategy, Kind: KindEnum, Default: "region", Scope: ScopeJob, Enum: []string{"full", "region"},

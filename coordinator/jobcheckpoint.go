@@ -187,7 +187,7 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 	byOp := map[string]int32{}
 	for _, v := range m.graph.GetVertices() {
 		for _, op := range v.GetOperators() {
-			byOp[op.GetName()] = v.GetId()
+			byOp[storage.OperatorUID(op)] = v.GetId()
 		}
 	}
 	fresh := map[string][]*pb.OperatorSubtaskState{}

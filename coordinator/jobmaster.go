@@ -498,7 +498,7 @@ func (m *jobMaster) taskRestore(v *pb.JobVertex) *pb.TaskRestore {
 	r := &pb.TaskRestore{CheckpointId: m.restoredID, BaseDir: m.jobDir}
 	for _, st := range m.restore.GetStates() {
 		for _, op := range v.GetOperators() {
-			if op.GetName() == st.GetOperator() {
+			if storage.OperatorUID(op) == st.GetOperator() {
 				r.States = append(r.States, st)
 			}
 		}

@@ -38,7 +38,7 @@ type Env struct {
 }
 
 // commonFields are the fields of every operator; the others belong to its type.
-var commonFields = []string{"name", "type", "inputs", "parallelism"}
+var commonFields = []string{"name", "uid", "type", "inputs", "parallelism"}
 
 // specOp is one parsed operator of the spec.
 type specOp struct {
@@ -54,6 +54,8 @@ type specOp struct {
 	badInputs   bool // the inputs field could not be read
 	parallelism int
 	parLine     int
+	// uid names the operator's state in snapshots: the spec's uid, default its name.
+	uid string
 
 	// resolved
 	inputs     []*specOp
@@ -225,6 +227,7 @@ func (b *builder) resolveParallelism(top *spec.Map) {
 // does not depend on them is still checked, and its readers are checked against what is known.
 func (b *builder) parseOperators(list []spec.Value) {
 	names := map[string]*specOp{}
+	uids := map[string]*specOp{}
 	for i, v := range list {
 		op := &specOp{index: i, line: v.Line(), path: v.Path(), value: v}
 		b.ops = append(b.ops, op)
@@ -268,6 +271,7 @@ func (b *builder) parseOperators(list []spec.Value) {
 			op.parLine = e.Line()
 			op.parallelism, _ = parallelism(e.Value)
 		}
+		b.parseUID(op, m, uids)
 		if op.t != nil && op.t.Fields != nil {
 			allowed := append(slices.Clone(commonFields), op.t.Fields...)
 			if op.is(operator.RoleSource) {
@@ -282,6 +286,39 @@ func (b *builder) parseOperators(list []spec.Value) {
 		}
 	}
 }
+
+// parseUID reads an operator's uid (default: its name) and checks that no two operators share
+// one: a snapshot's state is matched to operators by uid.
+func (b *builder) parseUID(op *specOp, m *spec.Map, uids map[string]*specOp) {
+	op.uid = op.name
+	e, ok := m.Get("uid")
+	if ok {
+		u, ok := e.String()
+		switch {
+		case !ok:
+			return
+		case strings.TrimSpace(u) == "" || strings.ContainsAny(u, "\n\r\t") || len(u) > maxUIDLen:
+			e.Problemf("must be a non-empty name of at most %d characters on one line, got %q", maxUIDLen, u)
+			return
+		}
+		op.uid = u
+	}
+	if op.uid == "" {
+		return
+	}
+	if prev, dup := uids[op.uid]; dup {
+		where := m.Value
+		if ok {
+			where = e.Value
+		}
+		where.Problemf("uid %q is also the uid of operator %q (line %d): each operator's state needs its own", op.uid, prev.name, prev.line)
+		return
+	}
+	uids[op.uid] = op
+}
+
+// maxUIDLen bounds an operator's uid.
+const maxUIDLen = 256
 
 // parseType looks the operator's type up.
 func (b *builder) parseType(op *specOp, m *spec.Map) {
@@ -433,7 +470,7 @@ func (b *builder) plan(op *specOp) {
 	case op.t.Global && op.parallelism > 1:
 		b.ps.Add(op.parLine, op.path+".parallelism", "%s runs in one subtask: its parallelism is 1, got %d", op.typ, op.parallelism)
 	}
-	op.pbOp = &pb.Operator{Name: op.name, Type: op.typ, Line: int32(op.line)}
+	op.pbOp = &pb.Operator{Name: op.name, Uid: op.uid, Type: op.typ, Line: int32(op.line)}
 	var in *operator.Shape
 	var ins []*operator.Shape
 	switch {
@@ -498,7 +535,7 @@ func (b *builder) planSourceWatermark(op *specOp) {
 	m.CheckKeys(operator.Watermark.Fields, "for a watermark")
 	p := operator.NewPlanner(b.name, op.name, "watermark", b.cfg, op.out, op.watermark.Value, m)
 	cfg, _ := operator.Watermark.Plan(p)
-	op.wmOp = &pb.Operator{Name: op.name + ".watermark", Type: operator.Watermark.Name, Line: int32(op.watermark.Line()),
+	op.wmOp = &pb.Operator{Name: op.name + ".watermark", Uid: op.uid + ".watermark", Type: operator.Watermark.Name, Line: int32(op.watermark.Line()),
 		InputSchema: op.pbOp.GetOutputSchema(), OutputSchema: op.pbOp.GetOutputSchema(), Config: cfg}
 }
 
@@ -648,6 +685,8 @@ func newEdge(src, to *specOp, part pb.Partitioner, key *expression.Program, inpu
 type vertex struct {
 	ops         []*specOp
 	par, maxPar int
+	// fixed: an operator's parallelism comes from the spec or its type, not the default.
+	fixed bool
 }
 
 // chain groups the operators into vertices and checks their max parallelism. It needs only
@@ -705,6 +744,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 		if len(ins) == 1 && ins[0].part == pb.Partitioner_PARTITIONER_FORWARD && ins[0].side == nil && len(out[ins[0].from]) == 1 {
 			if v := vertexOf[ins[0].from]; v != nil {
 				v.ops = append(v.ops, op)
+				v.fixed = v.fixed || fixedPar(op)
 				vertexOf[op] = v
 				continue
 			}
@@ -717,19 +757,23 @@ func (b *builder) chain() ([]*vertex, []edge) {
 		if err := state.ValidateMaxParallelism(mp, p); err != nil {
 			b.ps.Add(cmp.Or(op.parLine, op.line), op.path, "%v (%s)", err, config.MaxParallelism)
 		}
-		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp}
+		v := &vertex{ops: []*specOp{op}, par: p, maxPar: mp, fixed: fixedPar(op)}
 		vertices = append(vertices, v)
 		vertexOf[op] = v
 	}
 	return vertices, edges
 }
 
+// fixedPar reports whether an operator's parallelism is not the job's default: set in the
+// spec, or one for a type that runs in one subtask.
+func fixedPar(op *specOp) bool { return op.parallelism > 0 || (op.t != nil && op.t.Global) }
+
 // graph builds the JobGraph of a spec without problems, whose schemas are all known.
 func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGraph {
 	g := &pb.JobGraph{Name: name, Config: b.cfg.Map(), JobConfig: b.jobCfg}
 	vertexOf := map[*specOp]*pb.JobVertex{}
 	for _, v := range vertices {
-		jv := &pb.JobVertex{Id: int32(len(g.Vertices)), Parallelism: int32(v.par), MaxParallelism: int32(v.maxPar)}
+		jv := &pb.JobVertex{Id: int32(len(g.Vertices)), Parallelism: int32(v.par), MaxParallelism: int32(v.maxPar), FixedParallelism: v.fixed}
 		for i, op := range v.ops {
 			if i > 0 {
 				jv.Name += " -> "

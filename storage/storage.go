@@ -73,11 +73,22 @@ type FileWriter struct {
 // metadata and temporary files). The file must not exist: every writer of a checkpoint must
 // use its own name (e.g. operator and subtask).
 func CreateFile(jobDir string, id int64, name string) (*FileWriter, error) {
+	return createFile(jobDir, CheckpointDirName(id), name)
+}
+
+// CreateSavepointFile creates <dir>/<name> in a savepoint's directory, as CreateFile does in a
+// checkpoint's; its handle's path is name alone (relative to the savepoint's directory).
+func CreateSavepointFile(dir, name string) (*FileWriter, error) {
+	return createFile(dir, ".", name)
+}
+
+// createFile creates <root>/<sub>/<name>; the handle's path is <sub>/<name>, relative to root.
+func createFile(root, sub, name string) (*FileWriter, error) {
 	if name == "" || name != filepath.Base(name) || strings.ContainsAny(name, `/\`) ||
 		strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 		return nil, fmt.Errorf("storage: invalid state file name %q", name)
 	}
-	dir := filepath.Join(jobDir, CheckpointDirName(id))
+	dir := filepath.Join(root, sub)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
@@ -89,7 +100,7 @@ func CreateFile(jobDir string, id int64, name string) (*FileWriter, error) {
 		f:   f,
 		w:   bufio.NewWriterSize(f, 256<<10),
 		crc: crc32.New(castagnoli),
-		rel: path.Join(CheckpointDirName(id), name),
+		rel: path.Join(sub, name),
 	}, nil
 }
 
@@ -210,24 +221,41 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	if md.GetCheckpointId() <= 0 {
 		return "", fmt.Errorf("storage: metadata of invalid checkpoint id %d", md.GetCheckpointId())
 	}
+	chk := CheckpointDirName(md.GetCheckpointId())
+	if err := writeMetadata(filepath.Join(jobDir, chk), md); err != nil {
+		return "", fmt.Errorf("storage: writing %s/%s: %w", chk, MetadataFile, err)
+	}
+	return chk, nil
+}
+
+// WriteSavepointMetadata publishes md as <dir>/_metadata, as WriteMetadata does for a
+// checkpoint; md.Savepoint is set. The savepoint is complete once it returns.
+func WriteSavepointMetadata(dir string, md *pb.CheckpointMetadata) error {
+	md = proto.CloneOf(md)
+	md.Savepoint = true
+	if err := writeMetadata(dir, md); err != nil {
+		return fmt.Errorf("storage: writing savepoint metadata %s: %w", filepath.Join(dir, MetadataFile), err)
+	}
+	return nil
+}
+
+// writeMetadata writes dir/_metadata atomically and fsyncs dir and its parent.
+func writeMetadata(dir string, md *pb.CheckpointMetadata) error {
 	if md.GetVersion() == 0 {
 		md = proto.CloneOf(md)
 		md.Version = MetadataVersion
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(md)
 	if err != nil {
-		return "", fmt.Errorf("storage: marshal metadata: %w", err)
+		return fmt.Errorf("marshal metadata: %w", err)
 	}
 	b = binary.BigEndian.AppendUint32(b, Checksum(b))
-
-	chk := CheckpointDirName(md.GetCheckpointId())
-	dir := filepath.Join(jobDir, chk)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("storage: %w", err)
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+MetadataFile+"-*.tmp")
 	if err != nil {
-		return "", fmt.Errorf("storage: %w", err)
+		return err
 	}
 	_, err = tmp.Write(b)
 	if err == nil {
@@ -238,16 +266,15 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("storage: writing %s/%s: %w", chk, MetadataFile, err)
+		return err
 	}
-	// The checkpoint directory holds the state files and _metadata; the job directory holds
-	// the checkpoint directory's entry.
-	for _, d := range []string{dir, jobDir} {
+	// The directory holds the state files and _metadata; its parent holds its entry.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
 		if err := syncDir(d); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return chk, nil
+	return nil
 }
 
 // ReadMetadata reads and verifies the metadata of the checkpoint at chkPath (relative to the
@@ -314,6 +341,19 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 		}
 	}
 	return md, nil
+}
+
+// DiscardAt removes the snapshot at path relative to root (a checkpoint's "chk-<n>" in its job
+// directory, or "." for a savepoint's own directory); a missing one is fine.
+func DiscardAt(root, rel string) error {
+	p, err := localPath(root, rel)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("storage: discard %s: %w", p, err)
+	}
+	return nil
 }
 
 // Discard removes checkpoint id's directory; a missing one is fine.

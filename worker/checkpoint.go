@@ -50,6 +50,7 @@ func (s *stateContext) RestoredCheckpointID() int64      { return s.restored }
 // chainMember is one operator (or the source) of the task's chain, in chain order.
 type chainMember struct {
 	name  string
+	uid   string // its state's name in snapshots
 	impl  any
 	store *state.OperatorStateStore
 }
@@ -88,7 +89,7 @@ func (t *task) initState(keyType keyInfo) error {
 	for i := range t.chain {
 		m := &t.chain[i]
 		m.store = state.NewOperatorStateStore()
-		if err := m.store.Restore(states[m.name], int(t.id.GetSubtask()), int(t.vertex.GetParallelism())); err != nil {
+		if err := m.store.Restore(states[m.uid], int(t.id.GetSubtask()), int(t.vertex.GetParallelism())); err != nil {
 			return fmt.Errorf("restore operator state of %s: %w", m.name, err)
 		}
 	}
@@ -149,6 +150,16 @@ func (t *task) triggerFromRPC(b *pb.CheckpointBarrier) error {
 		t.deferred = append(t.deferred, b)
 		return nil
 	}
+	if t.source != nil && b.GetStop() && b.GetDrain() && b.GetCheckpointId() > t.lastCheckpoint && !t.aborted[b.GetCheckpointId()] {
+		// A draining stop: event time ends and every operator's input ends before the
+		// barrier, downstream too (EndOfData), so the savepoint holds what they emitted last.
+		if err := t.endInput(); err != nil {
+			return err
+		}
+		if err := t.broadcastEvent(endOfData); err != nil {
+			return err
+		}
+	}
 	return t.triggerCheckpoint(b, 0)
 }
 
@@ -201,7 +212,7 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 			}
 		}
 		states = append(states, &pb.OperatorSubtaskState{
-			Operator: m.name, Subtask: t.id.GetSubtask(), Parallelism: t.vertex.GetParallelism(),
+			Operator: m.uid, Subtask: t.id.GetSubtask(), Parallelism: t.vertex.GetParallelism(),
 			MaxParallelism: t.vertex.GetMaxParallelism(), Lists: m.store.Snapshot(),
 		})
 	}
@@ -212,17 +223,21 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 			return fmt.Errorf("checkpoint %d: keyed state snapshot: %w", id, err)
 		}
 	}
+	if b.GetStop() {
+		t.stopID, t.stopped = id, false
+	}
 	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds()}
-	t.async.Go(func() { t.finishCheckpoint(id, snap, states, metrics) })
+	dir := b.GetSavepointDir()
+	t.async.Go(func() { t.finishCheckpoint(id, dir, snap, states, metrics) })
 	return nil
 }
 
 // finishCheckpoint is the asynchronous part: write the keyed state, then acknowledge. A
 // failure here declines the checkpoint; the task keeps running.
-func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics) {
+func (t *task) finishCheckpoint(id int64, savepointDir string, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics) {
 	start := time.Now()
 	if snap != nil {
-		keyed, err := t.writeKeyed(id, snap)
+		keyed, err := t.writeKeyed(id, savepointDir, snap)
 		if err != nil {
 			if t.ctx.Err() == nil {
 				level := slog.LevelWarn
@@ -256,10 +271,18 @@ func (t *task) finishCheckpoint(id int64, snap state.Snapshot, states []*pb.Oper
 	})
 }
 
-func (t *task) writeKeyed(id int64, snap state.Snapshot) (*pb.KeyedStateHandle, error) {
+// writeKeyed writes the keyed state of checkpoint id into the job's checkpoint directory, or
+// of a savepoint into its directory.
+func (t *task) writeKeyed(id int64, savepointDir string, snap state.Snapshot) (*pb.KeyedStateHandle, error) {
 	defer snap.Release()
 	name := fmt.Sprintf("keyed-v%d-s%d-a%d", t.id.GetVertexId(), t.id.GetSubtask(), t.id.GetAttempt())
-	f, err := storage.CreateFile(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), id, name)
+	var f *storage.FileWriter
+	var err error
+	if savepointDir != "" {
+		f, err = storage.CreateSavepointFile(savepointDir, name)
+	} else {
+		f, err = storage.CreateFile(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), id, name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +318,10 @@ func (t *task) broadcastEvent(ev *pb.Event) error {
 // notifyComplete delivers a completion: everything up to id is committed. Completions are
 // monotonic; older ones are ignored.
 func (t *task) notifyComplete(id int64) error {
+	if t.stopID != 0 && id >= t.stopID && !t.stopped {
+		t.stopped = true // once the chain committed it, below
+		defer t.log.Info("stop savepoint completed; the task ends", "task", t.name, "savepoint_id", t.stopID)
+	}
 	if id <= t.lastCompleted {
 		return nil
 	}
@@ -309,6 +336,10 @@ func (t *task) notifyAborted(id, latestCompleted int64) error {
 		if err := t.notifyComplete(latestCompleted); err != nil {
 			return err
 		}
+	}
+	if id == t.stopID && !t.stopped {
+		t.stopID = 0
+		t.log.Info("stop savepoint aborted; the task goes on", "task", t.name, "savepoint_id", id)
 	}
 	if id > t.lastCheckpoint {
 		t.aborted[id] = true // its barrier, when it comes, is skipped

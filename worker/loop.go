@@ -28,6 +28,18 @@ func (t *task) runSource() error {
 	wait.Stop()
 	defer wait.Stop()
 	for {
+		if t.stopID != 0 || t.inputEnded {
+			// A stop savepoint was taken (or a drain ended the input): nothing more is
+			// emitted. The task ends once it completed; an aborted one resumes the source
+			// unless the drain ended its input.
+			if err := t.awaitStop(); err != nil {
+				return err
+			}
+			if t.stopped || t.inputEnded {
+				return nil
+			}
+			continue
+		}
 		n, delay, done, err := t.source.Emit(sourceBatch)
 		if err != nil {
 			return err
@@ -174,12 +186,16 @@ func (t *task) process(it gateItem) error {
 	if b.event != nil {
 		if b.isEndOfPartition() {
 			t.open--
+			t.markDataEnded(it.ch.idx)
 			if t.barriers != nil {
 				return t.barriers.processEndOfPartition(it.ch.idx)
 			}
 			return nil
 		}
 		it.ch.release() // every other event spent a credit like a buffer
+		if b.event.GetEndOfData() != nil {
+			return t.onEndOfData(it.ch.idx)
+		}
 		if ok, err := t.processWatermarkEvent(b.event, it.ch.idx); ok || err != nil {
 			return err
 		}
@@ -202,6 +218,9 @@ func (t *task) process(it gateItem) error {
 	input := int(in.edge.GetInput())
 	if !in.timestamps {
 		t.time.stamp = operator.NoTimestamp
+	}
+	if t.inputEnded {
+		return fmt.Errorf("records on input channel %d after its end of data", it.ch.idx)
 	}
 	for range b.records {
 		if in.timestamps {
@@ -257,10 +276,34 @@ func (t *task) flush() error {
 }
 
 // finish ends the input of every operator, waits for the final checkpoint, then closes the
-// outputs with end-of-partition.
+// outputs with end-of-partition. A task stopped with a savepoint ends without ending its
+// operators' input: their state is in the savepoint, and a job resumed from it goes on.
 func (t *task) finish() error {
+	if t.stopID != 0 {
+		if err := t.awaitStop(); err != nil {
+			return err
+		}
+		if t.stopped {
+			return t.broadcastEvent(endOfPartition)
+		}
+	}
+	if err := t.endInput(); err != nil {
+		return err
+	}
+	if err := t.awaitFinalCheckpoint(); err != nil {
+		return err
+	}
+	return t.broadcastEvent(endOfPartition)
+}
+
+// endInput ends the input of every operator once: a source first ends event time, so that
+// every window and timer fires.
+func (t *task) endInput() error {
+	if t.inputEnded {
+		return nil
+	}
+	t.inputEnded = true
 	if t.source != nil {
-		// A bounded source ends event time, so that every window and timer fires.
 		if err := t.advanceWatermark(0, operator.MaxWatermark); err != nil {
 			return err
 		}
@@ -270,8 +313,51 @@ func (t *task) finish() error {
 			return fmt.Errorf("end input of %s: %w", t.ctxs[len(t.ctxs)-len(t.ops)+i].OperatorName, err)
 		}
 	}
-	if err := t.awaitFinalCheckpoint(); err != nil {
+	return nil
+}
+
+// markDataEnded records that input channel ch sends no more records (EndOfData or its end of
+// partition).
+func (t *task) markDataEnded(ch int) {
+	if t.dataEndedCh == nil {
+		t.dataEndedCh = make([]bool, len(t.channels))
+	}
+	if ch >= 0 && ch < len(t.dataEndedCh) && !t.dataEndedCh[ch] {
+		t.dataEndedCh[ch] = true
+		t.dataEnded++
+	}
+}
+
+// onEndOfData handles a draining stop's EndOfData on channel ch: once every channel sent it,
+// the operators' input ends (their last output goes out before the savepoint's barrier) and
+// the task sends it on.
+func (t *task) onEndOfData(ch int) error {
+	t.markDataEnded(ch)
+	if t.dataEnded < len(t.channels) || t.inputEnded {
+		return nil
+	}
+	if err := t.endInput(); err != nil {
 		return err
 	}
-	return t.broadcastEvent(endOfPartition)
+	return t.broadcastEvent(endOfData)
+}
+
+// awaitStop waits, handling mail and timers, until the stop savepoint the task took completed
+// (stopped) or was aborted (stopID is 0 again); without one it returns at once.
+func (t *task) awaitStop() error {
+	if t.stopID == 0 || t.stopped {
+		return nil
+	}
+	tick, stop := t.flushTicker()
+	defer stop()
+	t.log.Info("stopping with a savepoint; waiting for it to complete", "task", t.name, "savepoint_id", t.stopID)
+	for t.stopID != 0 && !t.stopped {
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if _, err := t.step(nil, nil, tick); err != nil {
+			return err
+		}
+	}
+	return nil
 }

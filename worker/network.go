@@ -32,6 +32,9 @@ func (b *buffer) isEndOfPartition() bool { return b.event.GetEndOfPartition() !=
 
 var endOfPartition = &pb.Event{Kind: &pb.Event_EndOfPartition{EndOfPartition: &pb.EndOfPartition{}}}
 
+// endOfData is a draining stop-with-savepoint's end of records on a channel.
+var endOfData = &pb.Event{Kind: &pb.Event_EndOfData{EndOfData: &pb.EndOfData{}}}
+
 // producerError says a task lost the input of one producer attempt.
 type producerError struct {
 	producer *pb.ExecutionAttemptID

@@ -17,6 +17,7 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
+	"github.com/goflink/goflink/storage"
 )
 
 // sourceBatch is how many records a source emits between looks at the mailbox and clock.
@@ -105,6 +106,17 @@ type task struct {
 	deferred []*pb.CheckpointBarrier
 	aborted  map[int64]bool
 	async    sync.WaitGroup // asynchronous checkpoint parts
+
+	// Stop-with-savepoint. stopID is the stop savepoint whose barrier the task took (0: none):
+	// a source emits nothing after it, and the task ends once it completed (stopped), without
+	// ending its operators' input, or goes on when it is aborted. inputEnded: the operators'
+	// EndInput ran (a drain, or the end of the input); dataEnded counts the input channels
+	// that sent EndOfData (or ended), per channel in dataEndedCh.
+	stopID      int64
+	stopped     bool
+	inputEnded  bool
+	dataEnded   int
+	dataEndedCh []bool
 
 	time eventTime // owned by the task goroutine
 }
@@ -323,7 +335,7 @@ func (t *task) setup() error {
 			return err
 		}
 		built[i] = o
-		t.chain = append(t.chain, chainMember{name: spec.GetName(), impl: o})
+		t.chain = append(t.chain, chainMember{name: spec.GetName(), uid: storage.OperatorUID(spec), impl: o})
 	}
 	ki, err := t.parseInputs()
 	if err != nil {

@@ -83,15 +83,21 @@ type checkpointIO interface {
 	// triggerFailed).
 	triggerTasks(tasks []string, b *pb.CheckpointBarrier)
 	// finalize writes the checkpoint's metadata and returns its store record.
-	finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error)
+	// A savepoint's metadata goes into its own directory (sp.dir).
+	finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64, sp *savepointRequest) (*pb.CompletedCheckpoint, error)
 	// commit adds the checkpoint to the replicated store: the commit point. It returns the
 	// checkpoints the store subsumed.
-	commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error)
+	// savepointOnly records an intermediate savepoint, which the store does not retain.
+	commit(cp *pb.CompletedCheckpoint, savepointOnly bool) ([]*pb.CompletedCheckpoint, error)
 	// notifyComplete and notifyAborted tell every task (best effort, asynchronous).
 	notifyComplete(id int64)
 	notifyAborted(id, latestCompleted int64)
-	// discard deletes a checkpoint's files (asynchronously).
-	discard(id int64)
+	// discard deletes the files of a checkpoint that did not complete, or of a savepoint's
+	// directory (asynchronously); discardCompleted those of a subsumed one the job owns.
+	discard(id int64, sp *savepointRequest)
+	discardCompleted(cp *pb.CompletedCheckpoint)
+	// stopFailed tells the job master that its stop-with-savepoint failed.
+	stopFailed(sp *savepointRequest, msg string)
 	// failJob triggers a failover because the checkpoint failures exceeded the tolerance.
 	failJob(cause string)
 }
@@ -108,6 +114,24 @@ type pendingCheckpoint struct {
 	states    []*pb.OperatorSubtaskState
 	info      *pb.CheckpointInfo // its history entry, updated in place (acks, state size, alignment)
 	replies   []chan<- checkpointResult
+	// sp is set for a savepoint.
+	sp *savepointRequest
+}
+
+// savepointRequest makes a triggered checkpoint a savepoint.
+type savepointRequest struct {
+	dir         string // the savepoint's own directory (absolute; created by its writers)
+	stop, drain bool   // stop-with-savepoint, with a drain
+}
+
+// intermediate reports whether a savepoint is not a stop's: it commits nothing, and no
+// failover restores it (Flink 1.15+).
+func (sp *savepointRequest) intermediate() bool { return sp != nil && !sp.stop }
+
+// manualRequest is a checkpoint or savepoint requested by a user.
+type manualRequest struct {
+	reply chan<- checkpointResult
+	sp    *savepointRequest
 }
 
 // checkpointResult answers a manual trigger.
@@ -129,7 +153,9 @@ type checkpointCoordinator struct {
 	// soon: a task waits for its final checkpoint; when a pending one ends, the next periodic
 	// trigger comes forward (see triggerSoon).
 	soon           bool
-	manualQueue    []chan<- checkpointResult
+	manualQueue    []manualRequest
+	// paused: a stop-with-savepoint is under way; no periodic checkpoints meanwhile.
+	paused bool
 	pending        []*pendingCheckpoint // ascending IDs
 	lastCompletion time.Time
 	latestComplete int64
@@ -174,9 +200,12 @@ func (c *checkpointCoordinator) start() {
 // stop ends periodic checkpoints and aborts every queued and pending checkpoint with reason
 // (a job failover, suspension or the job's end: none of these count as failures).
 func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg string) {
-	c.periodic, c.nextPeriodic, c.periodicQueued, c.soon = false, time.Time{}, false, false
+	c.periodic, c.nextPeriodic, c.periodicQueued, c.soon, c.paused = false, time.Time{}, false, false, false
 	for _, r := range c.manualQueue {
-		r <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+		r.reply <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+		if r.sp != nil && r.sp.stop {
+			c.io.stopFailed(r.sp, msg)
+		}
 	}
 	c.manualQueue = nil
 	for len(c.pending) > 0 {
@@ -184,9 +213,13 @@ func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg stri
 	}
 }
 
-// triggerManual queues a checkpoint requested by a user; reply receives its outcome.
-func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult) {
-	c.manualQueue = append(c.manualQueue, reply)
+// triggerManual queues a checkpoint (sp nil) or savepoint requested by a user; reply receives
+// its outcome. A stop-with-savepoint pauses periodic checkpoints until it fails.
+func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult, sp *savepointRequest) {
+	if sp != nil && sp.stop {
+		c.paused = true
+	}
+	c.manualQueue = append(c.manualQueue, manualRequest{reply: reply, sp: sp})
 	c.runQueued()
 }
 
@@ -195,7 +228,7 @@ func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult) {
 // since the last completion; while max-concurrent checkpoints are pending, to when one ends.
 // So a bounded job ends soon after its input, and no request is dropped for the pause.
 func (c *checkpointCoordinator) triggerSoon() {
-	if !c.periodic {
+	if !c.periodic || c.paused {
 		return
 	}
 	if len(c.pending) >= c.s.maxConcurrent {
@@ -243,7 +276,7 @@ func (c *checkpointCoordinator) onTimer() {
 				fmt.Sprintf("checkpoint expired before completing (timeout %v)", c.s.timeout))
 		}
 	}
-	if c.periodic && !c.nextPeriodic.IsZero() && !now.Before(c.nextPeriodic) {
+	if c.periodic && !c.paused && !c.nextPeriodic.IsZero() && !now.Before(c.nextPeriodic) {
 		// Fixed rate: the next firing is one interval after this one was due.
 		for !c.nextPeriodic.After(now) {
 			c.nextPeriodic = c.nextPeriodic.Add(c.s.interval)
@@ -260,10 +293,10 @@ func (c *checkpointCoordinator) runQueued() {
 	for len(c.pending) < c.s.maxConcurrent {
 		switch {
 		case len(c.manualQueue) > 0:
-			reply := c.manualQueue[0]
+			r := c.manualQueue[0]
 			c.manualQueue = c.manualQueue[1:]
-			c.triggerNow(reply)
-		case c.periodicQueued:
+			c.triggerNow(r.reply, r.sp)
+		case c.periodicQueued && !c.paused:
 			c.periodicQueued = false
 			if wait := c.lastCompletion.Add(c.s.minPause).Sub(c.now()); !c.lastCompletion.IsZero() && wait > 0 {
 				c.record(&pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED,
@@ -272,23 +305,27 @@ func (c *checkpointCoordinator) runQueued() {
 				c.nextPeriodic = c.now().Add(wait)
 				continue
 			}
-			c.triggerNow(nil)
+			c.triggerNow(nil, nil)
 		default:
 			return
 		}
 	}
 }
 
-// triggerNow starts one checkpoint: plan, ID, pending entry, barriers to the sources.
-func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
+// triggerNow starts one checkpoint (or savepoint): plan, ID, pending entry, barriers to the
+// sources.
+func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *savepointRequest) {
 	now := c.now()
 	fail := func(reason pb.CheckpointFailureReason, msg string) {
 		info := &pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(now),
-			FailureReason: reason, Failure: msg, Manual: reply != nil}
+			FailureReason: reason, Failure: msg, Manual: reply != nil, Savepoint: sp != nil}
 		c.record(info)
 		c.onFailure(-1, reason)
 		if reply != nil {
 			reply <- checkpointResult{info: info, err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+		}
+		if sp != nil && sp.stop {
+			c.io.stopFailed(sp, msg)
 		}
 	}
 	plan, ok := c.io.plan()
@@ -301,6 +338,9 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		if reply != nil {
 			reply <- checkpointResult{err: errors.New("checkpoint not triggered: every task has finished")}
 		}
+		if sp != nil && sp.stop {
+			c.io.stopFailed(sp, "every task has finished")
+		}
 		return
 	}
 	id, err := c.io.allocateID()
@@ -309,7 +349,11 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
-	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), barrier: b,
+	if sp != nil {
+		// A savepoint is always aligned (as in Flink, also with at-least-once checkpoints).
+		b.Mode, b.SavepointDir, b.Stop, b.Drain = pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE, sp.dir, sp.stop, sp.stop && sp.drain
+	}
+	p := &pendingCheckpoint{id: id, trigger: now, deadline: now.Add(c.s.timeout), barrier: b, sp: sp,
 		waiting: map[string]bool{}, triggered: map[string]bool{}, states: slices.Clone(plan.finished)}
 	for _, k := range plan.wait {
 		p.waiting[k] = true
@@ -321,7 +365,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult) {
 		p.replies = append(p.replies, reply)
 	}
 	p.info = &pb.CheckpointInfo{Id: id, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, TriggerTime: timestamppb.New(now),
-		Total: int32(len(plan.wait)), Manual: reply != nil}
+		Total: int32(len(plan.wait)), Manual: reply != nil, Savepoint: sp != nil}
 	c.record(p.info)
 	c.pending = append(c.pending, p)
 	c.io.triggerTasks(plan.trigger, b)
@@ -408,10 +452,10 @@ func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
 // complete finalizes a fully acknowledged checkpoint: metadata, then the Raft commit (the
 // commit point), then subsumption and notifications.
 func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
-	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes())
+	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes(), p.sp)
 	if err == nil {
 		var subsumed []*pb.CompletedCheckpoint
-		subsumed, err = c.io.commit(cp)
+		subsumed, err = c.io.commit(cp, p.sp.intermediate())
 		if err == nil {
 			c.completed(p, cp, subsumed)
 			return
@@ -433,10 +477,21 @@ func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
 func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.CompletedCheckpoint, subsumed []*pb.CompletedCheckpoint) {
 	now := c.now()
 	c.remove(p)
+	if p.sp.intermediate() {
+		// A savepoint beside the checkpoints: nothing is retained, subsumed or notified.
+		p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
+		p.info.DurationMs = now.Sub(p.trigger).Milliseconds()
+		p.info.Path = p.sp.dir
+		c.onSuccess(p.id)
+		c.reply(p, checkpointResult{info: p.info})
+		c.runQueued()
+		c.resumeSoon()
+		return
+	}
 	c.retained = append(c.retained, cp)
 	for _, s := range subsumed {
 		c.retained = slices.DeleteFunc(c.retained, func(r *pb.CompletedCheckpoint) bool { return r.GetId() == s.GetId() })
-		c.io.discard(s.GetId())
+		c.io.discardCompleted(s)
 	}
 	c.latestComplete = p.id
 	c.lastCompletion = now
@@ -471,9 +526,13 @@ func (c *checkpointCoordinator) abort(p *pendingCheckpoint, reason pb.Checkpoint
 	p.info.FailureReason, p.info.Failure = reason, msg
 	p.info.DurationMs = c.now().Sub(p.trigger).Milliseconds()
 	c.io.notifyAborted(p.id, c.latestComplete)
-	c.io.discard(p.id)
+	c.io.discard(p.id, p.sp)
 	c.reply(p, checkpointResult{info: p.info, err: fmt.Errorf("checkpoint %d failed: %s", p.id, msg)})
 	c.onFailure(p.id, reason)
+	if p.sp != nil && p.sp.stop {
+		c.paused = false
+		c.io.stopFailed(p.sp, msg)
+	}
 	if c.periodic || len(c.manualQueue) > 0 {
 		c.runQueued()
 		c.resumeSoon()

@@ -132,7 +132,7 @@ func (f *ckptIO) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
 	f.triggered = append(f.triggered, tasks)
 }
 
-func (f *ckptIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
+func (f *ckptIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64, _ *savepointRequest) (*pb.CompletedCheckpoint, error) {
 	f.rec("finalize", id, 0)
 	f.finalized[id] = ckptFinalized{trigger: trigger, states: slices.Clone(states), size: size}
 	if f.finalizeErr != nil {
@@ -142,7 +142,7 @@ func (f *ckptIO) finalize(id int64, trigger time.Time, states []*pb.OperatorSubt
 		CompletionTime: timestamppb.New(f.clk.now()), StateSizeBytes: size, BaseDir: "/ckpt/job"}, nil
 }
 
-func (f *ckptIO) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error) {
+func (f *ckptIO) commit(cp *pb.CompletedCheckpoint, _ bool) ([]*pb.CompletedCheckpoint, error) {
 	f.rec("commit", cp.GetId(), 0)
 	if f.commitErr != nil {
 		return nil, f.commitErr
@@ -159,9 +159,11 @@ func (f *ckptIO) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, 
 	return subsumed, nil
 }
 
-func (f *ckptIO) notifyComplete(id int64)        { f.rec("notifyComplete", id, 0) }
-func (f *ckptIO) notifyAborted(id, latest int64) { f.rec("notifyAborted", id, latest) }
-func (f *ckptIO) discard(id int64)               { f.rec("discard", id, 0) }
+func (f *ckptIO) notifyComplete(id int64)                     { f.rec("notifyComplete", id, 0) }
+func (f *ckptIO) notifyAborted(id, latest int64)              { f.rec("notifyAborted", id, latest) }
+func (f *ckptIO) discard(id int64, _ *savepointRequest)       { f.rec("discard", id, 0) }
+func (f *ckptIO) discardCompleted(cp *pb.CompletedCheckpoint) { f.rec("discard", cp.GetId(), 0) }
+func (f *ckptIO) stopFailed(_ *savepointRequest, msg string)  { f.rec("stopFailed", 0, 0) }
 func (f *ckptIO) failJob(cause string) {
 	f.rec("failJob", 0, 0)
 	f.failCauses = append(f.failCauses, cause)
@@ -319,7 +321,7 @@ func (h *ckptHarness) wantTriggeredAt(id int64, d time.Duration) {
 // reply is detected instead of blocking.
 func (h *ckptHarness) manual() chan checkpointResult {
 	ch := make(chan checkpointResult, 4)
-	h.c.triggerManual(ch)
+	h.c.triggerManual(ch, nil)
 	return ch
 }
 
@@ -1559,7 +1561,7 @@ func TestCheckpointNotTriggeredWhenEveryTaskFinished(t *testing.T) {
 	h := newCkptHarness(t, func(s *checkpointSettings) { s.interval = 0 })
 	h.io.tasks = checkpointPlan{}
 	reply := make(chan checkpointResult, 1)
-	h.c.triggerManual(reply)
+	h.c.triggerManual(reply, nil)
 	if r := <-reply; r.err == nil {
 		t.Fatalf("manual trigger with every task finished: %v, want an error", r.info)
 	}

@@ -143,8 +143,17 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
 		return "", err
 	}
+	var restore *pb.CompletedCheckpoint
+	if req.GetRestorePath() != "" {
+		if graph.GetConfig()[config.CheckpointInterval] == "" {
+			return "", fmt.Errorf("%w %s: the job does not take checkpoints (set %s)", ErrInvalidRestore, req.GetRestorePath(), config.CheckpointInterval)
+		}
+		if restore, err = restoreFrom(graph, req); err != nil {
+			return "", err
+		}
+	}
 	id := randomHex(16)
-	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph}}}
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph, Restore: restore}}}
 	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
 		return "", fmt.Errorf("record job: %w", err)
 	}
@@ -152,7 +161,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("job %s vanished after it was recorded", id)
 	}
-	d.log.Info("job submitted", "job_id", id, "name", graph.GetName())
+	d.log.Info("job submitted", "job_id", id, "name", graph.GetName(), "restore", req.GetRestorePath())
 	if err := d.launch(rec); err != nil {
 		return "", err
 	}
@@ -210,6 +219,13 @@ func resolveCheckpointDir(g *pb.JobGraph) error {
 		g.Config = map[string]string{}
 	}
 	g.Config[config.CheckpointDir] = abs
+	if sp := g.GetConfig()[config.SavepointDir]; sp != "" {
+		abs, err := filepath.Abs(sp)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", config.SavepointDir, sp, err)
+		}
+		g.Config[config.SavepointDir] = abs
+	}
 	return nil
 }
 
@@ -243,8 +259,9 @@ func (d *dispatcher) allocateCheckpointIDs(jobID string, count int) (int64, erro
 
 // completeCheckpoint commits a completed checkpoint through Raft: the commit point of the
 // checkpoint (jobHost). It returns the checkpoints the store subsumed.
-func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error) {
-	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{JobId: jobID, Checkpoint: cp, NumRetained: int32(numRetained)}}}
+func (d *dispatcher) completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int, savepointOnly bool) ([]*pb.CompletedCheckpoint, error) {
+	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{
+		JobId: jobID, Checkpoint: cp, NumRetained: int32(numRetained), SavepointOnly: savepointOnly}}}
 	res, err := d.node.apply(cmd, applyTimeout)
 	if err != nil {
 		return nil, err

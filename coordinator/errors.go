@@ -34,6 +34,21 @@ var (
 	ErrCheckpointingDisabled = errors.New("checkpointing is not enabled for this job (set execution.checkpointing.interval)")
 	// ErrJobNotRunning is returned when an operation needs a running job.
 	ErrJobNotRunning = errors.New("job is not running")
+	// ErrStopInProgress refuses a savepoint or rescale while a stop-with-savepoint runs.
+	ErrStopInProgress = errors.New("a stop-with-savepoint is in progress")
+	// ErrNoSavepointDir is returned for a savepoint without a directory and without
+	// execution.checkpointing.savepoint-dir.
+	ErrNoSavepointDir = errors.New("no savepoint directory: give one or set execution.checkpointing.savepoint-dir")
+	// ErrInvalidRestore is wrapped by every refusal of a snapshot to start a job from (flinkctl
+	// run -s): not a snapshot, corrupt, state the job cannot take.
+	ErrInvalidRestore = errors.New("cannot start the job from this snapshot")
+	// ErrInvalidArgument is wrapped by other refusals of a request's values (a parallelism
+	// out of range).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotEnoughSlots refuses a rescale the cluster has no slots for.
+	ErrNotEnoughSlots = errors.New("not enough free slots")
+	// ErrSavepointFailed is returned when a triggered savepoint did not complete.
+	ErrSavepointFailed = errors.New("savepoint failed")
 )
 
 // grpcCodes maps domain errors to gRPC status codes at the service boundary (etcd's
@@ -49,6 +64,12 @@ var grpcCodes = []struct {
 	{ErrTaskManagerIDInUse, codes.AlreadyExists},
 	{ErrCheckpointingDisabled, codes.FailedPrecondition},
 	{ErrJobNotRunning, codes.FailedPrecondition},
+	{ErrStopInProgress, codes.FailedPrecondition},
+	{ErrNoSavepointDir, codes.FailedPrecondition},
+	{ErrInvalidRestore, codes.InvalidArgument},
+	{ErrInvalidArgument, codes.InvalidArgument},
+	{ErrSavepointFailed, codes.Aborted},
+	{ErrNotEnoughSlots, codes.FailedPrecondition},
 	{job.ErrInvalidSpec, codes.InvalidArgument},
 }
 

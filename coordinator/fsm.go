@@ -58,6 +58,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		res = f.applyAllocateCheckpointID(op.AllocateCheckpointId)
 	case *pb.RaftCommand_CompleteCheckpoint:
 		res = f.applyCompleteCheckpoint(op.CompleteCheckpoint)
+	case *pb.RaftCommand_RescaleJob:
+		res = f.applyRescaleJob(op.RescaleJob)
 	case *pb.RaftCommand_RegisterJobmanager:
 		res = f.applyRegisterJobManager(op.RegisterJobmanager)
 	default:
@@ -71,9 +73,16 @@ func (f *fsm) applySubmitJob(cmd *pb.RaftCommand, c *pb.SubmitJobCommand) error 
 	if _, ok := f.jobs[c.GetJobId()]; ok {
 		return nil // applied before
 	}
-	f.jobs[c.GetJobId()] = &pb.JobRecord{
+	rec := &pb.JobRecord{
 		Id: c.GetJobId(), Graph: c.GetGraph(), Status: pb.JobStatus_JOB_STATUS_CREATED, SubmitTime: cmd.GetTime(),
 	}
+	if r := c.GetRestore(); r != nil {
+		// Started from a snapshot: it is the job's first retained checkpoint, and the job's
+		// checkpoint IDs go on after it (its sinks' pending transactions carry its IDs).
+		rec.Checkpoints = []*pb.CompletedCheckpoint{r}
+		rec.LastCheckpointId = r.GetId()
+	}
+	f.jobs[c.GetJobId()] = rec
 	f.order = append(f.order, c.GetJobId())
 	return nil
 }
@@ -141,6 +150,16 @@ func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 	}
 	cp := c.GetCheckpoint()
 	var subsumed []*pb.CompletedCheckpoint
+	if cp.GetSavepoint() && cp.GetId() <= j.LastCheckpointId &&
+		!slices.ContainsFunc(j.Savepoints, func(s *pb.CompletedCheckpoint) bool { return s.GetId() == cp.GetId() }) {
+		j.Savepoints = append(j.Savepoints, cp)
+		if drop := len(j.Savepoints) - maxSavepointRecords; drop > 0 {
+			j.Savepoints = slices.Clone(j.Savepoints[drop:])
+		}
+	}
+	if c.GetSavepointOnly() {
+		return subsumed
+	}
 	if n := len(j.Checkpoints); n > 0 && j.Checkpoints[n-1].GetId() >= cp.GetId() {
 		return subsumed // applied before, or older than the newest: never go back
 	}
@@ -154,6 +173,26 @@ func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 		j.Checkpoints = slices.Clone(j.Checkpoints[drop:])
 	}
 	return subsumed
+}
+
+// maxSavepointRecords bounds a job's savepoint records (the oldest are forgotten, not deleted).
+const maxSavepointRecords = 100
+
+// applyRescaleJob replaces a job's graph by the same job at another parallelism.
+func (f *fsm) applyRescaleJob(c *pb.RescaleJobCommand) error {
+	j, ok := f.jobs[c.GetJobId()]
+	if !ok {
+		return fmt.Errorf("rescale job %s: %w", c.GetJobId(), ErrJobNotFound)
+	}
+	if isTerminalJob(j.Status) {
+		return fmt.Errorf("rescale job %s: %w", c.GetJobId(), ErrJobTerminal)
+	}
+	if len(c.GetGraph().GetVertices()) != len(j.GetGraph().GetVertices()) {
+		return fmt.Errorf("rescale job %s: the new graph has %d vertices, the job %d", c.GetJobId(),
+			len(c.GetGraph().GetVertices()), len(j.GetGraph().GetVertices()))
+	}
+	j.Graph = c.GetGraph()
+	return nil
 }
 
 // isTerminalJob reports whether a job status is globally terminal.

@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"maps"
 	"time"
 
@@ -113,22 +115,40 @@ func (m *jobMaster) triggerTasks(tasks []string, b *pb.CheckpointBarrier) {
 	}
 }
 
-func (m *jobMaster) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64) (*pb.CompletedCheckpoint, error) {
-	m.rememberStates(states)
+func (m *jobMaster) finalize(id int64, trigger time.Time, states []*pb.OperatorSubtaskState, size int64, sp *savepointRequest) (*pb.CompletedCheckpoint, error) {
 	md := &pb.CheckpointMetadata{Version: 1, JobId: m.id, CheckpointId: id, TriggerTimeMs: trigger.UnixMilli(), States: states}
-	path, err := storage.WriteMetadata(m.jobDir, md)
-	if err != nil {
-		return nil, fmt.Errorf("write checkpoint %d metadata: %w", id, err)
+	cp := &pb.CompletedCheckpoint{Id: id, TriggerTime: timestamppb.New(trigger), StateSizeBytes: size}
+	if sp != nil {
+		if err := storage.WriteSavepointMetadata(sp.dir, md); err != nil {
+			return nil, fmt.Errorf("write savepoint %d metadata: %w", id, err)
+		}
+		// A stop's savepoint is retained for a failover until the job ends; the job never
+		// deletes a savepoint.
+		cp.Path, cp.BaseDir, cp.Savepoint, cp.NotOwned = ".", sp.dir, true, true
+	} else {
+		path, err := storage.WriteMetadata(m.jobDir, md)
+		if err != nil {
+			return nil, fmt.Errorf("write checkpoint %d metadata: %w", id, err)
+		}
+		cp.Path, cp.BaseDir = path, m.jobDir
 	}
-	return &pb.CompletedCheckpoint{Id: id, Path: path, TriggerTime: timestamppb.New(trigger), CompletionTime: timestamppb.Now(),
-		StateSizeBytes: size, BaseDir: m.jobDir}, nil
+	if !sp.intermediate() {
+		m.rememberStates(states)
+	}
+	cp.CompletionTime = timestamppb.Now()
+	return cp, nil
 }
 
-func (m *jobMaster) commit(cp *pb.CompletedCheckpoint) ([]*pb.CompletedCheckpoint, error) {
-	subsumed, err := m.host.completeCheckpoint(m.id, cp, m.cpSettings.numRetained)
+func (m *jobMaster) commit(cp *pb.CompletedCheckpoint, savepointOnly bool) ([]*pb.CompletedCheckpoint, error) {
+	subsumed, err := m.host.completeCheckpoint(m.id, cp, m.cpSettings.numRetained, savepointOnly)
 	if err == nil {
-		m.log.Info("checkpoint completed", "checkpoint_id", cp.GetId(), "size_bytes", cp.GetStateSizeBytes(),
-			"duration", cp.GetCompletionTime().AsTime().Sub(cp.GetTriggerTime().AsTime()).Round(time.Millisecond))
+		kind := "checkpoint"
+		if cp.GetSavepoint() {
+			kind = "savepoint"
+		}
+		m.log.Info(kind+" completed", "checkpoint_id", cp.GetId(), "size_bytes", cp.GetStateSizeBytes(),
+			"duration", cp.GetCompletionTime().AsTime().Sub(cp.GetTriggerTime().AsTime()).Round(time.Millisecond),
+			"path", filepath.Join(cp.GetBaseDir(), cp.GetPath()))
 	}
 	return subsumed, err
 }
@@ -162,13 +182,40 @@ func (m *jobMaster) notifyAborted(id, latestCompleted int64) {
 	})
 }
 
-func (m *jobMaster) discard(id int64) {
-	dir := m.jobDir
+func (m *jobMaster) discard(id int64, sp *savepointRequest) {
+	root, rel := m.jobDir, storage.CheckpointDirName(id)
+	if sp != nil {
+		root, rel = sp.dir, "."
+	}
+	m.discardAt(id, root, rel)
+}
+
+// discardCompleted deletes a subsumed checkpoint's files unless the job does not own them (a
+// snapshot it was started from without claiming it, a savepoint).
+func (m *jobMaster) discardCompleted(cp *pb.CompletedCheckpoint) {
+	if cp.GetNotOwned() {
+		return
+	}
+	m.discardAt(cp.GetId(), cmp.Or(cp.GetBaseDir(), m.jobDir), cp.GetPath())
+}
+
+func (m *jobMaster) discardAt(id int64, root, rel string) {
 	m.wg.Go(func() {
-		if err := storage.Discard(dir, id); err != nil {
+		if err := storage.DiscardAt(root, rel); err != nil {
 			m.log.Warn("cannot delete checkpoint files", "checkpoint_id", id, "err", err)
 		}
 	})
+}
+
+// stopFailed handles a stop-with-savepoint that failed. Without a drain the tasks go on (the
+// abort notification resumes them). After a drain their input has ended, so the job restarts
+// from its latest checkpoint, as after a failure (handled by the loop: see run).
+func (m *jobMaster) stopFailed(sp *savepointRequest, msg string) {
+	m.stopping = false
+	m.log.Warn("stop-with-savepoint failed; the job keeps running", "drain", sp.drain, "cause", msg)
+	if sp.drain {
+		m.drainFailed = "stop-with-savepoint --drain failed after the input was drained: " + msg
+	}
 }
 
 func (m *jobMaster) failJob(cause string) {

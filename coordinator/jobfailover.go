@@ -250,8 +250,24 @@ func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 		}
 	}
 	m.execs = execs
+	m.dropRemovedSubtasks()
 	m.log.Info("redeploying tasks", "tasks", fresh, "of", len(execs), "attempt", m.attempt, "restored_checkpoint_id", m.restoredID)
 	m.tryAssignSlots()
+}
+
+// dropRemovedSubtasks forgets the executions of subtasks the graph no longer has (a rescale
+// to a lower parallelism) and frees the slots beyond the job's new slot count.
+func (m *jobMaster) dropRemovedSubtasks() {
+	for k, e := range m.bySubtask {
+		if m.graph.GetVertices()[e.id.GetVertexId()].GetParallelism() <= e.id.GetSubtask() {
+			delete(m.bySubtask, k)
+			delete(m.byKey, e.key)
+		}
+	}
+	if n := m.slotCount(); len(m.slots) > n {
+		m.rm.releaseSlots(m.id, m.slots[n:])
+		m.slots = slices.Clone(m.slots[:n])
+	}
 }
 
 // unassigned is the TaskManager of an execution that waits for a slot.

@@ -88,6 +88,12 @@ type (
 	}
 	evTriggerCheckpoint struct {
 		reply chan checkpointResult
+		// savepoint is set for a savepoint (flinkctl savepoint, stop).
+		savepoint *pb.TriggerSavepointRequest
+	}
+	evRescale struct {
+		parallelism int32
+		reply       chan error
 	}
 	// evRestoreVerified is the outcome of verifying the checkpoints a restart may restore
 	// (verifyRestore), for that restart.
@@ -103,7 +109,9 @@ type jobHost interface {
 	setJobStatus(ctx context.Context, jobID string, s pb.JobStatus, cause string) (*pb.JobRecord, error)
 	// allocateCheckpointID and completeCheckpoint go through Raft (see dispatcher).
 	allocateCheckpointIDs(jobID string, count int) (int64, error)
-	completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error)
+	completeCheckpoint(jobID string, cp *pb.CompletedCheckpoint, numRetained int, savepointOnly bool) ([]*pb.CompletedCheckpoint, error)
+	// rescaleJob records the job's graph at a new parallelism through Raft.
+	rescaleJob(jobID string, g *pb.JobGraph) error
 	// jobRecord returns the replicated record of a job.
 	jobRecord(jobID string) (*pb.JobRecord, bool)
 	notify()
@@ -171,6 +179,12 @@ type jobMaster struct {
 	lastStates map[string][]*pb.OperatorSubtaskState
 	// nextID..endID are checkpoint IDs reserved in Raft and not used yet.
 	nextID, endID int64
+	// stopping: a stop-with-savepoint is under way; drainFailed is set when one that drained
+	// the input failed (the loop restarts the job from its latest checkpoint).
+	stopping    bool
+	drainFailed string
+	// restoreDir is the directory the restored snapshot's file paths are relative to.
+	restoreDir string
 	// verify reads a checkpoint's metadata and checks its files (storage.Verify); tests
 	// replace it.
 	verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)
@@ -317,6 +331,7 @@ func (m *jobMaster) run() {
 			m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND, "the job master stopped")
 			return
 		}
+		m.restartAfterDrain()
 		m.maybeRestart()
 		m.publish()
 	}
@@ -484,7 +499,7 @@ func (m *jobMaster) useRestore(c *restoreChoice) {
 		return
 	}
 	m.restore, m.restoredID = c.md, c.cp.GetId()
-	m.jobDir = c.cp.GetBaseDir()
+	m.restoreDir = c.cp.GetBaseDir()
 	m.rememberStates(c.md.GetStates())
 	m.log.Info("restoring job from checkpoint", "checkpoint_id", c.cp.GetId(), "path", filepath.Join(c.cp.GetBaseDir(), c.cp.GetPath()))
 }
@@ -495,7 +510,7 @@ func (m *jobMaster) taskRestore(v *pb.JobVertex) *pb.TaskRestore {
 	if m.restore == nil {
 		return nil
 	}
-	r := &pb.TaskRestore{CheckpointId: m.restoredID, BaseDir: m.jobDir}
+	r := &pb.TaskRestore{CheckpointId: m.restoredID, BaseDir: m.restoreDir}
 	for _, st := range m.restore.GetStates() {
 		for _, op := range v.GetOperators() {
 			if storage.OperatorUID(op) == st.GetOperator() {
@@ -569,9 +584,21 @@ func (m *jobMaster) handle(ev any) {
 			ev.reply <- checkpointResult{err: fmt.Errorf("job %s: %w", m.id, ErrCheckpointingDisabled)}
 		case m.status != pb.JobStatus_JOB_STATUS_RUNNING || m.pending != nil:
 			ev.reply <- checkpointResult{err: fmt.Errorf("job %s is %s: %w", m.id, statusName(m.status), ErrJobNotRunning)}
+		case m.stopping && ev.savepoint != nil:
+			ev.reply <- checkpointResult{err: fmt.Errorf("job %s: %w", m.id, ErrStopInProgress)}
+		case ev.savepoint != nil:
+			sp, err := m.savepointRequest(ev.savepoint)
+			if err != nil {
+				ev.reply <- checkpointResult{err: err}
+				return
+			}
+			m.stopping = sp.stop
+			m.cp.triggerManual(ev.reply, sp)
 		default:
-			m.cp.triggerManual(ev.reply)
+			m.cp.triggerManual(ev.reply, nil)
 		}
+	case evRescale:
+		ev.reply <- m.rescale(ev.parallelism)
 	case evRestoreVerified:
 		m.onRestoreVerified(ev)
 	default:
@@ -595,7 +622,7 @@ func (m *jobMaster) onAck(r *pb.AcknowledgeCheckpointRequest) {
 	if m.cp.isLateAck(id) {
 		m.log.Info("late acknowledgement of an expired checkpoint; discarding its state", "checkpoint_id", id)
 	}
-	m.discard(id)
+	m.discard(id, nil)
 }
 
 func (m *jobMaster) onTaskState(r *pb.UpdateTaskExecutionStateRequest) {

@@ -56,9 +56,9 @@ func (h *fsmHost) allocateCheckpointIDs(id string, count int) (int64, error) {
 	}
 }
 
-func (h *fsmHost) completeCheckpoint(id string, cp *pb.CompletedCheckpoint, numRetained int) ([]*pb.CompletedCheckpoint, error) {
+func (h *fsmHost) completeCheckpoint(id string, cp *pb.CompletedCheckpoint, numRetained int, savepointOnly bool) ([]*pb.CompletedCheckpoint, error) {
 	res := h.apply(&pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{
-		JobId: id, Checkpoint: cp, NumRetained: int32(numRetained)}}})
+		JobId: id, Checkpoint: cp, NumRetained: int32(numRetained), SavepointOnly: savepointOnly}}})
 	if err, ok := res.(error); ok {
 		return nil, err
 	}
@@ -67,7 +67,13 @@ func (h *fsmHost) completeCheckpoint(id string, cp *pb.CompletedCheckpoint, numR
 }
 
 func (h *fsmHost) jobRecord(id string) (*pb.JobRecord, bool) { return h.f.job(id) }
-func (h *fsmHost) notify()                                   {}
+func (h *fsmHost) rescaleJob(id string, g *pb.JobGraph) error {
+	if err, ok := h.apply(&pb.RaftCommand{Op: &pb.RaftCommand_RescaleJob{RescaleJob: &pb.RescaleJobCommand{JobId: id, Graph: g}}}).(error); ok {
+		return err
+	}
+	return nil
+}
+func (h *fsmHost) notify() {}
 
 // startRestoringJob starts the job master of a job an earlier leader ran, with checkpoints 1
 // and 2 retained and verify checking their files. No TaskManager is registered: once restored,
@@ -88,7 +94,7 @@ func startRestoringJob(t *testing.T, verify func(jobDir, chkPath string) (*pb.Ch
 		}
 	}
 	for id := int64(1); id <= 2; id++ {
-		if _, err := h.completeCheckpoint("j1", &pb.CompletedCheckpoint{Id: id, Path: fmt.Sprintf("chk-%d", id), BaseDir: dir}, 2); err != nil {
+		if _, err := h.completeCheckpoint("j1", &pb.CompletedCheckpoint{Id: id, Path: fmt.Sprintf("chk-%d", id), BaseDir: dir}, 2, false); err != nil {
 			t.Fatal(err)
 		}
 	}

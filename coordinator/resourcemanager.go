@@ -272,6 +272,18 @@ func (rm *resourceManager) release(jobID string) {
 	broadcast(&rm.changed)
 }
 
+// releaseSlots frees the given slots where the job holds them.
+func (rm *resourceManager) releaseSlots(jobID string, refs []slotRef) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for _, r := range refs {
+		if tm, ok := rm.tms[r.tm]; ok && r.slot >= 0 && r.slot < len(tm.used) && tm.used[r.slot] == jobID {
+			tm.used[r.slot] = ""
+		}
+	}
+	broadcast(&rm.changed)
+}
+
 // sortedLocked returns the registrations in the order they registered.
 func (rm *resourceManager) sortedLocked() []*taskManager {
 	return slices.SortedFunc(maps.Values(rm.tms), func(a, b *taskManager) int { return cmp.Compare(a.seq, b.seq) })

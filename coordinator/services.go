@@ -81,6 +81,32 @@ func (s *jobService) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheck
 	})
 }
 
+func (s *jobService) TriggerSavepoint(ctx context.Context, req *pb.TriggerSavepointRequest) (*pb.TriggerSavepointResponse, error) {
+	return leaderCall(s.jm, func() (*pb.TriggerSavepointResponse, error) {
+		if req.GetDrain() && !req.GetStop() {
+			return nil, status.Error(codes.InvalidArgument, "drain needs stop: only a stop-with-savepoint drains")
+		}
+		return s.jm.disp.triggerSavepoint(ctx, req)
+	})
+}
+
+func (s *jobService) DisposeSavepoint(_ context.Context, req *pb.DisposeSavepointRequest) (*pb.DisposeSavepointResponse, error) {
+	return leaderCall(s.jm, func() (*pb.DisposeSavepointResponse, error) {
+		dir, err := disposeSavepoint(req.GetSavepointPath())
+		if err == nil {
+			s.jm.log.Info("savepoint disposed", "path", dir)
+		}
+		return &pb.DisposeSavepointResponse{}, err
+	})
+}
+
+func (s *jobService) RescaleJob(ctx context.Context, req *pb.RescaleJobRequest) (*pb.RescaleJobResponse, error) {
+	return leaderCall(s.jm, func() (*pb.RescaleJobResponse, error) {
+		id, err := s.jm.disp.rescale(ctx, req.GetJobId(), req.GetParallelism())
+		return &pb.RescaleJobResponse{CheckpointId: id}, err
+	})
+}
+
 func (s *jobService) WatchJob(req *pb.WatchJobRequest, stream pb.JobService_WatchJobServer) error {
 	ctx := stream.Context()
 	var last *pb.JobDetails

@@ -307,6 +307,9 @@ func (b *builder) parseUID(op *specOp, m *spec.Map, uids map[string]*specOp) {
 		return
 	}
 	if prev, dup := uids[op.uid]; dup {
+		if !ok && prev.name == op.name {
+			return // a duplicate name, reported as such
+		}
 		where := m.Value
 		if ok {
 			where = e.Value

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -423,3 +424,25 @@ func CountEntries(h *pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, err
 	}
 	return counts, nil
 }
+
+// SnapshotKeyType reads the key type from the header of the keyed-state snapshot file at path
+// (reading only its beginning), so a restore can be checked before anything is scheduled.
+func SnapshotKeyType(path string) (record.Type, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxHeaderRead))
+	if err != nil {
+		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
+	}
+	h, err := parseHeader(b)
+	if err != nil {
+		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
+	}
+	return h.keyType, nil
+}
+
+// maxHeaderRead bounds what SnapshotKeyType reads: a header names each state once.
+const maxHeaderRead = 1 << 20

@@ -534,10 +534,13 @@ func (x *AllocateCheckpointIdCommand) GetCount() int32 {
 // CompleteCheckpointCommand records a completed checkpoint: this Raft commit is the
 // checkpoint's commit point. The store keeps the newest num_retained checkpoints.
 type CompleteCheckpointCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Checkpoint    *CompletedCheckpoint   `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	NumRetained   int32                  `protobuf:"varint,3,opt,name=num_retained,json=numRetained,proto3" json:"num_retained,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	JobId       string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Checkpoint  *CompletedCheckpoint   `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	NumRetained int32                  `protobuf:"varint,3,opt,name=num_retained,json=numRetained,proto3" json:"num_retained,omitempty"`
+	// savepoint_only records a savepoint among the job's savepoints only: an intermediate
+	// savepoint (not a stop's) is never restored by a failover and commits nothing.
+	SavepointOnly bool `protobuf:"varint,4,opt,name=savepoint_only,json=savepointOnly,proto3" json:"savepoint_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +594,13 @@ func (x *CompleteCheckpointCommand) GetNumRetained() int32 {
 		return x.NumRetained
 	}
 	return 0
+}
+
+func (x *CompleteCheckpointCommand) GetSavepointOnly() bool {
+	if x != nil {
+		return x.SavepointOnly
+	}
+	return false
 }
 
 type JobRecord struct {
@@ -843,13 +853,14 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\"J\n" +
 	"\x1bAllocateCheckpointIdCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\x96\x01\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\xbd\x01\n" +
 	"\x19CompleteCheckpointCommand\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12?\n" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x1f.goflink.v1.CompletedCheckpointR\n" +
 	"checkpoint\x12!\n" +
-	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\"\xce\x04\n" +
+	"\fnum_retained\x18\x03 \x01(\x05R\vnumRetained\x12%\n" +
+	"\x0esavepoint_only\x18\x04 \x01(\bR\rsavepointOnly\"\xce\x04\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x05graph\x18\x02 \x01(\v2\x14.goflink.v1.JobGraphR\x05graph\x12-\n" +

@@ -173,7 +173,7 @@ func newFake() *fakeJobService {
 }
 
 // checkpointKeys are the keys of a checkpoint in JSON output: the documented contract.
-var checkpointKeys = []string{"acknowledged", "alignment_ms", "duration_ms", "failure", "failure_reason", "id", "manual", "path",
+var checkpointKeys = []string{"acknowledged", "alignment_ms", "duration_ms", "failure", "failure_reason", "id", "manual", "path", "savepoint",
 	"state_size_bytes", "status", "total", "trigger_time"}
 
 // requireCheckpointShape checks that m has exactly the checkpoint keys, and its trigger time.
@@ -221,11 +221,11 @@ func TestCheckpointsTable(t *testing.T) {
 	}
 	local := cpTime.Local().Format("2006-01-02 15:04:05.000")
 	want := [][]string{
-		{"ID", "STATUS", "TRIGGERED", "DURATION", "SIZE", "ALIGNMENT", "ACKS", "FAILURE"},
-		{"13", "IN_PROGRESS", local, "-", "-", "-", "1/4", "-"},
-		{"12", "COMPLETED", local, "35 ms", "1.2 KiB", "3 ms", "4/4", "-"},
-		{"11", "FAILED", local, "10m0s", "-", "-", "2/4", "<truncated>"},
-		{"-", "FAILED", local, "-", "-", "-", "-", "NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running"},
+		{"ID", "TYPE", "STATUS", "TRIGGERED", "DURATION", "SIZE", "ALIGNMENT", "ACKS", "FAILURE"},
+		{"13", "checkpoint", "IN_PROGRESS", local, "-", "-", "-", "1/4", "-"},
+		{"12", "checkpoint", "COMPLETED", local, "35 ms", "1.2 KiB", "3 ms", "4/4", "-"},
+		{"11", "checkpoint", "FAILED", local, "10m0s", "-", "-", "2/4", "<truncated>"},
+		{"-", "checkpoint", "FAILED", local, "-", "-", "-", "-", "NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running"},
 	}
 	rows := tableRows(stdout)
 	if len(rows) != len(want) {

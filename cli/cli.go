@@ -211,7 +211,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		_ = cmd.Usage()
 		return usageErr("want a command")
 	}
-	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), clusterCmd(g))
+	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), savepointCmd(g), stopCmd(g), rescaleCmd(g), clusterCmd(g))
 	return root
 }
 
@@ -394,6 +394,9 @@ type runFlags struct {
 	slots            int
 	slotsGiven       bool
 	verbose          bool
+	fromSavepoint    string
+	allowNonRestored bool
+	claimMode        string
 }
 
 func runCmd(g *globals) *cobra.Command {
@@ -419,6 +422,9 @@ TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 	fl.IntVar(&f.taskmanagers, "taskmanagers", 2, "TaskManagers of the --local cluster")
 	fl.IntVar(&f.slots, "slots", 0, "slots per TaskManager of the --local cluster (default: enough for the job)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr (without it: errors only)")
+	fl.StringVarP(&f.fromSavepoint, "fromSavepoint", "s", "", "start from this savepoint or retained checkpoint (its directory or _metadata)")
+	fl.BoolVarP(&f.allowNonRestored, "allow-non-restored-state", "n", false, "with -s: skip the state of operators (by uid) the job does not have")
+	fl.StringVar(&f.claimMode, "claim-mode", "no-claim", "with -s: no-claim (never delete the snapshot) or claim (the job's retention deletes it once subsumed)")
 	return cmd
 }
 
@@ -448,6 +454,9 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 		overrides[strings.TrimSpace(k)] = v
 	}
 	req := &pb.SubmitJobRequest{Spec: spec, SpecName: filepath.Base(path), Config: overrides, Parallelism: int32(f.parallelism)}
+	if err := f.restoreRequest(req); err != nil {
+		return err
+	}
 	var c *client.Client
 	if f.local {
 		cluster, err := startLocal(ctx, g, f, req, asJSON)
@@ -491,6 +500,30 @@ func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		return &exitError{code: ExitFailure}
 	}
+	return nil
+}
+
+// restoreRequest adds -s, -n and --claim-mode to a submission.
+func (f *runFlags) restoreRequest(req *pb.SubmitJobRequest) error {
+	switch f.claimMode {
+	case "no-claim", "":
+		req.ClaimMode = pb.ClaimMode_CLAIM_MODE_NO_CLAIM
+	case "claim":
+		req.ClaimMode = pb.ClaimMode_CLAIM_MODE_CLAIM
+	default:
+		return usageErr("--claim-mode must be claim or no-claim, got %q", f.claimMode)
+	}
+	if f.fromSavepoint == "" {
+		if f.allowNonRestored {
+			return usageErr("-n (--allow-non-restored-state) needs -s")
+		}
+		return nil
+	}
+	abs, err := absPath("-s", f.fromSavepoint)
+	if err != nil {
+		return err
+	}
+	req.RestorePath, req.AllowNonRestoredState = abs, f.allowNonRestored
 	return nil
 }
 

@@ -78,6 +78,7 @@ type checkpointJSON struct {
 	Total          int32   `json:"total"`
 	Path           string  `json:"path"`
 	Manual         bool    `json:"manual"`
+	Savepoint      bool    `json:"savepoint"`
 }
 
 // jobManagerJSON is one member of the JobManagers' Raft group.
@@ -158,6 +159,7 @@ func checkpointOut(c *pb.CheckpointInfo) checkpointJSON {
 		DurationMs: c.GetDurationMs(), StateSizeBytes: c.GetStateSizeBytes(), AlignmentMs: c.GetAlignmentMs(),
 		Failure: c.GetFailure(), FailureReason: failureReasonName(c.GetFailureReason()),
 		Acknowledged: c.GetAcknowledged(), Total: c.GetTotal(), Path: c.GetPath(), Manual: c.GetManual(),
+		Savepoint: c.GetSavepoint(),
 	}
 }
 
@@ -400,7 +402,7 @@ const maxFailureText = 80
 
 func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
+	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
 	for _, c := range cps {
 		done := c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 		// A measure shows once the checkpoint completed, or as far as it got.
@@ -414,7 +416,11 @@ func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 		if c.GetTotal() > 0 {
 			acks = fmt.Sprintf("%d/%d", c.GetAcknowledged(), c.GetTotal())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), checkpointStatusName(c.GetStatus()),
+		kind := "checkpoint"
+		if c.GetSavepoint() {
+			kind = "savepoint"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), kind, checkpointStatusName(c.GetStatus()),
 			timeText(c.GetTriggerTime()), measure(c.GetDurationMs(), msText), measure(c.GetStateSizeBytes(), bytesText),
 			measure(c.GetAlignmentMs(), msText), acks, orDash(truncate(failureText(c), maxFailureText)))
 	}

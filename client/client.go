@@ -751,6 +751,33 @@ func (c *Client) TriggerCheckpoint(ctx context.Context, id string) (*pb.Checkpoi
 	return resp.GetCheckpoint(), nil
 }
 
+// TriggerSavepoint takes a savepoint of a running job (req.Stop: stops the job with it) and
+// waits until it completed, returning its path; a failed savepoint is an error (ABORTED). A
+// stop returns once the job ended. Give ctx a deadline to match the job's checkpoint timeout.
+func (c *Client) TriggerSavepoint(ctx context.Context, req *pb.TriggerSavepointRequest) (*pb.TriggerSavepointResponse, error) {
+	return call(ctx, c, func(conn *grpc.ClientConn) (*pb.TriggerSavepointResponse, error) {
+		return pb.NewJobServiceClient(conn).TriggerSavepoint(ctx, req)
+	})
+}
+
+// DisposeSavepoint deletes a savepoint (an absolute path); the JobManager refuses a path that
+// is not a savepoint.
+func (c *Client) DisposeSavepoint(ctx context.Context, path string) error {
+	_, err := call(ctx, c, func(conn *grpc.ClientConn) (*pb.DisposeSavepointResponse, error) {
+		return pb.NewJobServiceClient(conn).DisposeSavepoint(ctx, &pb.DisposeSavepointRequest{SavepointPath: path})
+	})
+	return err
+}
+
+// Rescale changes a running job's parallelism in place and returns the checkpoint it was
+// rescaled from, once the job was redeployed (its tasks may still be starting).
+func (c *Client) Rescale(ctx context.Context, id string, parallelism int) (int64, error) {
+	resp, err := call(ctx, c, func(conn *grpc.ClientConn) (*pb.RescaleJobResponse, error) {
+		return pb.NewJobServiceClient(conn).RescaleJob(ctx, &pb.RescaleJobRequest{JobId: id, Parallelism: int32(parallelism)})
+	})
+	return resp.GetCheckpointId(), err
+}
+
 // Watch calls fn with the job's details on every change until the job ends (returning its
 // last details), fn returns an error, or ctx is done. A stream that breaks with a retryable
 // error (the JobManager lost its leadership, stopped or became unreachable) is resumed on the

@@ -635,5 +635,5 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 
 func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
-		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath())}
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
 }

@@ -275,17 +275,33 @@ func (d *dispatcher) jobRecord(id string) (*pb.JobRecord, bool) { return d.fsm.j
 
 // checkpoints returns a job's checkpoint history, newest first.
 func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
-	if m := d.master(id); m != nil {
-		return m.view().checkpoints, nil
-	}
 	rec, ok := d.fsm.job(id)
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
 	var out []*pb.CheckpointInfo
-	for _, cp := range slices.Backward(rec.GetCheckpoints()) {
-		out = append(out, completedInfo(cp))
+	if m := d.master(id); m != nil {
+		out = slices.Clone(m.view().checkpoints)
+	} else {
+		for _, cp := range slices.Backward(rec.GetCheckpoints()) {
+			out = append(out, completedInfo(cp))
+		}
 	}
+	// The job's savepoints, also those of earlier leaders and runs.
+	seen := map[int64]bool{}
+	for _, c := range out {
+		if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			seen[c.GetId()] = true
+		}
+	}
+	for _, sp := range rec.GetSavepoints() {
+		if !seen[sp.GetId()] {
+			out = append(out, completedInfo(sp))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *pb.CheckpointInfo) int {
+		return b.GetTriggerTime().AsTime().Compare(a.GetTriggerTime().AsTime())
+	})
 	return out, nil
 }
 

@@ -51,7 +51,10 @@ type Context struct {
 	OperatorName string
 	Subtask      int
 	Parallelism  int
-	Attempt      int
+	// MaxParallelism is the vertex's max parallelism (its number of key groups): the most
+	// subtasks it can ever be rescaled to.
+	MaxParallelism int
+	Attempt        int
 	// Stdout receives the print sink's output; writes of whole lines must be atomic.
 	Stdout io.Writer
 	Logger *slog.Logger

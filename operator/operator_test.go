@@ -978,4 +978,9 @@ func IsUserError(err error) bool {
 }
 
 // Position returns the next value this subtask will emit.
-func (s *sequence) Position() int64 { return s.next }
+func (s *sequence) Position() int64 {
+	if len(s.splits) == 0 {
+		return 0
+	}
+	return s.splits[s.cur].next
+}

@@ -1,8 +1,10 @@
 package operator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -47,12 +49,17 @@ func planSequence(p *Planner) (sequenceConfig, *Shape) {
 	return c, KnownShape(SequenceSchema)
 }
 
-// sequence emits from..to (or forever); subtask i of p emits from+i, from+i+p, ...
+// sequence emits from..to (or forever), split like Flink's NumberSequenceSource so that it
+// rescales without gaps or repeats: the sequence is cut into S strided splits, split k holding
+// from+k, from+k+S, from+k+2S, …, where S is the max parallelism at the job's first start (the
+// most subtasks it can ever have). Subtask i of p owns the splits k with k % p == i and emits
+// from them in turn, ascending k; unrestored (and whenever p divides S) that is from+i,
+// from+i+p, from+i+2p, …
 //
 // It is checkpointable: its position is the operator list state "position" (union
-// distributed), one element per subtask. A restored subtask continues after the last value it
-// emitted before the checkpoint's barrier; the rate limit starts afresh from there (no burst to
-// catch up). It cannot be rescaled: a restore with another parallelism fails.
+// distributed), one element per split with the split's next value. A restored subtask takes
+// the splits it owns at its parallelism, whatever the parallelism that wrote them; the rate
+// limit starts afresh (no burst to catch up).
 type sequence struct {
 	from    int64
 	to      int64
@@ -61,28 +68,40 @@ type sequence struct {
 
 	ctx   *Context
 	out   Output
-	next  int64
-	step  int64
 	row   record.Row
 	done  bool
 	pace  RateLimiter
-	count int64 // records emitted by this subtask in total, across restores
+	count int64 // records emitted by this subtask's splits in total, across restores
+
+	// splits are the owned splits not exhausted, ascending k; cur is the next to emit from.
+	splits []seqSplit
+	nsplit int64 // S
+	cur    int
 
 	list       ListState
 	restoredID int64
-	restored   []sequencePosition // every subtask's position, applied in Open
+	restored   []sequencePosition // every split's position, applied in Open
+}
+
+// seqSplit is one owned split: k, its next value, and how many it emitted.
+type seqSplit struct {
+	k, next, emitted int64
 }
 
 // sequencePositionState is the operator list state of the sequence source.
 const sequencePositionState = "position"
 
-// sequencePosition is one subtask's element of the position state.
+// sequencePosition is one split's element of the position state. Checkpoints of earlier
+// versions hold one element per subtask without Splits: subtask Subtask of Parallelism
+// emitted from+Subtask+j*Parallelism, which is split Subtask of Parallelism splits.
 type sequencePosition struct {
-	Subtask     int   `json:"subtask"`
-	Parallelism int   `json:"parallelism"`
-	Next        int64 `json:"next"`    // the next value to emit (unless Done)
-	Emitted     int64 `json:"emitted"` // records emitted so far
+	Split       int64 `json:"split"`
+	Splits      int64 `json:"splits,omitempty"`
+	Next        int64 `json:"next"`    // the split's next value to emit (unless Done)
+	Emitted     int64 `json:"emitted"` // records the split emitted so far
 	Done        bool  `json:"done,omitempty"`
+	Subtask     int   `json:"subtask,omitempty"`
+	Parallelism int   `json:"parallelism,omitempty"`
 }
 
 func newSequence(c sequenceConfig) *sequence {
@@ -95,15 +114,31 @@ func newSequence(c sequenceConfig) *sequence {
 
 func (s *sequence) Open(ctx *Context, out Output) error {
 	s.ctx, s.out = ctx, out
-	s.step = int64(ctx.Parallelism)
-	s.next = s.from + int64(ctx.Subtask)
 	s.row = make(record.Row, 1)
 	s.pace = RateLimiter{Rate: s.rate / float64(ctx.Parallelism), Now: ctx.Now}
-	s.done = s.bounded && s.next > s.to
-	if s.restoredID > 0 {
+	if s.restoredID > 0 && len(s.restored) > 0 {
 		return s.restore()
 	}
+	if s.restoredID > 0 {
+		ctx.Log().Warn("sequence source has no position in the restored checkpoint; starting from the beginning",
+			"checkpoint", s.restoredID)
+	}
+	s.nsplit = int64(max(ctx.MaxParallelism, ctx.Parallelism, 1))
+	s.splits = nil
+	for k := int64(ctx.Subtask); k < s.nsplit; k += int64(ctx.Parallelism) {
+		s.addSplit(seqSplit{k: k, next: s.from + k})
+	}
+	s.done = len(s.splits) == 0
 	return nil
+}
+
+// addSplit takes an owned split unless it is exhausted.
+func (s *sequence) addSplit(sp seqSplit) {
+	s.count += sp.emitted
+	if s.bounded && sp.next > s.to {
+		return
+	}
+	s.splits = append(s.splits, sp)
 }
 
 // InitializeState registers the position state; the restored position is applied in Open,
@@ -119,57 +154,86 @@ func (s *sequence) InitializeState(sc StateContext) error {
 		if err := json.Unmarshal(b, &p); err != nil {
 			return fmt.Errorf("sequence source: restoring checkpoint %d: position element %d: %w", s.restoredID, i, err)
 		}
+		if p.Splits == 0 { // an element of an earlier version: one per subtask
+			p.Split, p.Splits = int64(p.Subtask), int64(p.Parallelism)
+		}
 		s.restored = append(s.restored, p)
 	}
 	return nil
 }
 
-// restore rewinds to this subtask's position in the restored checkpoint.
+// restore takes the splits this subtask owns at its parallelism from every split's position in
+// the restored checkpoint.
 func (s *sequence) restore() error {
-	log := s.ctx.Log()
-	if len(s.restored) == 0 {
-		log.Warn("sequence source has no position in the restored checkpoint; starting from the beginning",
-			"checkpoint", s.restoredID)
-		return nil
-	}
-	var mine *sequencePosition
-	for i := range s.restored {
-		p := &s.restored[i]
-		if p.Parallelism != s.ctx.Parallelism {
-			return fmt.Errorf("sequence source cannot be rescaled: checkpoint has parallelism %d, job has %d",
-				p.Parallelism, s.ctx.Parallelism)
+	n := s.restored[0].Splits
+	seen := make(map[int64]bool, len(s.restored))
+	s.splits, s.count = nil, 0
+	for _, p := range s.restored {
+		switch {
+		case p.Splits != n || n < 1:
+			return fmt.Errorf("sequence source: checkpoint %d mixes positions of %d and %d splits", s.restoredID, n, p.Splits)
+		case p.Split < 0 || p.Split >= n || seen[p.Split]:
+			return fmt.Errorf("sequence source: checkpoint %d holds split %d twice or out of 0..%d", s.restoredID, p.Split, n-1)
 		}
-		if p.Subtask == s.ctx.Subtask {
-			mine = p
+		seen[p.Split] = true
+		if p.Split%int64(s.ctx.Parallelism) != int64(s.ctx.Subtask) {
+			continue
+		}
+		if p.Done {
+			s.count += p.Emitted
+			continue
+		}
+		s.addSplit(seqSplit{k: p.Split, next: p.Next, emitted: p.Emitted})
+	}
+	for k := range n {
+		// A split without a position is one whose subtask finished before any checkpoint:
+		// that is only possible for an empty one; otherwise its position was lost.
+		if !seen[k] && !(s.bounded && s.to-s.from < k) {
+			return fmt.Errorf("sequence source: checkpoint %d holds no position of split %d (of %d)", s.restoredID, k, n)
 		}
 	}
-	if mine == nil {
-		if s.done { // an empty range: the subtask finished before any checkpoint, emitting nothing
-			s.restored = nil
-			return nil
-		}
-		return fmt.Errorf("sequence source: checkpoint %d holds no position of subtask %d", s.restoredID, s.ctx.Subtask)
+	slices.SortFunc(s.splits, func(a, b seqSplit) int { return cmp.Compare(a.k, b.k) })
+	s.nsplit, s.cur, s.done = n, 0, len(s.splits) == 0
+	next := int64(0)
+	if len(s.splits) > 0 {
+		next = s.splits[0].next
 	}
-	s.next, s.count = mine.Next, mine.Emitted
-	s.done = mine.Done || (s.bounded && s.next > s.to)
+	s.ctx.Log().Info("restored source position", "checkpoint", s.restoredID, "splits", len(s.splits),
+		"of", n, "next", next, "emitted", s.count, "done", s.done)
 	s.restored = nil
-	log.Info("restored source position", "checkpoint", s.restoredID, "next", s.next,
-		"emitted", s.count, "done", s.done)
 	return nil
 }
 
-// SnapshotState stores this subtask's position.
+// SnapshotState stores the position of every split this subtask owns, exhausted ones too (a
+// restore at another parallelism needs them all).
 func (s *sequence) SnapshotState(id int64) error {
 	if s.list == nil {
 		return fmt.Errorf("sequence source: snapshot of checkpoint %d without InitializeState", id)
 	}
-	b, err := json.Marshal(sequencePosition{
-		Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism, Next: s.next, Emitted: s.count, Done: s.done,
-	})
-	if err != nil {
-		return fmt.Errorf("sequence source: %w", err)
+	var elems [][]byte
+	add := func(p sequencePosition) error {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("sequence source: %w", err)
+		}
+		elems = append(elems, b)
+		return nil
 	}
-	s.list.Update([][]byte{b})
+	live := make(map[int64]bool, len(s.splits))
+	for _, sp := range s.splits {
+		live[sp.k] = true
+		if err := add(sequencePosition{Split: sp.k, Splits: s.nsplit, Next: sp.next, Emitted: sp.emitted}); err != nil {
+			return err
+		}
+	}
+	for k := int64(s.ctx.Subtask); k < s.nsplit; k += int64(s.ctx.Parallelism) {
+		if !live[k] {
+			if err := add(sequencePosition{Split: k, Splits: s.nsplit, Done: true}); err != nil {
+				return err
+			}
+		}
+	}
+	s.list.Update(elems)
 	return nil
 }
 
@@ -183,18 +247,26 @@ func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 	}
 	n := 0
 	var err error
-	for n < limit {
-		s.row[0] = record.IntValue(s.next)
+	for n < limit && len(s.splits) > 0 {
+		sp := &s.splits[s.cur]
+		s.row[0] = record.IntValue(sp.next)
 		if err = s.out.Emit(s.row); err != nil {
 			break
 		}
 		n++
-		if s.bounded && s.to-s.next < s.step {
-			s.done = true
-			break
+		sp.emitted++
+		if s.bounded && s.to-sp.next < s.nsplit {
+			// Exhausted: drop it, keeping the turn at the split after it.
+			s.splits = slices.Delete(s.splits, s.cur, s.cur+1)
+		} else {
+			sp.next += s.nsplit
+			s.cur++
 		}
-		s.next += s.step
+		if s.cur >= len(s.splits) {
+			s.cur = 0
+		}
 	}
+	s.done = len(s.splits) == 0
 	s.pace.Emitted(n)
 	s.count += int64(n)
 	return n, 0, s.done, err // not done after an error: it breaks before done is set

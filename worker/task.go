@@ -354,7 +354,7 @@ func (t *task) setup() error {
 		spec := opSpecs[i]
 		octx := &operator.Context{
 			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), Subtask: int(t.id.GetSubtask()),
-			Parallelism: int(t.vertex.GetParallelism()), Attempt: int(t.id.GetAttempt()),
+			Parallelism: int(t.vertex.GetParallelism()), MaxParallelism: int(t.vertex.GetMaxParallelism()), Attempt: int(t.id.GetAttempt()),
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
 			Checkpointing: t.checkpointing(),
 		}

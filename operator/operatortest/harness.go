@@ -351,7 +351,7 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		return errors.New("the snapshot has keyed state but the operator does not read a keyed stream")
 	}
 	h.ctx = &operator.Context{
-		JobID: "harness", OperatorName: h.name, Subtask: h.opts.Subtask, Parallelism: h.opts.Parallelism,
+		JobID: "harness", OperatorName: h.name, Subtask: h.opts.Subtask, Parallelism: h.opts.Parallelism, MaxParallelism: int(h.vertex.GetMaxParallelism()),
 		Attempt: h.opts.Attempt, Stdout: &h.stdout, Logger: h.opts.Logger,
 		Now: func() time.Time { return time.UnixMilli(h.now) }, Checkpointing: h.opts.Checkpointing,
 	}

@@ -1,0 +1,290 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
+)
+
+// countSpec is a keyed count with per-key sequence numbers: 1..n at rate records per second,
+// keyed by value % keys, each record's running count per key into a two-phase-commit file
+// sink. Its exactly-once oracle is checkCounts.
+func countSpec(n, rate, keys int, out, config string) string {
+	return fmt.Sprintf(`name: keyed-count
+config:
+  execution.checkpointing.interval: 100ms
+%s
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: %d}
+  - {name: keyed, type: map, fields: {key: "value %% %d", value: "value"}}
+  - {name: by-key, type: key-by, key: "key"}
+  - {name: counts, type: count}
+  - {name: out, type: file, path: %q}
+`, config, n, rate, keys, out)
+}
+
+type countRow struct {
+	Key, Value, Count int64
+}
+
+// checkCounts checks the committed output of countSpec's jobs against a failure-free run:
+// every value 1..n exactly once, and per key the counts 1..(its values) each exactly once.
+func checkCounts(t *testing.T, out string, n, keys int) {
+	t.Helper()
+	rows := committedRows[countRow](t, out)
+	values := map[int64]int{}
+	counts := map[int64]map[int64]int{}
+	for _, r := range rows {
+		values[r.Value]++
+		if counts[r.Key] == nil {
+			counts[r.Key] = map[int64]int{}
+		}
+		counts[r.Key][r.Count]++
+		if r.Key != r.Value%int64(keys) {
+			t.Errorf("row %+v: key is not value %% %d", r, keys)
+		}
+	}
+	bad := 0
+	for v := int64(1); v <= int64(n); v++ {
+		if values[v] != 1 && bad < 10 {
+			t.Errorf("value %d committed %d times, want once", v, values[v])
+			bad++
+		}
+	}
+	for k := range int64(keys) {
+		per := int64(0)
+		for v := int64(1); v <= int64(n); v++ {
+			if v%int64(keys) == k {
+				per++
+			}
+		}
+		for c := int64(1); c <= per; c++ {
+			if counts[k][c] != 1 && bad < 20 {
+				t.Errorf("key %d: count %d committed %d times, want once", k, c, counts[k][c])
+				bad++
+			}
+		}
+	}
+	if len(rows) != n {
+		t.Errorf("%d rows committed, want %d", len(rows), n)
+	}
+}
+
+// waitCommitted waits until the file sink at out committed at least n rows.
+func waitCommitted(t *testing.T, out string, n int) {
+	t.Helper()
+	poll.Until(t, 60*time.Second, fmt.Sprintf("%d committed rows in %s", n, out), func() error {
+		if got := len(committedRows[countRow](t, out)); got < n {
+			return fmt.Errorf("%d rows", got)
+		}
+		return nil
+	})
+}
+
+// waitParallelism waits until job id runs with every task RUNNING at parallelism p.
+func waitParallelism(t *testing.T, ctx context.Context, cl *client.Client, id string, p int32) {
+	t.Helper()
+	poll.Until(t, 60*time.Second, fmt.Sprintf("job %s to run at parallelism %d", id, p), func() error {
+		d, err := cl.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if client.IsTerminal(d.GetStatus()) {
+			t.Fatalf("job %s ended %v (%s)", id, d.GetStatus(), d.GetFailureCause())
+		}
+		if d.GetParallelism() != p || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+			return fmt.Errorf("job is %v at parallelism %d", d.GetStatus(), d.GetParallelism())
+		}
+		for _, task := range d.GetTasks() {
+			if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
+				return fmt.Errorf("task %s %d is %v", task.GetOperator(), task.GetSubtask(), task.GetStatus())
+			}
+		}
+		return nil
+	})
+}
+
+// TestSavepointStopResumeRescale runs one keyed count through every way a job's state moves:
+// a savepoint while it runs, stop-with-savepoint, a resume at another parallelism into the
+// other state backend, and rescales down and up in place. The committed output of all of it
+// equals a failure-free run.
+func TestSavepointStopResumeRescale(t *testing.T) {
+	for _, backends := range [][2]string{{"hashmap", "bbolt"}, {"bbolt", "hashmap"}} {
+		t.Run(backends[0]+"-to-"+backends[1], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
+			dir := t.TempDir()
+			out, spDir := filepath.Join(dir, "out"), filepath.Join(dir, "savepoints")
+			const n, keys = 6000, 7
+			cfg := fmt.Sprintf("  execution.checkpointing.dir: %s\n  state.backend.type: %s", filepath.Join(dir, "checkpoints"), backends[0])
+			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1500, keys, out, cfg)), Parallelism: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCommitted(t, out, 300)
+
+			// A savepoint while it runs: listed, self-contained, the job goes on.
+			sp, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: spDir})
+			if err != nil {
+				t.Fatalf("TriggerSavepoint = %v", err)
+			}
+			if _, err := storage.OpenSnapshot(sp.GetSavepointPath()); err != nil {
+				t.Fatalf("savepoint %s does not verify: %v", sp.GetSavepointPath(), err)
+			}
+			cps, err := cl.Checkpoints(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(cps, func(c *pb.CheckpointInfo) bool { return c.GetSavepoint() && c.GetPath() == sp.GetSavepointPath() }) {
+				t.Errorf("flinkctl checkpoints does not list savepoint %s", sp.GetSavepointPath())
+			}
+
+			// Stop with a savepoint: FINISHED, with its output committed.
+			stop, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: spDir, Stop: true})
+			if err != nil {
+				t.Fatalf("stop with savepoint = %v", err)
+			}
+			if d, _ := cl.Job(ctx, id); d.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+				t.Fatalf("job after stop is %v, want FINISHED", d.GetStatus())
+			}
+			stopped := len(committedRows[countRow](t, out))
+			if stopped >= n {
+				t.Fatalf("the job finished its input (%d rows) before the stop; slow it down", stopped)
+			}
+
+			// Moved elsewhere, it still restores: resume at p=3 into the other backend.
+			moved := filepath.Join(dir, "moved", filepath.Base(stop.GetSavepointPath()))
+			if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(stop.GetSavepointPath(), moved); err != nil {
+				t.Fatal(err)
+			}
+			cfg2 := fmt.Sprintf("  execution.checkpointing.dir: %s\n  state.backend.type: %s", filepath.Join(dir, "checkpoints"), backends[1])
+			id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1500, keys, out, cfg2)), Parallelism: 3, RestorePath: moved})
+			if err != nil {
+				t.Fatalf("resume from %s = %v", moved, err)
+			}
+			waitParallelism(t, ctx, cl, id2, 3)
+			waitCommitted(t, out, stopped+300)
+
+			for _, p := range []int32{1, 4} {
+				if _, err := cl.Rescale(ctx, id2, int(p)); err != nil {
+					t.Fatalf("rescale to %d = %v", p, err)
+				}
+				waitParallelism(t, ctx, cl, id2, p)
+				if p == 1 {
+					waitCommitted(t, out, len(committedRows[countRow](t, out))+200)
+				}
+			}
+			watchFinished(t, ctx, cl, id2, -1)
+			checkCounts(t, out, n, keys)
+			if _, err := os.Stat(filepath.Join(moved, storage.MetadataFile)); err != nil {
+				t.Errorf("no-claim resume deleted the savepoint: %v", err)
+			}
+		})
+	}
+}
+
+// TestRestoreRefusals checks the bad inputs of a resume: each a clear error at submit, and
+// nothing recorded.
+func TestRestoreRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
+	dir := t.TempDir()
+	out, spDir := filepath.Join(dir, "out"), filepath.Join(dir, "savepoints")
+	cfg := "  execution.checkpointing.dir: " + filepath.Join(dir, "checkpoints")
+	spec := countSpec(1_000_000, 500, 5, out, cfg)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec), Parallelism: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, out, 50)
+	sp, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: spDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := sp.GetSavepointPath()
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+	before, _ := cl.List(ctx)
+
+	renamed := strings.Replace(spec, "name: counts,", "name: counted,", 1)
+	changedMaxP := strings.Replace(spec, "  execution.checkpointing.interval: 100ms", "  execution.checkpointing.interval: 100ms\n  pipeline.max-parallelism: 64", 1)
+	cases := []struct {
+		name string
+		req  *pb.SubmitJobRequest
+		want string
+	}{
+		{"no such path", &pb.SubmitJobRequest{Spec: []byte(spec), RestorePath: filepath.Join(dir, "nope")}, "does not exist"},
+		{"not a snapshot", &pb.SubmitJobRequest{Spec: []byte(spec), RestorePath: dir}, "has no _metadata"},
+		{"missing operator", &pb.SubmitJobRequest{Spec: []byte(renamed), RestorePath: path}, `"counts"`},
+		{"max parallelism changed", &pb.SubmitJobRequest{Spec: []byte(changedMaxP), RestorePath: path}, "pipeline.max-parallelism changed"},
+		{"parallelism above max", &pb.SubmitJobRequest{Spec: []byte(spec), RestorePath: path, Parallelism: 129}, "max parallelism"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := cl.Submit(ctx, c.req)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Submit = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	// -n skips the state of the operator that is gone.
+	id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(renamed), RestorePath: path, AllowNonRestoredState: true, Parallelism: 2})
+	if err != nil {
+		t.Fatalf("Submit with -n = %v", err)
+	}
+	waitParallelism(t, ctx, cl, id2, 2)
+	if err := cl.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id2)
+
+	// A flipped byte in a state file is refused at submit.
+	files, _ := filepath.Glob(filepath.Join(path, "keyed-*"))
+	if len(files) == 0 {
+		t.Fatalf("savepoint %s has no keyed state files", path)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec), RestorePath: path}); err == nil || !strings.Contains(err.Error(), "crc32c") {
+		t.Fatalf("Submit from a corrupt savepoint = %v, want a checksum error", err)
+	}
+	after, _ := cl.List(ctx)
+	if len(after) != len(before)+1 {
+		t.Errorf("%d jobs after the refusals, want %d (only the -n one)", len(after), len(before)+1)
+	}
+	// Dispose refuses a checkpoint and deletes the savepoint.
+	if err := cl.DisposeSavepoint(ctx, dir); err == nil {
+		t.Errorf("DisposeSavepoint(%s) succeeded on a directory that is not a savepoint", dir)
+	}
+	if err := cl.DisposeSavepoint(ctx, path); err != nil {
+		t.Fatalf("DisposeSavepoint = %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("savepoint %s still exists after dispose: %v", path, err)
+	}
+}

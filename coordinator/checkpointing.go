@@ -152,10 +152,10 @@ type checkpointCoordinator struct {
 	periodicQueued bool      // a periodic request waits for max-concurrent
 	// soon: a task waits for its final checkpoint; when a pending one ends, the next periodic
 	// trigger comes forward (see triggerSoon).
-	soon           bool
-	manualQueue    []manualRequest
+	soon        bool
+	manualQueue []manualRequest
 	// paused: a stop-with-savepoint is under way; no periodic checkpoints meanwhile.
-	paused bool
+	paused         bool
 	pending        []*pendingCheckpoint // ascending IDs
 	lastCompletion time.Time
 	latestComplete int64

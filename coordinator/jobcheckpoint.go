@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"path/filepath"
 	"maps"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"

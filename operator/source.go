@@ -73,7 +73,8 @@ type sequence struct {
 	pace  RateLimiter
 	count int64 // records emitted by this subtask's splits in total, across restores
 
-	// splits are the owned splits not exhausted, ascending k; cur is the next to emit from.
+	// splits are the owned splits not exhausted, in emission order (ascending k, or ascending
+	// next values after a restore); cur is the next to emit from.
 	splits []seqSplit
 	nsplit int64 // S
 	cur    int
@@ -192,7 +193,10 @@ func (s *sequence) restore() error {
 			return fmt.Errorf("sequence source: checkpoint %d holds no position of split %d (of %d)", s.restoredID, k, n)
 		}
 	}
-	slices.SortFunc(s.splits, func(a, b seqSplit) int { return cmp.Compare(a.k, b.k) })
+	// In the order of their next values: a subtask restored at the same parallelism goes on
+	// emitting in increasing order (a snapshot falls within a round, where the splits before
+	// the turn are one value ahead).
+	slices.SortFunc(s.splits, func(a, b seqSplit) int { return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.k, b.k)) })
 	s.nsplit, s.cur, s.done = n, 0, len(s.splits) == 0
 	next := int64(0)
 	if len(s.splits) > 0 {

@@ -200,6 +200,27 @@ func TestSequenceRescale(t *testing.T) {
 	}
 }
 
+// TestSequenceRestoreKeepsOrder: restored at the same parallelism from a snapshot taken within a
+// round over the splits, a subtask goes on in increasing order.
+func TestSequenceRestoreKeepsOrder(t *testing.T) {
+	for _, before := range []int{0, 1, 5, 63, 64, 65, 130} {
+		a := mustOpenSeqRun(t, unbounded(0), &Context{Subtask: 1, Parallelism: 2, MaxParallelism: 128}, 0, nil)
+		if before > 0 {
+			a.emit(t, before)
+		}
+		other := mustOpenSeqRun(t, unbounded(0), &Context{Subtask: 0, Parallelism: 2, MaxParallelism: 128}, 0, nil)
+		chk := append(a.snapshot(t, 2), other.snapshot(t, 2)...)
+		b := mustOpenSeqRun(t, unbounded(0), &Context{Subtask: 1, Parallelism: 2, MaxParallelism: 128}, 2, chk)
+		b.emit(t, 200)
+		got := append(a.out.ints(0), b.out.ints(0)...)
+		for i, v := range got {
+			if want := int64(1 + 2*i); v != want {
+				t.Fatalf("%d before the snapshot: record %d = %d, want %d", before, i, v, want)
+			}
+		}
+	}
+}
+
 // TestSequenceOrderUnchanged: unrestored, subtask i of p emits from+i, from+i+p, … (when p
 // divides the number of splits).
 func TestSequenceOrderUnchanged(t *testing.T) {

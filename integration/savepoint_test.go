@@ -288,3 +288,171 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Errorf("savepoint %s still exists after dispose: %v", path, err)
 	}
 }
+
+// TestLeaderKillDuringSavepoint stops the JobManager leader while a savepoint is being taken:
+// the savepoint ends cleanly (completed and intact, or reported failed), and the job keeps
+// running under the new leader with its output exactly once.
+func TestLeaderKillDuringSavepoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	const n, keys = 4000, 50
+	cfg := fmt.Sprintf("  execution.checkpointing.dir: %s\n  restart-strategy.type: fixed-delay\n  restart-strategy.fixed-delay.attempts: 100\n  restart-strategy.fixed-delay.delay: 10ms",
+		filepath.Join(dir, "checkpoints"))
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 800, keys, out, cfg)), Parallelism: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, out, 200)
+	old := waitLeader(t, c, 10*time.Second)
+	type result struct {
+		resp *pb.TriggerSavepointResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "savepoints")})
+		done <- result{resp, err}
+	}()
+	// The savepoint is triggered once the leader shows it in progress (or it is over).
+	poll.Until(t, 10*time.Second, "the savepoint to start", func() error {
+		select {
+		case r := <-done:
+			done <- r
+			return nil
+		default:
+		}
+		cps, err := cl.Checkpoints(ctx, id)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(cps, func(c *pb.CheckpointInfo) bool { return c.GetSavepoint() }) {
+			return nil
+		}
+		return fmt.Errorf("no savepoint yet")
+	})
+	if err := c.StopJobManager(old); err != nil {
+		t.Fatalf("stop leader: %v", err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the savepoint neither completed nor failed within 60 s of the leader's loss")
+	}
+	if r.err == nil {
+		if _, err := storage.OpenSnapshot(r.resp.GetSavepointPath()); err != nil {
+			t.Errorf("savepoint %s reported completed does not verify: %v", r.resp.GetSavepointPath(), err)
+		}
+	}
+	t.Logf("savepoint across the leader's loss: %v, %v", r.resp.GetSavepointPath(), r.err)
+	waitLeader(t, c, 10*time.Second)
+	watchFinished(t, ctx, cl, id, -1)
+	checkCounts(t, out, n, keys)
+	if err := c.StartJobManager(old); err != nil {
+		t.Fatalf("restart the old leader: %v", err)
+	}
+}
+
+// TestStopWithDrainFiresWindows: stop --drain ends event time before the savepoint, so every
+// window fires and is committed with it; without --drain the open windows stay in the
+// savepoint and fire in the job resumed from it, each exactly once across both jobs.
+func TestStopWithDrainFiresWindows(t *testing.T) {
+	for _, drain := range []bool{true, false} {
+		t.Run(fmt.Sprintf("drain=%v", drain), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			spec := func(to int) string {
+				return fmt.Sprintf(`name: windows
+config:
+  execution.checkpointing.interval: 100ms
+  execution.checkpointing.dir: %s
+operators:
+  - {name: numbers, type: sequence, from: 0, to: %d, rate: 2000,
+     watermark: {timestamp: "value * 10", max-out-of-orderness: 0ms}}
+  - {name: keyed, type: map, fields: {key: "value %% 3", value: "value"}}
+  - {name: by-key, type: key-by, key: key}
+  - {name: win, type: window, size: 1s, aggregates: {n: "count()", total: "sum(value)"}}
+  - {name: out, type: file, path: %q}
+`, filepath.Join(dir, "checkpoints"), to, out)
+			}
+			const to = 1_000_000
+			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(to)), Parallelism: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitAtLeast(t, out, 6)
+			stop, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "sp"), Stop: true, Drain: drain})
+			if err != nil {
+				t.Fatalf("stop = %v", err)
+			}
+			type win struct {
+				Key         int64
+				WindowStart string `json:"window_start"`
+				N, Total    int64
+			}
+			rows := committedRows[win](t, out)
+			last := map[int64]string{}
+			for _, r := range rows {
+				last[r.Key] = max(last[r.Key], r.WindowStart)
+			}
+			// Sources stopped somewhere in a window: only a drain fires it (partly filled).
+			cps, _ := cl.Checkpoints(ctx, id)
+			t.Logf("stopped with %s after %d windows (%d checkpoints listed)", stop.GetSavepointPath(), len(rows), len(cps))
+			if !drain {
+				// Resume with an end: the open windows fire there, each window exactly once overall.
+				id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(to)), Parallelism: 2, RestorePath: stop.GetSavepointPath()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitAtLeast(t, out, len(rows)+6)
+				if err := cl.Cancel(ctx, id2); err != nil {
+					t.Fatal(err)
+				}
+				watchEnd(t, ctx, cl, id2)
+			}
+			all := committedRows[win](t, out)
+			seen := map[string]int{}
+			for _, r := range all {
+				k := fmt.Sprintf("%d@%s", r.Key, r.WindowStart)
+				seen[k]++
+				if seen[k] > 1 {
+					t.Errorf("window %s committed twice", k)
+				}
+			}
+			// Every window is complete (100 values of 10 ms each per second, a third per key),
+			// except, with a drain, each key's last one, fired by the maximum watermark.
+			for _, r := range all {
+				full := r.N >= 33 && r.N <= 34
+				if !full && !(drain && r.WindowStart == last[r.Key]) {
+					t.Errorf("window %+v has %d records, want a full window", r, r.N)
+				}
+			}
+			if drain {
+				partial := 0
+				for _, r := range rows {
+					if r.N < 33 {
+						partial++
+					}
+				}
+				t.Logf("drain fired %d partial windows", partial)
+			}
+		})
+	}
+}
+
+// waitAtLeast waits until the file sink at out committed at least n rows of any shape.
+func waitAtLeast(t *testing.T, out string, n int) {
+	t.Helper()
+	poll.Until(t, 60*time.Second, fmt.Sprintf("%d committed rows in %s", n, out), func() error {
+		if got := len(committedRows[map[string]any](t, out)); got < n {
+			return fmt.Errorf("%d rows", got)
+		}
+		return nil
+	})
+}

@@ -34,7 +34,7 @@ func TestSavepointLifecycleFileSink(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	spec := keyedSpec(t, "lifecycle", out, lifeRecords, lifeRate, lifeKeys, "hashmap", 100*time.Millisecond, 100, 100*time.Millisecond)
 	c := startCluster(t, 4, 2)
-	jobLifecycle(t, c, spec)
+	jobLifecycle(t, c, spec, true)
 	rows := checkCountsSet(t, out, lifeKeys, lifeRecords)
 	t.Logf("%d committed rows", rows)
 }
@@ -90,7 +90,7 @@ operators:
   - {name: out, type: kafka, brokers: %q, topic: out, delivery-guarantee: exactly-once, key: "string(key)"}
 `, filepath.Join(t.TempDir(), "checkpoints"), brokers, lifeRate, brokers))
 	c := startCluster(t, 4, 2)
-	jobLifecycle(t, c, spec)
+	id := jobLifecycle(t, c, spec, false)
 	seen, rows := kafkatest.ReadKeyedCounts(t, ctx, kc.ListenAddrs(), "out", lifeKeys, lifePerKey, func(_ *kgo.Record, row kafkatest.KeyedCount) {
 		if row.Count != row.Seq+1 {
 			t.Errorf("key %d seq %d has count %d, want %d", row.Key, row.Seq, row.Count, row.Seq+1)
@@ -103,13 +103,16 @@ operators:
 			}
 		}
 	}
+	if out, errOut, code := c.flinkctl("cancel", id); code != 0 { // the Kafka source never ends
+		t.Fatalf("flinkctl cancel = %d: %s%s", code, out, errOut)
+	}
 	kafkatest.WaitNoOngoingTransactions(t, ctx, kc.ListenAddrs())
 	t.Logf("%d committed rows", rows)
 }
 
-// jobLifecycle takes the job of spec through every step with flinkctl and waits until it
-// finished.
-func jobLifecycle(t *testing.T, c *cluster, spec string) {
+// jobLifecycle takes the job of spec through every step with flinkctl and, for a bounded job,
+// waits until it finished. It returns the ID of the job resumed from the stop's savepoint.
+func jobLifecycle(t *testing.T, c *cluster, spec string, bounded bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl := c.newClient()
@@ -194,10 +197,14 @@ func jobLifecycle(t *testing.T, c *cluster, spec string) {
 		t.Logf("rescale to %s: all tasks RUNNING %v after the command", n, time.Since(start).Round(time.Millisecond))
 		waitCompletedCheckpoints(t, ctx, cl, id2, 1)
 	}
+	if !bounded {
+		return id2
+	}
 	last, err := cl.Watch(ctx, id2, func(*pb.JobDetails) error { return nil })
 	if err != nil || last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("job %s ended %v (%s), %v; want FINISHED", id2, last.GetStatus(), last.GetFailureCause(), err)
 	}
+	return id2
 }
 
 // waitCompletedCheckpoints waits until n more checkpoints of job id completed.

@@ -456,3 +456,52 @@ func waitAtLeast(t *testing.T, out string, n int) {
 		return nil
 	})
 }
+
+// TestRestoreMatrix stops a keyed count with a savepoint and resumes it at another parallelism
+// into the other state backend (and the same one at the same parallelism): the committed
+// output of both jobs together equals a failure-free run.
+func TestRestoreMatrix(t *testing.T) {
+	type step struct {
+		p       int32
+		backend string
+	}
+	for _, c := range [][2]step{
+		{{2, "hashmap"}, {4, "bbolt"}}, {{2, "bbolt"}, {4, "hashmap"}},
+		{{4, "hashmap"}, {2, "bbolt"}}, {{4, "bbolt"}, {2, "hashmap"}},
+		{{3, "hashmap"}, {3, "bbolt"}}, {{3, "bbolt"}, {3, "hashmap"}},
+	} {
+		t.Run(fmt.Sprintf("p%d-%s-to-p%d-%s", c[0].p, c[0].backend, c[1].p, c[1].backend), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			const n, keys = 3000, 11
+			cfg := func(backend string) string {
+				return fmt.Sprintf("  execution.checkpointing.dir: %s\n  state.backend.type: %s", filepath.Join(dir, "checkpoints"), backend)
+			}
+			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1000, keys, out, cfg(c[0].backend))), Parallelism: c[0].p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCommitted(t, out, 400)
+			stop, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "sp"), Stop: true})
+			if err != nil {
+				t.Fatalf("stop = %v", err)
+			}
+			if got := len(committedRows[countRow](t, out)); got >= n {
+				t.Fatalf("the first job committed all %d rows before the stop", got)
+			}
+			id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1000, keys, out, cfg(c[1].backend))), Parallelism: c[1].p,
+				RestorePath: stop.GetSavepointPath()})
+			if err != nil {
+				t.Fatalf("resume = %v", err)
+			}
+			last := watchFinished(t, ctx, cl, id2, 0)
+			if last.GetParallelism() != c[1].p {
+				t.Errorf("resumed job ran at parallelism %d, want %d", last.GetParallelism(), c[1].p)
+			}
+			checkCounts(t, out, n, keys)
+		})
+	}
+}

@@ -16,6 +16,9 @@
 //   - nexmark: the Nexmark queries of examples/nexmark (q0, q1, q2, q5, q7, q8) on the nexmark
 //     source, events/s and events per CPU second next to Flink 1.13's published figures;
 //   - sliding: sliding-window throughput at size/slide 1, 10 and 100;
+//   - rescale: a keyed count rescaled in place 2 → 4 → 2 (command to all tasks RUNNING at the
+//     new parallelism, and to the first committed output of the redeployed tasks) and then
+//     stopped with a savepoint, for 10 thousand and 1 million keys on each state backend;
 //   - ha: the time from a SIGKILL of the leader JobManager of a 3-member Raft group to a new
 //     leader, to the running exactly-once job RUNNING again under it and to its first new
 //     committed output, over several rounds (the killed JobManager started again in between).
@@ -35,6 +38,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,10 +91,15 @@ type options struct {
 	slidingKeys  int
 	slidingPerMs int
 	slidingRuns  int
+
+	rescaleKeysText string
+	rescaleKeys     []int
+	rescaleRate     int
+	rescaleInterval time.Duration
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "recovery", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "recovery", "rescale", "ha"}
 
 func main() {
 	var o options
@@ -133,6 +142,9 @@ func main() {
 	flag.IntVar(&o.slidingKeys, "sliding-keys", 1000, "sliding: distinct keys")
 	flag.IntVar(&o.slidingPerMs, "sliding-per-ms", 1000, "sliding: records per millisecond of event time")
 	flag.IntVar(&o.slidingRuns, "sliding-runs", 3, "sliding: runs per size/slide (interleaved; medians are compared)")
+	flag.StringVar(&o.rescaleKeysText, "rescale-keys", "10000,1000000", "rescale: comma-separated key counts")
+	flag.IntVar(&o.rescaleRate, "rescale-rate", 300_000, "rescale: records/s of the job's source")
+	flag.DurationVar(&o.rescaleInterval, "rescale-interval", time.Second, "rescale: checkpoint interval")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -141,7 +153,7 @@ func main() {
 	}
 }
 
-func (o options) validate() error {
+func (o *options) validate() error {
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -162,7 +174,8 @@ func (o options) validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}, {"kafka-interval", o.kafkaInterval}} {
+	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}, {"kafka-interval", o.kafkaInterval},
+		{"rescale-interval", o.rescaleInterval}} {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
@@ -174,6 +187,17 @@ func (o options) validate() error {
 		if f.d < 0 || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds (0: off), got %v", f.name, f.d))
 		}
+	}
+	for _, k := range strings.Split(o.rescaleKeysText, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(k))
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("-rescale-keys: %q is not a positive number", k))
+			continue
+		}
+		o.rescaleKeys = append(o.rescaleKeys, n)
+	}
+	if o.rescaleRate < 1 {
+		errs = append(errs, fmt.Errorf("-rescale-rate must be at least 1, got %d", o.rescaleRate))
 	}
 	if o.kafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
@@ -217,6 +241,11 @@ func run(o options) error {
 	}
 	if want["recovery"] {
 		if err := recovery(o, v); err != nil {
+			return err
+		}
+	}
+	if want["rescale"] {
+		if err := rescaleSection(o, v); err != nil {
 			return err
 		}
 	}

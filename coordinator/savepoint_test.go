@@ -91,7 +91,9 @@ func TestFSMSavepointsAndRescale(t *testing.T) {
 		t.Errorf("checkpoints %v, want 43 only", rec.GetCheckpoints())
 	}
 	// Applying a savepoint twice records it once.
-	h.completeCheckpoint("j", &pb.CompletedCheckpoint{Id: 42, Savepoint: true}, 1, true)
+	if _, err := h.completeCheckpoint("j", &pb.CompletedCheckpoint{Id: 42, Savepoint: true}, 1, true); err != nil {
+		t.Fatal(err)
+	}
 	if rec, _ = h.f.job("j"); len(rec.GetSavepoints()) != 1 {
 		t.Errorf("a savepoint applied twice is recorded %d times", len(rec.GetSavepoints()))
 	}

@@ -76,7 +76,9 @@ func TestOpenSnapshotOfCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte("x"))
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	h, _ := f.Commit()
 	if _, err := WriteMetadata(jobDir, &pb.CheckpointMetadata{CheckpointId: 3, States: []*pb.OperatorSubtaskState{{Keyed: &pb.KeyedStateHandle{File: h}}}}); err != nil {
 		t.Fatal(err)
@@ -99,7 +101,9 @@ func TestOpenSnapshotOfCheckpoint(t *testing.T) {
 func TestOpenSnapshotRefusals(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
-	os.WriteFile(file, []byte("x"), 0o644)
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{"", filepath.Join(dir, "missing"), dir, file} {
 		if _, err := OpenSnapshot(p); !errors.Is(err, ErrNotSnapshot) {
 			t.Errorf("OpenSnapshot(%q) = %v, want ErrNotSnapshot", p, err)

@@ -186,13 +186,12 @@ func jobLifecycle(t *testing.T, c *cluster, spec string, bounded bool) string {
 	pollJob(t, cl, id2, time.Minute, func(d *pb.JobDetails) bool { return d.GetRestarts() > 0 })
 	waitAtParallelism(t, ctx, cl, id2, 3)
 
-	for _, n := range []string{"1", "4"} {
+	for _, p := range []int32{1, 4} {
 		start := time.Now()
+		n := fmt.Sprint(p)
 		if out, errOut, code := c.flinkctl("rescale", id2, "-p", n); code != 0 {
 			t.Fatalf("flinkctl rescale %s -p %s = exit %d: %s%s", id2, n, code, out, errOut)
 		}
-		var p int32
-		fmt.Sscan(n, &p)
 		waitAtParallelism(t, ctx, cl, id2, p)
 		t.Logf("rescale to %s: all tasks RUNNING %v after the command", n, time.Since(start).Round(time.Millisecond))
 		waitCompletedCheckpoints(t, ctx, cl, id2, 1)

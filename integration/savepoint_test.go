@@ -219,10 +219,21 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := sp.GetSavepointPath()
+	// A rescale above the max parallelism is refused, and the job runs on unchanged.
+	if _, err := cl.Rescale(ctx, id, 129); err == nil || !strings.Contains(err.Error(), "max parallelism 128") {
+		t.Errorf("Rescale(129) = %v, want a refusal naming the max parallelism", err)
+	}
+	waitParallelism(t, ctx, cl, id, 2)
 	if err := cl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	watchEnd(t, ctx, cl, id)
+	if _, err := cl.Rescale(ctx, id, 3); err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Errorf("Rescale of a cancelled job = %v, want a refusal", err)
+	}
+	if _, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: spDir}); err == nil {
+		t.Errorf("TriggerSavepoint of a cancelled job = nil error")
+	}
 	before, _ := cl.List(ctx)
 
 	renamed := strings.Replace(spec, "name: counts,", "name: counted,", 1)

@@ -225,6 +225,9 @@ func (m *jobMaster) redeploy(tasks map[string]bool, restore *restoreChoice) {
 		}
 	}
 	m.useRestore(restore)
+	// A new run: a stop-with-savepoint of the previous one (completed, then a failure before
+	// every task ended) is over; the job runs on from its savepoint.
+	m.stopping = false
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RUNNING, ""); err != nil {
 		return
 	}

@@ -767,9 +767,11 @@ func (b *builder) chain() ([]*vertex, []edge) {
 	return vertices, edges
 }
 
-// fixedPar reports whether an operator's parallelism is not the job's default: set in the
-// spec, or one for a type that runs in one subtask.
-func fixedPar(op *specOp) bool { return op.parallelism > 0 || (op.t != nil && op.t.Global) }
+// fixedPar reports whether a rescale must leave an operator's parallelism alone: set in the
+// spec, one for a type that runs in one subtask, or a type that cannot rescale its state.
+func fixedPar(op *specOp) bool {
+	return op.parallelism > 0 || (op.t != nil && (op.t.Global || op.t.NotRescalable))
+}
 
 // graph builds the JobGraph of a spec without problems, whose schemas are all known.
 func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGraph {

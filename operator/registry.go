@@ -42,6 +42,9 @@ type Type struct {
 	// Global types read a whole non-keyed stream in one subtask. They run keyed by one
 	// constant key, so that they have keyed state and timers (window-all).
 	Global bool
+	// NotRescalable types cannot redistribute their state to another parallelism: a rescale
+	// (flinkctl rescale) leaves their vertex's parallelism as it is.
+	NotRescalable bool
 	// Inputs, when > 0, is the number of distinct inputs the type reads (a join's left and
 	// right), each with its own schema (Planner.Ins); its runtime implements TwoInput. With 0
 	// an operator reads any number of inputs of one schema, as one stream.

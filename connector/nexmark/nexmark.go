@@ -143,7 +143,7 @@ var fieldNames = func() []string {
 
 // Type is the nexmark source operator type. Register it in both the JobManager's and the
 // TaskManager's registry.
-var Type = operator.Define(operator.Type{Name: "nexmark", Role: operator.RoleSource, Fields: fieldNames},
+var Type = operator.Define(operator.Type{Name: "nexmark", Role: operator.RoleSource, Fields: fieldNames, NotRescalable: true},
 	plan, func(c Config, _, _ *record.Schema) (any, error) { return newSource(c), nil })
 
 func plan(p *operator.Planner) (Config, *operator.Shape) {

@@ -78,9 +78,13 @@ func (t *task) initState(keyType keyInfo) error {
 	r := t.req.GetRestore()
 	// The restored checkpoint is complete, and nothing was emitted since.
 	t.lastCheckpoint, t.lastCompleted = r.GetCheckpointId(), r.GetCheckpointId()
+	t.restoredID = r.GetCheckpointId()
 	states := map[string][]*pb.OperatorSubtaskState{}
 	var keyed []*pb.KeyedStateHandle
 	for _, st := range r.GetStates() {
+		if st.GetParallelism() != t.vertex.GetParallelism() {
+			t.rescaled = true
+		}
 		states[st.GetOperator()] = append(states[st.GetOperator()], st)
 		if st.GetKeyed() != nil {
 			keyed = append(keyed, st.GetKeyed())

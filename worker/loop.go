@@ -86,8 +86,9 @@ func (t *task) runSource() error {
 // awaitFinalCheckpoint keeps a task whose input ended running until a checkpoint that covers
 // everything it read and emitted has completed (Flink's final checkpoint): only then may it
 // end its partitions. Otherwise a sink would commit output at the end that a restore from an
-// earlier checkpoint replays. The JobManager triggers such tasks directly (their inputs carry
-// no more barriers). Without checkpointing it returns at once.
+// earlier checkpoint replays. A task restored at another parallelism waits for a checkpoint of
+// its own even with nothing new (see task.rescaled). The JobManager triggers such tasks
+// directly (their inputs carry no more barriers). Without checkpointing it returns at once.
 func (t *task) awaitFinalCheckpoint() error {
 	if !t.checkpointing() {
 		return nil
@@ -99,7 +100,8 @@ func (t *task) awaitFinalCheckpoint() error {
 	tick, stop := t.flushTicker()
 	defer stop()
 	logged := false
-	for t.in != t.inAtCheckpoint || t.out != t.outAtCheckpoint || t.lastCompleted < t.lastCheckpoint {
+	for t.in != t.inAtCheckpoint || t.out != t.outAtCheckpoint || t.lastCompleted < t.lastCheckpoint ||
+		t.rescaled && t.lastCompleted <= t.restoredID {
 		if !logged {
 			t.log.Info("input ended; waiting for a final checkpoint", "task", t.name, "last_checkpoint", t.lastCheckpoint)
 			t.publish()

@@ -97,6 +97,12 @@ type task struct {
 	// inAtCheckpoint and outAtCheckpoint are the record counters at the last checkpoint: a
 	// task whose counters moved since has output no checkpoint covers yet.
 	inAtCheckpoint, outAtCheckpoint int64
+	// restoredID is the checkpoint the task restored from (0: a fresh start); rescaled: that
+	// checkpoint was taken at another parallelism. A rescaled task ends only after a checkpoint
+	// of its own: the JobManager hands a finished task's last state, by subtask index, to later
+	// checkpoints, and its restored state belongs to the old parallelism's subtasks.
+	restoredID int64
+	rescaled   bool
 	// ending: the input ended and the operators' EndInput ran; the task waits for its final
 	// checkpoint, which the JobManager triggers directly.
 	ending bool

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -74,10 +75,12 @@ type sequence struct {
 	count int64 // records emitted by this subtask's splits in total, across restores
 
 	// splits are the owned splits not exhausted, in emission order (ascending k, or ascending
-	// next values after a restore); cur is the next to emit from.
-	splits []seqSplit
-	nsplit int64 // S
-	cur    int
+	// next values after a restore); cur is the next to emit from. exhausted are the owned
+	// splits with nothing left, kept for the snapshot.
+	splits    []seqSplit
+	exhausted []seqSplit
+	nsplit    int64 // S
+	cur       int
 
 	list       ListState
 	restoredID int64
@@ -125,7 +128,7 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 			"checkpoint", s.restoredID)
 	}
 	s.nsplit = int64(max(ctx.MaxParallelism, ctx.Parallelism, 1))
-	s.splits = nil
+	s.splits, s.exhausted = nil, nil
 	for k := int64(ctx.Subtask); k < s.nsplit; k += int64(ctx.Parallelism) {
 		s.addSplit(seqSplit{k: k, next: s.from + k})
 	}
@@ -133,10 +136,11 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 	return nil
 }
 
-// addSplit takes an owned split unless it is exhausted.
+// addSplit takes an owned split, to emit from unless it is exhausted.
 func (s *sequence) addSplit(sp seqSplit) {
 	s.count += sp.emitted
 	if s.bounded && sp.next > s.to {
+		s.exhausted = append(s.exhausted, sp)
 		return
 	}
 	s.splits = append(s.splits, sp)
@@ -168,23 +172,28 @@ func (s *sequence) InitializeState(sc StateContext) error {
 func (s *sequence) restore() error {
 	n := s.restored[0].Splits
 	seen := make(map[int64]bool, len(s.restored))
-	s.splits, s.count = nil, 0
+	s.splits, s.exhausted, s.count = nil, nil, 0
 	for _, p := range s.restored {
 		switch {
 		case p.Splits != n || n < 1:
 			return fmt.Errorf("sequence source: checkpoint %d mixes positions of %d and %d splits", s.restoredID, n, p.Splits)
 		case p.Split < 0 || p.Split >= n || seen[p.Split]:
 			return fmt.Errorf("sequence source: checkpoint %d holds split %d twice or out of 0..%d", s.restoredID, p.Split, n-1)
+		case !p.Done && !s.onSplit(p):
+			return fmt.Errorf("sequence source: checkpoint %d: position %d (emitted %d) is not one of split %d of %d from %d",
+				s.restoredID, p.Next, p.Emitted, p.Split, n, s.from)
 		}
 		seen[p.Split] = true
 		if p.Split%int64(s.ctx.Parallelism) != int64(s.ctx.Subtask) {
 			continue
 		}
+		sp := seqSplit{k: p.Split, next: p.Next, emitted: p.Emitted}
 		if p.Done {
 			s.count += p.Emitted
+			s.exhausted = append(s.exhausted, sp)
 			continue
 		}
-		s.addSplit(seqSplit{k: p.Split, next: p.Next, emitted: p.Emitted})
+		s.addSplit(sp)
 	}
 	for k := range n {
 		// A split without a position is one whose subtask finished before any checkpoint:
@@ -208,6 +217,13 @@ func (s *sequence) restore() error {
 	return nil
 }
 
+// onSplit reports whether a restored position is split p.Split's value after p.Emitted
+// values: from+k+emitted*S (a checkpoint of another job, or a damaged one, fails the restore
+// instead of emitting values twice or never).
+func (s *sequence) onSplit(p sequencePosition) bool {
+	return p.Emitted >= 0 && p.Emitted <= (math.MaxInt64-s.from)/p.Splits && p.Next == s.from+p.Split+p.Emitted*p.Splits
+}
+
 // SnapshotState stores the position of every split this subtask owns, exhausted ones too (a
 // restore at another parallelism needs them all).
 func (s *sequence) SnapshotState(id int64) error {
@@ -223,18 +239,14 @@ func (s *sequence) SnapshotState(id int64) error {
 		elems = append(elems, b)
 		return nil
 	}
-	live := make(map[int64]bool, len(s.splits))
 	for _, sp := range s.splits {
-		live[sp.k] = true
 		if err := add(sequencePosition{Split: sp.k, Splits: s.nsplit, Next: sp.next, Emitted: sp.emitted}); err != nil {
 			return err
 		}
 	}
-	for k := int64(s.ctx.Subtask); k < s.nsplit; k += int64(s.ctx.Parallelism) {
-		if !live[k] {
-			if err := add(sequencePosition{Split: k, Splits: s.nsplit, Done: true}); err != nil {
-				return err
-			}
+	for _, sp := range s.exhausted {
+		if err := add(sequencePosition{Split: sp.k, Splits: s.nsplit, Emitted: sp.emitted, Done: true}); err != nil {
+			return err
 		}
 	}
 	s.list.Update(elems)
@@ -260,7 +272,8 @@ func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 		n++
 		sp.emitted++
 		if s.bounded && s.to-sp.next < s.nsplit {
-			// Exhausted: drop it, keeping the turn at the split after it.
+			// Exhausted: set it aside, keeping the turn at the split after it.
+			s.exhausted = append(s.exhausted, seqSplit{k: sp.k, emitted: sp.emitted})
 			s.splits = slices.Delete(s.splits, s.cur, s.cur+1)
 		} else {
 			sp.next += s.nsplit

@@ -257,6 +257,19 @@ func TestSequenceRestoreInconsistent(t *testing.T) {
 	if got, want := r.out.ints(0), []int64{6, 7, 8, 9}; !slices.Equal(got, want) {
 		t.Errorf("restore of an earlier version's positions at p=1 emitted %v, want %v", got, want)
 	}
+	// A position that is not its split's value after its count (another job's from, or a
+	// damaged checkpoint): refused, naming the split, rather than emitting values twice or never.
+	for _, bad := range []string{
+		`{"split":0,"splits":2,"next":7,"emitted":3}`,   // 7 is on split 1
+		`{"split":0,"splits":2,"next":8,"emitted":3}`,   // on split 0, but after 4 values
+		`{"split":0,"splits":2,"next":-2,"emitted":-1}`, // before the start
+	} {
+		chk := [][]byte{[]byte(bad), []byte(`{"split":1,"splits":2,"next":7,"emitted":3}`)}
+		_, err := openSeqRun(t, unbounded(0), &Context{Subtask: 0, Parallelism: 2}, 4, chk)
+		if err == nil || !strings.Contains(err.Error(), "is not one of split 0 of 2") {
+			t.Errorf("restore of %s = %v, want a position error", bad, err)
+		}
+	}
 	sc := newStateContext(4, map[string][][]byte{sequencePositionState: {[]byte("{")}})
 	if err := newSequence(unbounded(0)).InitializeState(sc); err == nil {
 		t.Errorf("InitializeState with a corrupt position = nil error")

@@ -27,6 +27,10 @@ const maxHistory = 100
 // recentExpiredSize is how many expired checkpoint IDs are remembered to tell late acks apart.
 const recentExpiredSize = 16
 
+// errNotTriggered is the error of a manual checkpoint or savepoint that was never triggered
+// (its job fails over, ends, or not every task runs).
+var errNotTriggered = errors.New("checkpoint not triggered")
+
 // checkpointSettings are the job's checkpointing keys.
 type checkpointSettings struct {
 	interval      time.Duration // 0: periodic checkpoints are off
@@ -202,7 +206,7 @@ func (c *checkpointCoordinator) start() {
 func (c *checkpointCoordinator) stop(reason pb.CheckpointFailureReason, msg string) {
 	c.periodic, c.nextPeriodic, c.periodicQueued, c.soon, c.paused = false, time.Time{}, false, false, false
 	for _, r := range c.manualQueue {
-		r.reply <- checkpointResult{err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+		r.reply <- checkpointResult{err: fmt.Errorf("%w: %s", errNotTriggered, msg)}
 		if r.sp != nil && r.sp.stop {
 			c.io.stopFailed(r.sp, msg)
 		}
@@ -322,7 +326,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *sa
 		c.record(info)
 		c.onFailure(-1, reason)
 		if reply != nil {
-			reply <- checkpointResult{info: info, err: fmt.Errorf("checkpoint not triggered: %s", msg)}
+			reply <- checkpointResult{info: info, err: fmt.Errorf("%w: %s", errNotTriggered, msg)}
 		}
 		if sp != nil && sp.stop {
 			c.io.stopFailed(sp, msg)
@@ -336,7 +340,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *sa
 	if len(plan.wait) == 0 {
 		// Every task finished (the job ends next): nothing is left to checkpoint.
 		if reply != nil {
-			reply <- checkpointResult{err: errors.New("checkpoint not triggered: every task has finished")}
+			reply <- checkpointResult{err: fmt.Errorf("%w: every task has finished", errNotTriggered)}
 		}
 		if sp != nil && sp.stop {
 			c.io.stopFailed(sp, "every task has finished")

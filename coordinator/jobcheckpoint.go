@@ -231,19 +231,14 @@ func subtaskKey(vertex, subtask int32) string { return fmt.Sprintf("%d/%d", vert
 // rememberStates keeps, per subtask, its states in the newest checkpoint (restored or
 // completed), so that a subtask that finishes can hand them to later checkpoints.
 func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
-	byOp := map[string]int32{}
-	for _, v := range m.graph.GetVertices() {
-		for _, op := range v.GetOperators() {
-			byOp[storage.OperatorUID(op)] = v.GetId()
-		}
-	}
+	byOp := vertexByUID(m.graph)
 	fresh := map[string][]*pb.OperatorSubtaskState{}
 	for _, st := range states {
 		v, ok := byOp[st.GetOperator()]
 		if !ok {
 			continue
 		}
-		k := subtaskKey(v, st.GetSubtask())
+		k := subtaskKey(v.GetId(), st.GetSubtask())
 		fresh[k] = append(fresh[k], st)
 	}
 	maps.Copy(m.lastStates, fresh)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -173,12 +172,7 @@ func restoreFrom(g *pb.JobGraph, req *pb.SubmitJobRequest) (*pb.CompletedCheckpo
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalidRestore, req.GetRestorePath(), err)
 	}
 	md := snap.Metadata
-	vertexOf := map[string]*pb.JobVertex{}
-	for _, v := range g.GetVertices() {
-		for _, op := range v.GetOperators() {
-			vertexOf[storage.OperatorUID(op)] = v
-		}
-	}
+	vertexOf := vertexByUID(g)
 	var missing []string
 	restoredMaxP := map[*pb.JobVertex]int32{}
 	var size int64
@@ -216,7 +210,7 @@ func restoreFrom(g *pb.JobGraph, req *pb.SubmitJobRequest) (*pb.CompletedCheckpo
 		}
 		v.MaxParallelism = mp
 	}
-	if err := checkKeyTypes(g, snap); err != nil {
+	if err := checkKeyTypes(g, vertexOf, snap); err != nil {
 		return nil, err
 	}
 	return &pb.CompletedCheckpoint{
@@ -240,19 +234,24 @@ func hasState(st *pb.OperatorSubtaskState) bool {
 	return false
 }
 
-// checkKeyTypes refuses a snapshot whose keyed state has another key type than the vertex
-// that restores it is keyed by.
-func checkKeyTypes(g *pb.JobGraph, snap *storage.Snapshot) error {
-	keyOf := map[int32]*pb.JobEdge{}
-	for _, e := range g.GetEdges() {
-		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
-			keyOf[e.GetTarget()] = e
-		}
-	}
+// vertexByUID maps each operator's uid to the vertex that runs it.
+func vertexByUID(g *pb.JobGraph) map[string]*pb.JobVertex {
 	vertexOf := map[string]*pb.JobVertex{}
 	for _, v := range g.GetVertices() {
 		for _, op := range v.GetOperators() {
 			vertexOf[storage.OperatorUID(op)] = v
+		}
+	}
+	return vertexOf
+}
+
+// checkKeyTypes refuses a snapshot whose keyed state has another key type than the vertex
+// that restores it is keyed by (vertexOf: vertexByUID of g).
+func checkKeyTypes(g *pb.JobGraph, vertexOf map[string]*pb.JobVertex, snap *storage.Snapshot) error {
+	keyOf := map[int32]*pb.JobEdge{}
+	for _, e := range g.GetEdges() {
+		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
+			keyOf[e.GetTarget()] = e
 		}
 	}
 	checked := map[string]bool{}
@@ -300,7 +299,7 @@ func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		if r.info != nil || strings.HasPrefix(r.err.Error(), "checkpoint not triggered") {
+		if r.info != nil || errors.Is(r.err, errNotTriggered) {
 			return nil, fmt.Errorf("%w: job %s: %w", ErrSavepointFailed, id, r.err)
 		}
 		return nil, r.err

@@ -415,8 +415,7 @@ func taskName(t *pb.TaskDetails, d *pb.JobDetails) string {
 
 // allTasksRunning reports whether the job and every task are RUNNING.
 func allTasksRunning(d *pb.JobDetails) bool {
-	return d.GetStatus() == pb.JobStatus_JOB_STATUS_RUNNING && len(d.GetTasks()) > 0 &&
-		!slices.ContainsFunc(d.GetTasks(), func(t *pb.TaskDetails) bool { return t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING })
+	return client.RunningAt(d, 0) == nil
 }
 
 // committedParts lists the committed part files of a file sink directory: visible files

@@ -898,6 +898,25 @@ func (w *watch) run(fn func(*pb.JobDetails) error, last **pb.JobDetails) (n int,
 	}
 }
 
+// RunningAt reports, as nil, that a job runs at parallelism p (any when p < 1) with every
+// task RUNNING; otherwise its error says what does not.
+func RunningAt(d *pb.JobDetails, p int32) error {
+	switch {
+	case d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING:
+		return fmt.Errorf("job is %v", d.GetStatus())
+	case p > 0 && d.GetParallelism() != p:
+		return fmt.Errorf("job runs at parallelism %d", d.GetParallelism())
+	case len(d.GetTasks()) == 0:
+		return errors.New("job has no tasks")
+	}
+	for _, t := range d.GetTasks() {
+		if t.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
+			return fmt.Errorf("task %s %d is %v", t.GetOperator(), t.GetSubtask(), t.GetStatus())
+		}
+	}
+	return nil
+}
+
 // IsTerminal reports whether a job status is terminal.
 func IsTerminal(s pb.JobStatus) bool {
 	return s == pb.JobStatus_JOB_STATUS_FINISHED || s == pb.JobStatus_JOB_STATUS_FAILED || s == pb.JobStatus_JOB_STATUS_CANCELED

@@ -100,3 +100,28 @@ func TestCheckpointCalls(t *testing.T) {
 		t.Errorf("TriggerCheckpoint(empty) = %v, %v; want an error for an answer without a checkpoint", cp, err)
 	}
 }
+
+func TestRunningAt(t *testing.T) {
+	running := &pb.TaskDetails{Operator: "src", Status: pb.ExecutionState_EXECUTION_STATE_RUNNING}
+	finished := &pb.TaskDetails{Operator: "src", Subtask: 1, Status: pb.ExecutionState_EXECUTION_STATE_FINISHED}
+	job := func(s pb.JobStatus, p int32, tasks ...*pb.TaskDetails) *pb.JobDetails {
+		return &pb.JobDetails{Status: s, Parallelism: p, Tasks: tasks}
+	}
+	for _, tc := range []struct {
+		d    *pb.JobDetails
+		p    int32
+		want string // "" = running
+	}{
+		{job(pb.JobStatus_JOB_STATUS_RUNNING, 2, running, running), 2, ""},
+		{job(pb.JobStatus_JOB_STATUS_RUNNING, 2, running, running), 0, ""},
+		{job(pb.JobStatus_JOB_STATUS_RUNNING, 2, running, running), 3, "parallelism 2"},
+		{job(pb.JobStatus_JOB_STATUS_RESTARTING, 2, running, running), 2, "RESTARTING"},
+		{job(pb.JobStatus_JOB_STATUS_RUNNING, 2, running, finished), 2, "task src 1 is EXECUTION_STATE_FINISHED"},
+		{job(pb.JobStatus_JOB_STATUS_RUNNING, 2), 2, "no tasks"},
+	} {
+		err := RunningAt(tc.d, tc.p)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("RunningAt(%v, %d) = %v, want %q", tc.d, tc.p, err, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/client/clienttest"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
@@ -166,7 +167,7 @@ operators:
 	if _, err := cl.Rescale(ctx, id, 2); err != nil {
 		t.Fatalf("rescale to 2 = %v", err)
 	}
-	waitParallelism(t, ctx, cl, id, 2)
+	clienttest.WaitRunningAt(t, ctx, cl, id, 2)
 	gate.Store(n)
 	watchFinished(t, ctx, cl, id, -1) // a failure would fail it: restart-strategy none
 

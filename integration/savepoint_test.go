@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/client/clienttest"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
@@ -93,29 +93,6 @@ func waitCommitted(t *testing.T, out string, n int) {
 	})
 }
 
-// waitParallelism waits until job id runs with every task RUNNING at parallelism p.
-func waitParallelism(t *testing.T, ctx context.Context, cl *client.Client, id string, p int32) {
-	t.Helper()
-	poll.Until(t, 60*time.Second, fmt.Sprintf("job %s to run at parallelism %d", id, p), func() error {
-		d, err := cl.Job(ctx, id)
-		if err != nil {
-			return err
-		}
-		if client.IsTerminal(d.GetStatus()) {
-			t.Fatalf("job %s ended %v (%s)", id, d.GetStatus(), d.GetFailureCause())
-		}
-		if d.GetParallelism() != p || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
-			return fmt.Errorf("job is %v at parallelism %d", d.GetStatus(), d.GetParallelism())
-		}
-		for _, task := range d.GetTasks() {
-			if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
-				return fmt.Errorf("task %s %d is %v", task.GetOperator(), task.GetSubtask(), task.GetStatus())
-			}
-		}
-		return nil
-	})
-}
-
 // TestSavepointStopResumeRescale runs one keyed count through every way a job's state moves:
 // a savepoint while it runs, stop-with-savepoint, a resume at another parallelism into the
 // other state backend, and rescales down and up in place. The committed output of all of it
@@ -178,14 +155,14 @@ func TestSavepointStopResumeRescale(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resume from %s = %v", moved, err)
 			}
-			waitParallelism(t, ctx, cl, id2, 3)
+			clienttest.WaitRunningAt(t, ctx, cl, id2, 3)
 			waitCommitted(t, out, stopped+300)
 
 			for _, p := range []int32{1, 4} {
 				if _, err := cl.Rescale(ctx, id2, int(p)); err != nil {
 					t.Fatalf("rescale to %d = %v", p, err)
 				}
-				waitParallelism(t, ctx, cl, id2, p)
+				clienttest.WaitRunningAt(t, ctx, cl, id2, p)
 				if p == 1 {
 					waitCommitted(t, out, len(committedRows[countRow](t, out))+200)
 				}
@@ -223,7 +200,7 @@ func TestRestoreRefusals(t *testing.T) {
 	if _, err := cl.Rescale(ctx, id, 129); err == nil || !strings.Contains(err.Error(), "max parallelism 128") {
 		t.Errorf("Rescale(129) = %v, want a refusal naming the max parallelism", err)
 	}
-	waitParallelism(t, ctx, cl, id, 2)
+	clienttest.WaitRunningAt(t, ctx, cl, id, 2)
 	if err := cl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +239,7 @@ func TestRestoreRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Submit with -n = %v", err)
 	}
-	waitParallelism(t, ctx, cl, id2, 2)
+	clienttest.WaitRunningAt(t, ctx, cl, id2, 2)
 	if err := cl.Cancel(ctx, id2); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/client/clienttest"
 	"github.com/goflink/goflink/connector/kafka/kafkatest"
 	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -147,7 +148,7 @@ func jobLifecycle(t *testing.T, c *cluster, spec string, bounded bool) string {
 		t.Fatal(err)
 	}
 	id2 := sub.JobID
-	waitAtParallelism(t, ctx, cl, id2, 3)
+	clienttest.WaitRunningAt(t, ctx, cl, id2, 3)
 	waitCompletedCheckpoints(t, ctx, cl, id2, 2)
 
 	// A savepoint while it runs, listed as one.
@@ -184,7 +185,7 @@ func jobLifecycle(t *testing.T, c *cluster, spec string, bounded bool) string {
 	}
 	p.Kill()
 	pollJob(t, cl, id2, time.Minute, func(d *pb.JobDetails) bool { return d.GetRestarts() > 0 })
-	waitAtParallelism(t, ctx, cl, id2, 3)
+	clienttest.WaitRunningAt(t, ctx, cl, id2, 3)
 
 	for _, p := range []int32{1, 4} {
 		start := time.Now()
@@ -192,7 +193,7 @@ func jobLifecycle(t *testing.T, c *cluster, spec string, bounded bool) string {
 		if out, errOut, code := c.flinkctl("rescale", id2, "-p", n); code != 0 {
 			t.Fatalf("flinkctl rescale %s -p %s = exit %d: %s%s", id2, n, code, out, errOut)
 		}
-		waitAtParallelism(t, ctx, cl, id2, p)
+		clienttest.WaitRunningAt(t, ctx, cl, id2, p)
 		t.Logf("rescale to %s: all tasks RUNNING %v after the command", n, time.Since(start).Round(time.Millisecond))
 		waitCompletedCheckpoints(t, ctx, cl, id2, 1)
 	}
@@ -226,29 +227,6 @@ func waitCompletedCheckpoints(t *testing.T, ctx context.Context, cl *client.Clie
 	poll.Until(t, time.Minute, fmt.Sprintf("%d more checkpoints of job %s", n, id), func() error {
 		if got := count(); got < first+n {
 			return fmt.Errorf("newest completed checkpoint %d", got)
-		}
-		return nil
-	})
-}
-
-// waitAtParallelism waits until job id is RUNNING at parallelism p with every task RUNNING.
-func waitAtParallelism(t *testing.T, ctx context.Context, cl *client.Client, id string, p int32) {
-	t.Helper()
-	poll.Until(t, time.Minute, fmt.Sprintf("job %s running at parallelism %d", id, p), func() error {
-		d, err := cl.Job(ctx, id)
-		if err != nil {
-			return err
-		}
-		if client.IsTerminal(d.GetStatus()) {
-			t.Fatalf("job %s ended %v: %s", id, d.GetStatus(), d.GetFailureCause())
-		}
-		if d.GetParallelism() != p || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
-			return fmt.Errorf("%v at parallelism %d", d.GetStatus(), d.GetParallelism())
-		}
-		for _, task := range d.GetTasks() {
-			if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_RUNNING {
-				return fmt.Errorf("%s %d is %v", task.GetOperator(), task.GetSubtask(), task.GetStatus())
-			}
 		}
 		return nil
 	})

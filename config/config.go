@@ -120,6 +120,9 @@ func (c *Config) String(key string) string {
 	return c.raw(key, KindString)
 }
 
+// Bool returns a true/false enum key's value.
+func (c *Config) Bool(key string) bool { return c.raw(key, KindEnum) == "true" }
+
 // ParseDynamic parses repeated "-D key=value" flags into a Config.
 func ParseDynamic(pairs []string) (*Config, error) {
 	c := New()

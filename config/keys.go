@@ -92,6 +92,18 @@ const (
 	ExpDelayResetThreshold  = "restart-strategy.exponential-delay.reset-backoff-threshold"
 	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
 	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+
+	SSLInternalEnabled = "security.ssl.internal.enabled"
+	SSLInternalCert    = "security.ssl.internal.cert"
+	SSLInternalKey     = "security.ssl.internal.key"
+	SSLInternalCA      = "security.ssl.internal.ca"
+	SSLRestEnabled     = "security.ssl.rest.enabled"
+	SSLRestCert        = "security.ssl.rest.cert"
+	SSLRestKey         = "security.ssl.rest.key"
+	SSLRestCA          = "security.ssl.rest.ca"
+	SSLRestClientAuth  = "security.ssl.rest.authentication-enabled"
+	AuthTokenFile      = "security.auth.token-file"
+	RPCReflection      = "security.rpc.reflection.enabled"
 )
 
 // options is the registry of every key goflink understands.
@@ -167,6 +179,28 @@ var options = []Option{
 		Description: "Random spread of exponential-delay's delays, in [0, 1]: each delay moves by up to ±factor × its value (within initial-backoff and max-backoff)."},
 	{Key: ExpDelayAttempts, Kind: KindLimit, Default: "infinite", Scope: ScopeJob, Min: 1,
 		Description: "Restart attempts exponential-delay allows before the job fails, counted since the last reset; failures merged into a pending restart do not count. A number or infinite (2147483647)."},
+	{Key: SSLInternalEnabled, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
+		Description: "Mutual TLS on every connection between cluster processes: JobManager and TaskManager RPCs, the data exchange and Raft. Needs security.ssl.internal.cert, .key and .ca."},
+	{Key: SSLInternalCert, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM certificate (chain) every cluster process presents, as server and as client (extended key usages serverAuth and clientAuth); reloaded when the file changes."},
+	{Key: SSLInternalKey, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM private key of security.ssl.internal.cert; reloaded when the file changes."},
+	{Key: SSLInternalCA, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM CA certificate(s) a cluster process's peer certificate must chain to (host names are not checked, as in Flink); reloaded when the file changes."},
+	{Key: SSLRestEnabled, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
+		Description: "TLS for clients (flinkctl, grpcurl) on the JobManager's RPC port, with security.ssl.rest.cert and .key; without it, the port serves clients with the internal certificate when internal TLS is on."},
+	{Key: SSLRestCert, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM certificate (chain) the JobManager presents to clients; it must name the host clients dial. Reloaded when the file changes."},
+	{Key: SSLRestKey, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM private key of security.ssl.rest.cert; reloaded when the file changes."},
+	{Key: SSLRestCA, Kind: KindString, Scope: ScopeProcess,
+		Description: "PEM CA certificate(s) client certificates must chain to (with security.ssl.rest.authentication-enabled)."},
+	{Key: SSLRestClientAuth, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
+		Description: "Accept client certificates that chain to security.ssl.rest.ca as authentication for client RPCs (besides the token)."},
+	{Key: AuthTokenFile, Kind: KindString, Scope: ScopeProcess,
+		Description: "File holding the bearer token every client RPC must carry (flinkctl --token-file, FLINKCTL_TOKEN); reloaded when it changes. Unset: client RPCs need no token."},
+	{Key: RPCReflection, Kind: KindEnum, Default: "true", Scope: ScopeProcess, Enum: []string{"true", "false"},
+		Description: "Serve gRPC server reflection on the JobManager's RPC port (for grpcurl); like every client RPC it needs the token or a certificate when those are configured."},
 }
 
 var byKey = func() map[string]*Option {

@@ -30,3 +30,13 @@ func Advertised(listen string, bound net.Addr) (string, error) {
 	}
 	return net.JoinHostPort(host, port), nil
 }
+
+// IsLoopback reports whether a bound address accepts loopback connections only.
+func IsLoopback(a net.Addr) bool {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
+}

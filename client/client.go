@@ -53,6 +53,7 @@ type Client struct {
 	Retrying func(Retry)
 
 	addrs []string // the given addresses, in order
+	opts  []grpc.DialOption
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn // every address dialed: given, learned and leader hints
@@ -78,13 +79,22 @@ var connectParams = grpc.ConnectParams{
 }
 
 // New connects lazily to the given JobManager addresses ("host:port", comma lists allowed; see
-// ParseAddrs).
+// ParseAddrs), in plaintext without a token.
 func New(addrs ...string) (*Client, error) {
+	return NewWithOptions(nil, addrs...)
+}
+
+// NewWithOptions is New with the dial options of every connection, transport included: TLS
+// and the token, as security.ClientOptions.DialOptions makes them. Nil dials in plaintext.
+func NewWithOptions(opts []grpc.DialOption, addrs ...string) (*Client, error) {
 	list, err := ParseAddrs(addrs...)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{Wait: defaultWait, addrs: list, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}}
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	c := &Client{Wait: defaultWait, addrs: list, conns: map[string]*grpc.ClientConn{}, unreached: map[string]bool{}, opts: opts}
 	for _, a := range list {
 		if _, err := c.conn(a); err != nil {
 			c.Close()
@@ -177,11 +187,11 @@ func validHostname(h string) bool {
 }
 
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connectParams),
+	return grpc.NewClient(addr, append(slices.Clone(c.opts), grpc.WithConnectParams(connectParams),
 		// A watch stream to a JobManager cut off by the network breaks after about 15 s
 		// instead of hanging until TCP gives up; Watch then resumes on the new leader.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-		grpc.WithChainUnaryInterceptor(c.readLeader))
+		grpc.WithChainUnaryInterceptor(c.readLeader))...)
 }
 
 // readLeader is the connections' unary interceptor: it notes the leader that a JobManager which

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/goflink/goflink/internal/leaderrpc"
+	"github.com/goflink/goflink/internal/security"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -159,7 +160,13 @@ func (jm *JobManager) leaderConn(ctx context.Context, method string) (*grpc.Clie
 // forwardContext is the context of a forwarded call: the caller's deadline and cancellation,
 // marked as forwarded by this JobManager.
 func (jm *JobManager) forwardContext(ctx context.Context) context.Context {
-	return metadata.NewOutgoingContext(ctx, metadata.Pairs(leaderrpc.ForwardedByHeader, jm.cfg.NodeID))
+	md := metadata.Pairs(leaderrpc.ForwardedByHeader, jm.cfg.NodeID)
+	// The client's token goes on: without internal TLS the leader cannot tell this follower
+	// from anyone, and checks the token itself.
+	if tok := security.IncomingToken(ctx); len(tok) > 0 {
+		md.Set(security.AuthorizationHeader, tok...)
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // messages returns new request and response messages of a method ("/package.Service/Method").

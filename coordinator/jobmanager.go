@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -29,6 +28,7 @@ import (
 	"github.com/goflink/goflink/connector/nexmark"
 	"github.com/goflink/goflink/internal/dirlock"
 	"github.com/goflink/goflink/internal/netaddr"
+	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -155,6 +155,7 @@ type JobManager struct {
 	disp *dispatcher
 
 	lock   *dirlock.Lock // the data dir, held until Close
+	sec    *security.Security
 	srv    *grpc.Server
 	health *health.Server
 
@@ -210,25 +211,32 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := security.FromSettings(cfg.Settings, log)
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	f := newFSM()
-	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
+	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings, sec)
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
 	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lock: lock, ctx: ctx, cancel: cancel,
-		peers: map[string]*grpc.ClientConn{}}
+		peers: map[string]*grpc.ClientConn{}, sec: sec}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
+	jm.rm.dial = sec.InternalDialOption()
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
 
-	jm.srv = grpc.NewServer(
+	jm.srv = grpc.NewServer(append(sec.JobManagerServerCreds(),
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a
 		// JobManager cut off by the network is noticed; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainUnaryInterceptor(jm.forwardUnary), grpc.ChainStreamInterceptor(jm.forwardStream))
+		// Every call is authorized where it arrives, before a follower forwards it.
+		grpc.ChainUnaryInterceptor(sec.UnaryInterceptor(rpcClass), jm.forwardUnary),
+		grpc.ChainStreamInterceptor(sec.StreamInterceptor(rpcClass), jm.forwardStream))...)
 	pb.RegisterJobServiceServer(jm.srv, &jobService{jm: jm})
 	pb.RegisterClusterServiceServer(jm.srv, &clusterService{jm: jm})
 	pb.RegisterTaskManagerServiceServer(jm.srv, &taskManagerService{jm: jm})
@@ -238,7 +246,10 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	jm.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	jm.health.SetServingStatus(HealthLeader, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(jm.srv, jm.health)
-	reflection.Register(jm.srv)
+	if cfg.Settings.Bool(config.RPCReflection) {
+		reflection.Register(jm.srv)
+	}
+	warnInsecure(log, sec, lis.Addr())
 
 	jm.wg.Go(jm.advertise)
 	jm.wg.Go(func() {
@@ -263,6 +274,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // Addr returns the advertised RPC address.
 func (jm *JobManager) Addr() string { return jm.rpcAddr }
+
+// RaftAddr returns the address of the Raft transport.
+func (jm *JobManager) RaftAddr() string { return jm.node.addr }
 
 // IsLeader reports whether this JobManager leads and has established leadership.
 func (jm *JobManager) IsLeader() bool { return jm.leading.Load() }
@@ -454,7 +468,7 @@ func (jm *JobManager) peerConn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := jm.peers[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, jm.sec.InternalDialOption(),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 5 * time.Second,
@@ -522,4 +536,31 @@ func (jm *JobManager) Close() error {
 	}
 	jm.peersMu.Unlock()
 	return errors.Join(jm.node.close(), jm.lock.Release())
+}
+
+// rpcClass says who may call a method of the JobManager's port: health checks anyone,
+// TaskManagerService and RegisterJobManager only cluster processes, the rest clients.
+func rpcClass(method string) security.Class {
+	switch {
+	case strings.HasPrefix(method, "/grpc.health.v1.Health/"):
+		return security.Open
+	case strings.HasPrefix(method, "/"+pb.TaskManagerService_ServiceDesc.ServiceName+"/"),
+		method == pb.ClusterService_RegisterJobManager_FullMethodName:
+		return security.Internal
+	}
+	return security.Client
+}
+
+// warnInsecure says at start what the security settings leave open on a port that is not
+// loopback only.
+func warnInsecure(log *slog.Logger, sec *security.Security, addr net.Addr) {
+	if netaddr.IsLoopback(addr) {
+		return
+	}
+	if !sec.InternalTLS() {
+		log.Warn("serving without security.ssl.internal.enabled on a network address: cluster RPCs and Raft are neither encrypted nor authenticated", "addr", addr.String())
+	}
+	if !sec.ClientAuthConfigured() {
+		log.Warn("serving clients without security.auth.token-file or client certificates on a network address: anyone who reaches it can submit and cancel jobs", "addr", addr.String())
+	}
 }

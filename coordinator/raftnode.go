@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/goflink/goflink/internal/netaddr"
+	"github.com/goflink/goflink/internal/security"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -40,7 +43,7 @@ var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election
 
 // openRaft opens the Raft node. The transport serves on lis when it is set, else on a
 // listener bound to bind; the caller closes lis if openRaft fails.
-func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings) (*raftNode, error) {
+func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings, sec *security.Security) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
@@ -64,7 +67,7 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
 	var trans *raft.NetworkTransport
-	if self := peerAddr(peers, nodeID); self != "" || lis != nil {
+	if self := peerAddr(peers, nodeID); self != "" || lis != nil || sec.InternalTLS() {
 		// A member of a --peers group advertises the address the others know it by, as given
 		// (a host name stays a name, so a container that comes back with a new IP is found);
 		// a listener bound by the caller, its own address unless it is such a member.
@@ -80,7 +83,10 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 				return nil, fmt.Errorf("raft transport: %w", err)
 			}
 		}
-		trans = raft.NewNetworkTransportWithLogger(&namedStream{Listener: lis, advertise: self}, 3, 10*time.Second, logger)
+		// With internal TLS, a peer without the internal certificate fails the handshake on
+		// its first read: raft drops the connection.
+		stream := &namedStream{Listener: sec.Listen(lis), advertise: self, tls: sec.InternalClientConfig()}
+		trans = raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, logger)
 	} else {
 		advertise, err := resolveAdvertise(bind)
 		if err != nil {
@@ -133,10 +139,19 @@ func peerAddr(peers []Peer, id string) string {
 type namedStream struct {
 	net.Listener
 	advertise string
+	tls       *tls.Config // nil: plaintext
 }
 
 func (s *namedStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(addr), timeout)
+	if s.tls == nil {
+		return net.DialTimeout("tcp", string(addr), timeout)
+	}
+	// The handshake is bounded by the dial timeout too: a peer that accepts but never answers
+	// does not hold raft's dialer.
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: s.tls}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d.DialContext(ctx, "tcp", string(addr))
 }
 
 func (s *namedStream) Addr() net.Addr { return namedAddr(s.advertise) }

@@ -61,6 +61,7 @@ type resourceManager struct {
 	timeout  time.Duration
 	now      func() time.Time
 	onLost   func(tm *taskManager, reason string)
+	dial     grpc.DialOption // the transport to TaskManagers (internal TLS)
 
 	mu      sync.Mutex
 	tms     map[string]*taskManager
@@ -73,7 +74,8 @@ type resourceManager struct {
 func newResourceManager(log *slog.Logger, interval, timeout time.Duration, onLost func(*taskManager, string)) *resourceManager {
 	return &resourceManager{
 		log: log, interval: interval, timeout: timeout, now: time.Now, onLost: onLost,
-		tms: map[string]*taskManager{}, changed: make(chan struct{}),
+		dial: grpc.WithTransportCredentials(insecure.NewCredentials()),
+		tms:  map[string]*taskManager{}, changed: make(chan struct{}),
 	}
 }
 
@@ -97,7 +99,7 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
 		return nil, fmt.Errorf("register %s: address %q: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
 	}
-	conn, err := grpc.NewClient(req.GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(req.GetAddress(), rm.dial)
 	if err != nil {
 		return nil, fmt.Errorf("register %s: dial %s: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
 	}

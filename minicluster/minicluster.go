@@ -21,6 +21,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/worker"
 )
@@ -191,7 +192,16 @@ func StartReady(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // Client returns a client of the cluster; close it after use.
-func (c *Cluster) Client() (*client.Client, error) { return client.New(c.Addr()) }
+//
+// With the cluster's security settings it connects as a member of the cluster: the internal
+// certificate, and the token.
+func (c *Cluster) Client() (*client.Client, error) {
+	sec, err := security.FromSettings(c.opts.Settings, c.opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithOptions(sec.MemberDialOptions(), c.Addr())
+}
 
 // Addr returns the JobManagers' RPC addresses, comma-separated (one for a single JobManager).
 func (c *Cluster) Addr() string { return strings.Join(c.jmAddrs(), ",") }
@@ -207,7 +217,7 @@ func (c *Cluster) jmAddrs() []string {
 
 // WaitReady waits until the JobManager leads and every TaskManager is registered.
 func (c *Cluster) WaitReady(ctx context.Context) error {
-	cl, err := client.New(c.Addr())
+	cl, err := c.Client()
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -32,6 +31,7 @@ import (
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/internal/netaddr"
+	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -87,6 +87,7 @@ type TaskManager struct {
 	instance string // random, chosen at Start: tells this process from another with the same ID
 	addr     string // advertised
 	slots    int
+	sec      *security.Security
 	log      *slog.Logger
 
 	srv    *grpc.Server
@@ -139,6 +140,10 @@ func Start(cfg Config) (*TaskManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)
 	}
+	sec, err := security.FromSettings(settings, log)
+	if err != nil {
+		return nil, fmt.Errorf("taskmanager: %w", err)
+	}
 	lis, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager listen: %w", err)
@@ -156,7 +161,7 @@ func Start(cfg Config) (*TaskManager, error) {
 		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots),
 		log: log.With("tm_id", id), ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
-		reportCh: make(chan struct{}, 1),
+		reportCh: make(chan struct{}, 1), sec: sec,
 	}
 	partitions := newPartitionRegistry()
 	tm.env = &taskEnv{
@@ -166,7 +171,12 @@ func Start(cfg Config) (*TaskManager, error) {
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
 	}
-	tm.srv = grpc.NewServer(grpc.MaxRecvMsgSize(maxRecordBytes + 1<<20))
+	// Only cluster processes call a TaskManager: with internal TLS, a caller without the
+	// internal certificate fails the handshake.
+	tm.srv = grpc.NewServer(append(sec.InternalServerCreds(), grpc.MaxRecvMsgSize(maxRecordBytes+1<<20))...)
+	if !sec.InternalTLS() && !netaddr.IsLoopback(lis.Addr()) {
+		tm.log.Warn("serving without security.ssl.internal.enabled on a network address: anyone who reaches it can submit tasks and read their data", "addr", lis.Addr().String())
+	}
 	pb.RegisterTaskExecutorServiceServer(tm.srv, &executorServer{tm: tm})
 	pb.RegisterDataExchangeServiceServer(tm.srv, &dataServer{partitions: partitions, timeout: tm.env.partTimeout})
 	tm.health = health.NewServer()
@@ -249,8 +259,7 @@ func (tm *TaskManager) conn(addr string) (*grpc.ClientConn, error) {
 	if tm.ctx.Err() != nil {
 		return nil, errors.New("taskmanager is shutting down")
 	}
-	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, tm.sec.InternalDialOption(),
 		// Reconnect within a second of a peer coming back (gRPC's default backoff grows to two
 		// minutes): a restarted JobManager may be the next leader.
 		grpc.WithConnectParams(grpc.ConnectParams{

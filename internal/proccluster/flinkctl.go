@@ -63,7 +63,11 @@ type Checkpoint struct {
 // Flinkctl runs flinkctl -m Addr args and returns its output; err is an *exec.ExitError
 // when it exited non-zero.
 func (c *Cluster) Flinkctl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "flinkctl"), append([]string{"-m", c.Addr}, args...)...)
+	pre := []string{"-m", c.Addr}
+	if c.opts.Secure {
+		pre = append(pre, "--ca", c.Certs.CA, "--token-file", c.Certs.Token)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "flinkctl"), append(pre, args...)...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()

@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/internal/process"
+	"github.com/goflink/goflink/internal/security"
 )
 
 // Timeouts of starting and stopping.
@@ -51,6 +53,10 @@ type Options struct {
 	JobManagerArgs, TaskManagerArgs []string
 	// Debug has each TaskManager serve pprof on a socket of its own (Proc.DebugAddr).
 	Debug bool
+	// Secure generates certificates and a token (Cluster.Certs) and runs every process with
+	// internal mutual TLS, the JobManagers with the token and client certificates of the
+	// clients' CA; flinkctl and Client use the CA and the token.
+	Secure bool
 }
 
 // Cluster is a running cluster. Its methods may be called from one goroutine at a time,
@@ -63,6 +69,8 @@ type Cluster struct {
 	JMs []*Proc
 	// TMs are the TaskManagers Start started, tm-0 first.
 	TMs []*Proc
+	// Certs are the certificates and token of a Secure cluster.
+	Certs security.Generated
 
 	opts Options
 	jms  []jobManager
@@ -91,6 +99,18 @@ func Start(opts Options) (c *Cluster, err error) {
 			c.Stop()
 		}
 	}()
+	if opts.Secure {
+		if c.Certs, err = security.Generate(filepath.Join(opts.Dir, "certs"), []string{"localhost", "127.0.0.1"}, 24*time.Hour); err != nil {
+			return c, err
+		}
+		tls := []string{"-D", config.SSLInternalEnabled + "=true", "-D", config.SSLInternalCert + "=" + c.Certs.Cluster,
+			"-D", config.SSLInternalKey + "=" + c.Certs.ClusterKey, "-D", config.SSLInternalCA + "=" + c.Certs.CA}
+		jm := append(slices.Clone(tls), "-D", config.AuthTokenFile+"="+c.Certs.Token,
+			"-D", config.SSLRestClientAuth+"=true", "-D", config.SSLRestCA+"="+c.Certs.ClientCA)
+		opts.JobManagerArgs = append(jm, opts.JobManagerArgs...)
+		opts.TaskManagerArgs = append(slices.Clone(tls), opts.TaskManagerArgs...)
+		c.opts = opts
+	}
 	var addrs, peers []string
 	for i := range opts.JobManagers {
 		id := fmt.Sprintf("jm%d", i+1)
@@ -225,7 +245,7 @@ func (c *Cluster) Proc(name string) *Proc {
 
 // WaitTaskManagers waits until the leader lists exactly the TaskManagers ids.
 func (c *Cluster) WaitTaskManagers(ctx context.Context, ids []string) error {
-	cl, err := client.New(c.Addr)
+	cl, err := c.Client()
 	if err != nil {
 		return err
 	}
@@ -373,4 +393,24 @@ func closeAll(ls map[string]net.Listener) {
 	for _, l := range ls {
 		l.Close()
 	}
+}
+
+// ClientOptions are what a client of the cluster brings: nothing, or for a Secure cluster its
+// CA and token.
+func (c *Cluster) ClientOptions() security.ClientOptions {
+	if !c.opts.Secure {
+		return security.ClientOptions{}
+	}
+	tok, _ := os.ReadFile(c.Certs.Token)
+	return security.ClientOptions{CA: c.Certs.CA, Token: strings.TrimSpace(string(tok))}
+}
+
+// Client returns a client of the cluster (with the CA and token of a Secure one); close it
+// after use.
+func (c *Cluster) Client() (*client.Client, error) {
+	opts, err := c.ClientOptions().DialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithOptions(opts, c.Addr)
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/security"
 )
 
 // Flags are the common flags of a goflink process.
@@ -163,9 +163,13 @@ func (f *Flags) Logger() (*slog.Logger, error) {
 // HealthCommand is the `healthcheck` subcommand of a goflink process: it asks the gRPC health
 // service at --addr and exits 0 when the service is SERVING, 1 otherwise. Docker healthchecks
 // run it inside FROM-scratch images, where no other tool exists.
+//
+// It takes the process's --config and -D, so that with internal TLS it dials as a cluster
+// process.
 func HealthCommand(defaultAddr, what string) *cobra.Command {
 	var addr, service string
 	var timeout time.Duration
+	var f Flags
 	cmd := &cobra.Command{
 		Use:           "healthcheck",
 		Short:         "Exit 0 when the local " + what + " reports SERVING on gRPC health",
@@ -175,7 +179,15 @@ func HealthCommand(defaultAddr, what string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			settings, err := f.Settings()
+			if err != nil {
+				return err
+			}
+			sec, err := security.FromSettings(settings, nil)
+			if err != nil {
+				return err
+			}
+			conn, err := grpc.NewClient(addr, sec.MemberDialOptions()...)
 			if err != nil {
 				return fmt.Errorf("healthcheck %s: %w", addr, err)
 			}
@@ -191,6 +203,8 @@ func HealthCommand(defaultAddr, what string) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&f.ConfigFile, "config", "", "the process's Flink-style YAML config file (its security keys)")
+	cmd.Flags().StringArrayVarP(&f.Dynamic, "define", "D", nil, "config key=value (overrides --config); repeatable")
 	cmd.Flags().StringVar(&addr, "addr", defaultAddr, "host:port of the gRPC server to check")
 	cmd.Flags().StringVar(&service, "service", "", "health service name (\"\": the process)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")

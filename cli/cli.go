@@ -120,6 +120,7 @@ type globals struct {
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
+	sec        securityFlags
 }
 
 // addrs parses the JobManager addresses (-m, else FLINKCTL_JOBMANAGER): a malformed one is a
@@ -142,7 +143,15 @@ func (g *globals) newClient() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(addrs...)
+	so, err := g.sec.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := so.DialOptions()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	c, err := client.NewWithOptions(opts, addrs...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +208,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().StringVarP(&g.jobmanager, "jobmanager", "m", def, "JobManager address(es), host[:port][,host[:port]...] (port 6123 by default): any members of the group; flinkctl finds the leader (env FLINKCTL_JOBMANAGER)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	g.sec.bind(root)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.mGiven = cmd.Flags().Changed("jobmanager") }
 	root.Args = func(_ *cobra.Command, a []string) error {
 		if len(a) > 0 {
@@ -211,7 +221,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		_ = cmd.Usage()
 		return usageErr("want a command")
 	}
-	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), savepointCmd(g), stopCmd(g), rescaleCmd(g), clusterCmd(g))
+	root.AddCommand(runCmd(g), listCmd(g), statusCmd(g), cancelCmd(g), checkpointsCmd(g), checkpointCmd(g), savepointCmd(g), stopCmd(g), rescaleCmd(g), clusterCmd(g), certCmd(g))
 	return root
 }
 

@@ -66,7 +66,18 @@ func seedsFrom(t *testing.T, env, def string) []uint64 {
 func TestChaosExactlyOnce(t *testing.T) {
 	skipShort(t)
 	for _, seed := range chaosSeeds(t) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosRun(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosRun(t, seed, false) })
+	}
+}
+
+// TestChaosExactlyOnceTLS is the chaos test with internal mutual TLS on every connection (RPC,
+// data exchange, Raft) and the token for clients: the first seed (GOFLINK_CHAOS_SEEDS
+// chooses others).
+func TestChaosExactlyOnceTLS(t *testing.T) {
+	skipShort(t)
+	seeds := chaosSeeds(t)
+	for _, seed := range seeds[:1] {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosRun(t, seed, true) })
 	}
 }
 
@@ -86,17 +97,13 @@ func (f fault) String() string {
 		"right after a task acknowledged", "right after a checkpoint completed (before the commit)"}[f]
 }
 
-func chaosRun(t *testing.T, seed uint64) {
+func chaosRun(t *testing.T, seed uint64, secure bool) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	c := startCluster(t, 3, 1)
+	c := startClusterOf(t, proccluster.Options{TaskManagers: 3, Slots: 1, Secure: secure})
 	out := filepath.Join(t.TempDir(), "out")
 	backend, spec := chaosSpec(t, seed, out)
 	id := c.submit(spec)
-	cl, err := client.New(c.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.newClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -59,7 +59,7 @@ func (c *cluster) waitStatus(id string, timeout time.Duration, what string, cond
 
 func (c *cluster) newClient() *client.Client {
 	c.t.Helper()
-	cl, err := client.New(c.Addr)
+	cl, err := c.Client()
 	if err != nil {
 		c.t.Fatal(err)
 	}

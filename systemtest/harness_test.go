@@ -35,6 +35,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "build binaries:", err)
 			os.Exit(1)
 		}
+		// grpcurl, a client a user would have, from the tools module.
+		cmd = exec.Command("go", "build", "-modfile=../tools/go.mod", "-o", dir+"/", "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build grpcurl:", err)
+			os.Exit(1)
+		}
 		binDir = dir
 		code := m.Run()
 		os.RemoveAll(dir)

@@ -210,7 +210,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := newFSM()
+	f := newFSM(log)
 	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings)
 	if err != nil {
 		return nil, err

@@ -176,8 +176,12 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 
 // apply proposes a command stamped with the leader's time and node ID (cmd.Time,
 // cmd.Proposer), waits for it to commit and returns the FSM's result value. A domain rejection
-// by the FSM is returned as the error.
+// by the FSM is returned as the error; a command the FSM would reject whatever the state
+// (validateCommand) is not proposed.
 func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
+	if err := validateCommand(cmd); err != nil {
+		return nil, err // every replica would reject it
+	}
 	cmd.Time, cmd.Proposer = timestamppb.Now(), n.id
 	data, err := proto.Marshal(cmd)
 	if err != nil {

@@ -47,6 +47,8 @@ type Option struct {
 	Scope   Scope
 	Enum    []string // allowed values for KindEnum
 	Min     int64    // minimum for KindInt and KindLimit and (in milliseconds) for KindDuration
+	// Max is the maximum for KindInt, when greater than Min (0: no maximum).
+	Max int64
 	// FloatMin and FloatMax bound KindFloat values. FloatMin is inclusive unless
 	// FloatMinExclusive is set; FloatMax is inclusive, and no upper bound applies unless it is
 	// greater than FloatMin.
@@ -94,10 +96,17 @@ const (
 	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
 )
 
+// MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
+// the most a JobManager accepts in a registration: every slot is bookkeeping on the JobManager
+// and a share of the TaskManager's memory and cores, and a machine runs far fewer subtasks than
+// this well. A registration is network input, so its slot count must be bounded before the
+// JobManager sizes anything by it.
+const MaxTaskSlots = 1024
+
 // options is the registry of every key goflink understands.
 var options = []Option{
-	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1,
-		Description: "Slots a TaskManager offers; one slot holds one subtask of each operator of a job."},
+	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1, Max: MaxTaskSlots,
+		Description: "Slots a TaskManager offers (at most 1024); one slot holds one subtask of each operator of a job."},
 	{Key: HeartbeatInterval, Kind: KindDuration, Default: "1 s", Scope: ScopeProcess, Min: 1,
 		Description: "How often a TaskManager heartbeats the JobManager (Flink: 10 s)."},
 	{Key: HeartbeatTimeout, Kind: KindDuration, Default: "5 s", Scope: ScopeProcess, Min: 1,
@@ -188,6 +197,9 @@ func (o *Option) normalize(value string) (string, error) {
 		}
 		if n < o.Min {
 			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
+		}
+		if o.Max > o.Min && n > o.Max {
+			return "", fmt.Errorf("%d is above the maximum %d", n, o.Max)
 		}
 		return fmt.Sprint(n), nil
 	case KindDuration:

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -382,12 +383,6 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 		Term: r.CurrentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
 }
 
-// isMember reports whether a node ID is in the Raft configuration.
-func (jm *JobManager) isMember(id string) bool {
-	f := jm.node.r.GetConfiguration()
-	return f.Error() == nil && slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
-}
-
 // statusTimeout bounds asking another JobManager for its status.
 const statusTimeout = time.Second
 
@@ -476,6 +471,7 @@ const advertiseInterval = 500 * time.Millisecond
 func (jm *JobManager) advertise() {
 	t := time.NewTicker(advertiseInterval)
 	defer t.Stop()
+	var refusal string // the leader's last refusal of the address, logged once
 	for {
 		select {
 		case <-t.C:
@@ -497,7 +493,13 @@ func (jm *JobManager) advertise() {
 		ctx, cancel := context.WithTimeout(jm.ctx, statusTimeout)
 		_, err = pb.NewClusterServiceClient(conn).RegisterJobManager(ctx, &pb.RegisterJobManagerRequest{NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr})
 		cancel()
-		if err != nil {
+		switch {
+		case status.Code(err) == codes.PermissionDenied && status.Convert(err).Message() != refusal:
+			// The leader finds the address inconsistent with the Raft configuration: until
+			// this member leads, clients do not learn it (flinkctl cluster shows it unknown).
+			refusal = status.Convert(err).Message()
+			jm.log.Warn("the leader refused this jobmanager's address", "leader", addr, "rpc_addr", jm.rpcAddr, "err", refusal)
+		case err != nil:
 			jm.log.Debug("recording this jobmanager's address through the leader failed", "leader", addr, "err", err)
 		}
 	}

@@ -94,6 +94,7 @@ const (
 	ExpDelayResetThreshold  = "restart-strategy.exponential-delay.reset-backoff-threshold"
 	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
 	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+	ExceptionHistorySize    = "web.exception-history-size"
 )
 
 // MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
@@ -174,6 +175,8 @@ var options = []Option{
 		Description: "A failure this long after the scheduled time of the previous restart (the job ran that long) resets exponential-delay's delay and attempt count."},
 	{Key: ExpDelayJitter, Kind: KindFloat, Default: "0.1", Scope: ScopeJob, FloatMin: 0, FloatMax: 1,
 		Description: "Random spread of exponential-delay's delays, in [0, 1]: each delay moves by up to ±factor × its value (within initial-backoff and max-backoff)."},
+	{Key: ExceptionHistorySize, Kind: KindInt, Default: "16", Scope: ScopeProcess, Min: 1,
+		Description: "Failures a job's exception history keeps: the newest."},
 	{Key: ExpDelayAttempts, Kind: KindLimit, Default: "infinite", Scope: ScopeJob, Min: 1,
 		Description: "Restart attempts exponential-delay allows before the job fails, counted since the last reset; failures merged into a pending restart do not count. A number or infinite (2147483647)."},
 }

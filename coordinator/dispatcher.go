@@ -38,6 +38,9 @@ type dispatcher struct {
 	log       *slog.Logger
 	defaults  *config.Config
 	operators *operator.Registry
+	// historySize bounds each job's exception history (web.exception-history-size); set
+	// before the dispatcher is used.
+	historySize int
 
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
@@ -107,6 +110,7 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	if err != nil {
 		return err
 	}
+	m.historySize = d.historySize
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx != ctx { // the leadership ended meanwhile; a new one recovers the job itself

@@ -223,6 +223,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
+	jm.disp.historySize = cfg.Settings.Int(config.ExceptionHistorySize)
 
 	jm.srv = grpc.NewServer(
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/minicluster"
@@ -51,4 +55,32 @@ operators:
 	if ex[0].GetRestartAttempt() != 4 || ex[1].GetHandling() != pb.FailureHandling_FAILURE_HANDLING_SUPPRESSED {
 		t.Errorf("exception history = %v, want the 4th restart, then the failure that suppressed recovery", ex)
 	}
+}
+
+// execution.checkpointing.num-retained has a maximum, checked at submit: every retained
+// checkpoint is a record in every JobManager's replicated state.
+func TestNumRetainedIsBoundedAtSubmit(t *testing.T) {
+	_, cl := miniclustertest.StartT(t, minicluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	spec := func(n int) string {
+		return fmt.Sprintf(`name: retained
+config:
+  execution.checkpointing.interval: 1s
+  execution.checkpointing.dir: %q
+  execution.checkpointing.num-retained: %d
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 10}
+  - {name: out, type: discard}
+`, filepath.Join(t.TempDir(), "cp"), n)
+	}
+	_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(101))})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"execution.checkpointing.num-retained": 101 is above the maximum 100`) {
+		t.Fatalf("Submit(num-retained 101) = %v, want INVALID_ARGUMENT naming the key and the maximum", err)
+	}
+	if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+		t.Fatalf("List() after the refused submit = %v, %v; want no job", jobs, err)
+	}
+	id := submit(t, ctx, cl, spec(100))
+	watchFinished(t, ctx, cl, id, 0)
 }

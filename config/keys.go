@@ -95,6 +95,8 @@ const (
 	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
 	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
 	ExceptionHistorySize    = "web.exception-history-size"
+	JobStoreExpiration      = "jobstore.expiration-time"
+	JobStoreCapacity        = "jobstore.max-capacity"
 )
 
 // MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
@@ -175,6 +177,10 @@ var options = []Option{
 		Description: "A failure this long after the scheduled time of the previous restart (the job ran that long) resets exponential-delay's delay and attempt count."},
 	{Key: ExpDelayJitter, Kind: KindFloat, Default: "0.1", Scope: ScopeJob, FloatMin: 0, FloatMax: 1,
 		Description: "Random spread of exponential-delay's delays, in [0, 1]: each delay moves by up to ±factor × its value (within initial-backoff and max-backoff)."},
+	{Key: JobStoreExpiration, Kind: KindInt, Default: "3600", Scope: ScopeProcess, Min: 1,
+		Description: "Seconds after which the JobManagers forget an ended job (finished, failed or canceled) and delete its checkpoint directory, except snapshots still in use (savepoints, a snapshot a job was started from without claim, checkpoints another job restores from)."},
+	{Key: JobStoreCapacity, Kind: KindLimit, Default: "1000", Scope: ScopeProcess, Min: 1,
+		Description: "Ended jobs the JobManagers keep at most; beyond it the oldest ended are forgotten first, as at expiration. A number or infinite (2147483647, Flink's default: goflink keeps ended jobs in the replicated state of every JobManager)."},
 	{Key: ExceptionHistorySize, Kind: KindInt, Default: "16", Scope: ScopeProcess, Min: 1,
 		Description: "Failures a job's exception history keeps: the newest."},
 	{Key: ExpDelayAttempts, Kind: KindLimit, Default: "infinite", Scope: ScopeJob, Min: 1,

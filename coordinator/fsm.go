@@ -91,6 +91,8 @@ func (f *fsm) applyCommand(cmd *pb.RaftCommand, term uint64) any {
 		return f.applyRescaleJob(op.RescaleJob)
 	case *pb.RaftCommand_RegisterJobmanager:
 		return f.applyRegisterJobManager(op.RegisterJobmanager)
+	case *pb.RaftCommand_RemoveJobs:
+		return f.applyRemoveJobs(op.RemoveJobs)
 	}
 	return fmt.Errorf("%w: unknown command %T", ErrInvalidCommand, cmd.GetOp()) // validateCommand knows every command
 }
@@ -202,6 +204,27 @@ func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 		j.Checkpoints = slices.Clone(j.Checkpoints[drop:])
 	}
 	return subsumed
+}
+
+// applyRemoveJobs removes the listed jobs that have ended and returns their records (a
+// []*pb.JobRecord, in submission order), whose checkpoint directories the proposer deletes.
+// Jobs that have not ended, and IDs it does not know (removed before), are left alone.
+func (f *fsm) applyRemoveJobs(c *pb.RemoveJobsCommand) any {
+	remove := map[string]bool{}
+	for _, id := range c.GetJobIds() {
+		if j, ok := f.jobs[id]; ok && isTerminalJob(j.GetStatus()) {
+			remove[id] = true
+		}
+	}
+	removed := make([]*pb.JobRecord, 0, len(remove))
+	f.order = slices.DeleteFunc(f.order, func(id string) bool {
+		if remove[id] {
+			removed = append(removed, f.jobs[id])
+			delete(f.jobs, id)
+		}
+		return remove[id]
+	})
+	return removed
 }
 
 // maxSavepointRecords bounds a job's savepoint records (the oldest are forgotten, not deleted).

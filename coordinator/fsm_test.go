@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -332,6 +333,8 @@ func TestFSMRejectsInvalidEntries(t *testing.T) {
 		{"completion never allocated", rawEntry(t, completeCmd("live", 1000, 1)), nil, "never allocated"},
 		{"rescale of an unknown job", rawEntry(t, rescale("nope", good)), ErrJobNotFound, "nope"},
 		{"rescale to a broken graph", rawEntry(t, rescale("live", &pb.JobGraph{Vertices: []*pb.JobVertex{vertex(1, 1)}})), ErrInvalidCommand, "vertex 0 has ID 1"},
+		{"removal of a job ID with a path", rawEntry(t, removeCmd("done", "../x")), ErrInvalidCommand, `job_id "../x"`},
+		{"removal of too many jobs", rawEntry(t, removeCmd(slices.Repeat([]string{"done"}, maxRemoveJobs+1)...)), ErrInvalidCommand, "the limit is 1000"},
 		{"jobmanager without a node ID", rawEntry(t, registerJMCmd("", "10.0.0.1:6123")), ErrInvalidCommand, "node_id is empty"},
 		{"jobmanager address without a port", rawEntry(t, registerJMCmd("jm1", "10.0.0.1")), ErrInvalidCommand, "rpc_address"},
 		{"jobmanager address with port 0", rawEntry(t, registerJMCmd("jm1", "10.0.0.1:0")), ErrInvalidCommand, "port must be a number from 1 to 65535"},

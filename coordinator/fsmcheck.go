@@ -23,6 +23,9 @@ const (
 	// maxCheckpointID is the highest checkpoint ID a job may reach. It leaves room below
 	// math.MaxInt64 for a full block of IDs (maxCheckpointIDBlock), so the counter never wraps.
 	maxCheckpointID = 1 << 62
+	// maxRemoveJobs bounds the jobs one RemoveJobsCommand removes; the leader splits a larger
+	// sweep (after jobstore.max-capacity was lowered) into several commands.
+	maxRemoveJobs = 1000
 )
 
 // validateCommand checks a command's values without the state: the checks every replica makes
@@ -92,6 +95,16 @@ func validateOp(cmd *pb.RaftCommand) error {
 		}
 		if err := checkHostPort(c.GetRpcAddress()); err != nil {
 			return fmt.Errorf("register jobmanager %s: rpc_address: %w", c.GetNodeId(), err)
+		}
+	case *pb.RaftCommand_RemoveJobs:
+		ids := op.RemoveJobs.GetJobIds()
+		if len(ids) > maxRemoveJobs {
+			return fmt.Errorf("remove jobs: %d jobs in one command, the limit is %d", len(ids), maxRemoveJobs)
+		}
+		for _, id := range ids {
+			if err := checkJobID(id); err != nil {
+				return fmt.Errorf("remove jobs: %w", err)
+			}
 		}
 	case nil:
 		return errors.New("the entry holds no command (or one of a newer version)")

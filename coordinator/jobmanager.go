@@ -162,6 +162,8 @@ type JobManager struct {
 	peersMu sync.Mutex
 	peers   map[string]*grpc.ClientConn // other JobManagers by RPC address
 
+	jobStore jobStoreSettings // how long, and how many, ended jobs are kept
+
 	leading atomic.Bool   // leadership established (after Barrier)
 	term    atomic.Uint64 // the Raft term of the current leadership: the fencing token of JM→TM commands
 	ctx     context.Context
@@ -219,7 +221,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
 	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lock: lock, ctx: ctx, cancel: cancel,
-		peers: map[string]*grpc.ClientConn{}}
+		peers: map[string]*grpc.ClientConn{}, jobStore: jobStoreSettingsFrom(cfg.Settings)}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
@@ -334,6 +336,7 @@ func (jm *JobManager) monitorLeadership() {
 			ctx, l.cancel = context.WithCancel(jm.ctx)
 			cur = l
 			l.wg.Go(func() { jm.rm.monitor(ctx) })
+			l.wg.Go(func() { jm.sweepJobStore(ctx, jm.jobStore) })
 			jm.rm.start()
 			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)

@@ -113,7 +113,10 @@ func waitGone(t *testing.T, ctx context.Context, cl *client.Client, id string) {
 		if status.Code(err) == codes.NotFound {
 			return nil
 		}
-		return fmt.Errorf("job %s: %v", id, err)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", id, err)
+		}
+		return fmt.Errorf("job %s is still known", id)
 	})
 }
 

@@ -34,6 +34,7 @@ func TestSetValidates(t *testing.T) {
 		{"no.such.key.anywhere", "1", `unknown config key "no.such.key.anywhere"`},
 		{HeartbeatInterval, "soon", `config key "heartbeat.interval": invalid duration "soon"`},
 		{TaskSlots, "0", `config key "taskmanager.numberOfTaskSlots": 0 is below the minimum 1`},
+		{TaskSlots, "1025", `config key "taskmanager.numberOfTaskSlots": 1025 is above the maximum 1024`},
 		{TaskSlots, "2x", `is not an integer`},
 		{CheckpointMode, "MOSTLY_ONCE", `"MOSTLY_ONCE" is not one of EXACTLY_ONCE, AT_LEAST_ONCE`},
 	} {
@@ -41,6 +42,9 @@ func TestSetValidates(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Set(%q, %q) = %v, want error containing %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+	if err := New().Set(TaskSlots, "1024"); err != nil {
+		t.Errorf("Set(%s, 1024), the maximum = %v", TaskSlots, err)
 	}
 	var uk *UnknownKeyError
 	if err := New().Set("heartbeat.intervall", "1s"); !errors.As(err, &uk) || uk.Suggestion != HeartbeatInterval {

@@ -47,6 +47,8 @@ type Option struct {
 	Scope   Scope
 	Enum    []string // allowed values for KindEnum
 	Min     int64    // minimum for KindInt and KindLimit and (in milliseconds) for KindDuration
+	// Max is the maximum for KindInt, when greater than Min (0: no maximum).
+	Max int64
 	// FloatMin and FloatMax bound KindFloat values. FloatMin is inclusive unless
 	// FloatMinExclusive is set; FloatMax is inclusive, and no upper bound applies unless it is
 	// greater than FloatMin.
@@ -92,6 +94,9 @@ const (
 	ExpDelayResetThreshold  = "restart-strategy.exponential-delay.reset-backoff-threshold"
 	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
 	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+	ExceptionHistorySize    = "web.exception-history-size"
+	JobStoreExpiration      = "jobstore.expiration-time"
+	JobStoreCapacity        = "jobstore.max-capacity"
 
 	SSLInternalEnabled = "security.ssl.internal.enabled"
 	SSLInternalCert    = "security.ssl.internal.cert"
@@ -106,10 +111,17 @@ const (
 	RPCReflection      = "security.rpc.reflection.enabled"
 )
 
+// MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
+// the most a JobManager accepts in a registration: every slot is bookkeeping on the JobManager
+// and a share of the TaskManager's memory and cores, and a machine runs far fewer subtasks than
+// this well. A registration is network input, so its slot count must be bounded before the
+// JobManager sizes anything by it.
+const MaxTaskSlots = 1024
+
 // options is the registry of every key goflink understands.
 var options = []Option{
-	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1,
-		Description: "Slots a TaskManager offers; one slot holds one subtask of each operator of a job."},
+	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1, Max: MaxTaskSlots,
+		Description: "Slots a TaskManager offers (at most 1024); one slot holds one subtask of each operator of a job."},
 	{Key: HeartbeatInterval, Kind: KindDuration, Default: "1 s", Scope: ScopeProcess, Min: 1,
 		Description: "How often a TaskManager heartbeats the JobManager (Flink: 10 s)."},
 	{Key: HeartbeatTimeout, Kind: KindDuration, Default: "5 s", Scope: ScopeProcess, Min: 1,
@@ -177,6 +189,12 @@ var options = []Option{
 		Description: "A failure this long after the scheduled time of the previous restart (the job ran that long) resets exponential-delay's delay and attempt count."},
 	{Key: ExpDelayJitter, Kind: KindFloat, Default: "0.1", Scope: ScopeJob, FloatMin: 0, FloatMax: 1,
 		Description: "Random spread of exponential-delay's delays, in [0, 1]: each delay moves by up to ±factor × its value (within initial-backoff and max-backoff)."},
+	{Key: JobStoreExpiration, Kind: KindInt, Default: "3600", Scope: ScopeProcess, Min: 1,
+		Description: "Seconds after which the JobManagers forget an ended job (finished, failed or canceled) and delete its checkpoint directory, except snapshots still in use (savepoints, a snapshot a job was started from without claim, checkpoints another job restores from)."},
+	{Key: JobStoreCapacity, Kind: KindLimit, Default: "1000", Scope: ScopeProcess, Min: 1,
+		Description: "Ended jobs the JobManagers keep at most; beyond it the oldest ended are forgotten first, as at expiration. A number or infinite (2147483647, Flink's default: goflink keeps ended jobs in the replicated state of every JobManager)."},
+	{Key: ExceptionHistorySize, Kind: KindInt, Default: "16", Scope: ScopeProcess, Min: 1,
+		Description: "Failures a job's exception history keeps: the newest."},
 	{Key: ExpDelayAttempts, Kind: KindLimit, Default: "infinite", Scope: ScopeJob, Min: 1,
 		Description: "Restart attempts exponential-delay allows before the job fails, counted since the last reset; failures merged into a pending restart do not count. A number or infinite (2147483647)."},
 	{Key: SSLInternalEnabled, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
@@ -222,6 +240,9 @@ func (o *Option) normalize(value string) (string, error) {
 		}
 		if n < o.Min {
 			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
+		}
+		if o.Max > o.Min && n > o.Max {
+			return "", fmt.Errorf("%d is above the maximum %d", n, o.Max)
 		}
 		return fmt.Sprint(n), nil
 	case KindDuration:

@@ -38,6 +38,9 @@ type dispatcher struct {
 	log       *slog.Logger
 	defaults  *config.Config
 	operators *operator.Registry
+	// historySize bounds each job's exception history (web.exception-history-size); set
+	// before the dispatcher is used.
+	historySize int
 
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
@@ -107,6 +110,7 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	if err != nil {
 		return err
 	}
+	m.historySize = d.historySize
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx != ctx { // the leadership ended meanwhile; a new one recovers the job itself
@@ -141,6 +145,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
+		return "", err
+	}
+	if err := validateRetention(graph); err != nil {
 		return "", err
 	}
 	var restore *pb.CompletedCheckpoint
@@ -188,6 +195,25 @@ func validateRestartStrategy(g *pb.JobGraph, cluster *config.Config) error {
 		}
 		return fmt.Errorf("%w: %s set for the job would be ignored: the job sets no %s, so %s, as in Flink; set %s for the job too",
 			job.ErrInvalidSpec, strings.Join(unread, ", "), config.RestartStrategy, chosen, config.RestartStrategy)
+	}
+	return nil
+}
+
+// maxNumRetained bounds execution.checkpointing.num-retained at submit: every retained
+// checkpoint is a record in the replicated state of every JobManager (and in every Raft
+// snapshot) and a directory the job keeps, and a fallback from a corrupt checkpoint needs one
+// or two. It is checked at submit only, so that jobs recorded by earlier versions recover.
+const maxNumRetained = 100
+
+// validateRetention checks the job's execution.checkpointing.num-retained against
+// maxNumRetained.
+func validateRetention(g *pb.JobGraph) error {
+	cfg := config.New()
+	if err := cfg.SetAll(g.GetConfig()); err != nil {
+		return fmt.Errorf("%w: %w", job.ErrInvalidSpec, err)
+	}
+	if n := cfg.Int(config.CheckpointNumRetained); n > maxNumRetained {
+		return fmt.Errorf("%w: config key %q: %d is above the maximum %d", job.ErrInvalidSpec, config.CheckpointNumRetained, n, maxNumRetained)
 	}
 	return nil
 }

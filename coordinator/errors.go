@@ -49,6 +49,10 @@ var (
 	ErrNotEnoughSlots = errors.New("not enough free slots")
 	// ErrSavepointFailed is returned when a triggered savepoint did not complete.
 	ErrSavepointFailed = errors.New("savepoint failed")
+	// ErrInvalidCommand is wrapped by the FSM's rejection of a Raft entry that does not decode
+	// or whose values are invalid whatever the state (validateCommand); the leader refuses to
+	// propose such a command with the same error.
+	ErrInvalidCommand = errors.New("invalid raft command")
 )
 
 // grpcCodes maps domain errors to gRPC status codes at the service boundary (etcd's

@@ -1,8 +1,11 @@
 package coordinator
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -20,6 +23,8 @@ const fsmVersion = 1
 // deterministic (times and IDs come inside the commands) and idempotent; it has no side
 // effects. Readers get copies. Safe for concurrent use.
 type fsm struct {
+	log *slog.Logger
+
 	mu   sync.RWMutex
 	jobs map[string]*pb.JobRecord
 	// order lists job IDs in submission order.
@@ -31,42 +36,65 @@ type fsm struct {
 	changed chan struct{}
 }
 
-func newFSM() *fsm {
-	return &fsm{jobs: map[string]*pb.JobRecord{}, jobmanagers: map[string]string{}, changed: make(chan struct{})}
+func newFSM(log *slog.Logger) *fsm {
+	return &fsm{log: log, jobs: map[string]*pb.JobRecord{}, jobmanagers: map[string]string{}, changed: make(chan struct{})}
 }
 
-// Apply applies one committed log entry. It panics on an entry it cannot decode: a corrupt
-// committed log is a broken invariant, not an input error. Domain rejections are returned as
-// error values for the proposer.
+// Apply applies one committed log entry. Nothing in the log makes it panic, since the log is
+// input (a forged AppendEntries, an entry of a newer version): an entry that does not decode,
+// holds no command the FSM knows, or holds one that is invalid (values out of range,
+// validateCommand) or invalid for the state (an unknown or ended job) is rejected. The state is
+// then unchanged, the error is the entry's result for the proposer, and the rejection is logged
+// with the entry's index and term. The decision depends only on the entry and the state, so
+// every replica makes the same one.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	var cmd pb.RaftCommand
-	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
-		panic(fmt.Sprintf("fsm: undecodable committed entry at index %d: %v", l.Index, err))
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var res any
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		res = fmt.Errorf("%w: the entry does not decode: %w", ErrInvalidCommand, err)
+	} else if err := validateCommand(&cmd); err != nil {
+		res = err
+	} else {
+		f.mu.Lock()
+		res = f.applyCommand(&cmd, l.Term)
+		if _, rejected := res.(error); !rejected {
+			broadcast(&f.changed)
+		}
+		f.mu.Unlock()
+	}
+	if err, ok := res.(error); ok {
+		level := slog.LevelInfo // a command the state does not admit (any more): the proposer decides
+		if errors.Is(err, ErrInvalidCommand) {
+			level = slog.LevelWarn
+		}
+		f.log.Log(context.Background(), level, "raft entry rejected", "index", l.Index, "term", l.Term,
+			"proposer", cmd.GetProposer(), "err", err)
+	}
+	return res
+}
+
+// applyCommand applies a valid command (validateCommand) to the state; f.mu is held.
+func (f *fsm) applyCommand(cmd *pb.RaftCommand, term uint64) any {
 	switch op := cmd.GetOp().(type) {
 	case *pb.RaftCommand_SubmitJob:
-		res = f.applySubmitJob(&cmd, op.SubmitJob)
+		return f.applySubmitJob(cmd, op.SubmitJob)
 	case *pb.RaftCommand_UpdateJobStatus:
-		res = f.applyUpdateJobStatus(&cmd, op.UpdateJobStatus, l.Term)
+		return f.applyUpdateJobStatus(cmd, op.UpdateJobStatus, term)
 	case *pb.RaftCommand_AllocateCheckpointId:
-		res = f.applyAllocateCheckpointID(op.AllocateCheckpointId)
+		return f.applyAllocateCheckpointID(op.AllocateCheckpointId)
 	case *pb.RaftCommand_CompleteCheckpoint:
-		res = f.applyCompleteCheckpoint(op.CompleteCheckpoint)
+		return f.applyCompleteCheckpoint(op.CompleteCheckpoint)
 	case *pb.RaftCommand_RescaleJob:
-		res = f.applyRescaleJob(op.RescaleJob)
+		return f.applyRescaleJob(op.RescaleJob)
 	case *pb.RaftCommand_RegisterJobmanager:
-		res = f.applyRegisterJobManager(op.RegisterJobmanager)
-	default:
-		panic(fmt.Sprintf("fsm: unknown command %T at index %d", op, l.Index))
+		return f.applyRegisterJobManager(op.RegisterJobmanager)
+	case *pb.RaftCommand_RemoveJobs:
+		return f.applyRemoveJobs(op.RemoveJobs)
 	}
-	broadcast(&f.changed)
-	return res
+	return fmt.Errorf("%w: unknown command %T", ErrInvalidCommand, cmd.GetOp()) // validateCommand knows every command
 }
 
 func (f *fsm) applySubmitJob(cmd *pb.RaftCommand, c *pb.SubmitJobCommand) error {
@@ -131,6 +159,9 @@ func (f *fsm) applyAllocateCheckpointID(c *pb.AllocateCheckpointIdCommand) any {
 		return fmt.Errorf("allocate checkpoint ID for job %s: %w", c.GetJobId(), ErrJobTerminal)
 	}
 	n := int64(min(max(c.GetCount(), 1), maxCheckpointIDBlock))
+	if j.LastCheckpointId > maxCheckpointID-n {
+		return fmt.Errorf("allocate checkpoint ID for job %s: the counter (%d) would pass the highest ID %d", c.GetJobId(), j.LastCheckpointId, int64(maxCheckpointID))
+	}
 	first := j.LastCheckpointId + 1
 	j.LastCheckpointId += n
 	return first
@@ -173,6 +204,27 @@ func (f *fsm) applyCompleteCheckpoint(c *pb.CompleteCheckpointCommand) any {
 		j.Checkpoints = slices.Clone(j.Checkpoints[drop:])
 	}
 	return subsumed
+}
+
+// applyRemoveJobs removes the listed jobs that have ended and returns their records (a
+// []*pb.JobRecord, in submission order), whose checkpoint directories the proposer deletes.
+// Jobs that have not ended, and IDs it does not know (removed before), are left alone.
+func (f *fsm) applyRemoveJobs(c *pb.RemoveJobsCommand) any {
+	remove := map[string]bool{}
+	for _, id := range c.GetJobIds() {
+		if j, ok := f.jobs[id]; ok && isTerminalJob(j.GetStatus()) {
+			remove[id] = true
+		}
+	}
+	removed := make([]*pb.JobRecord, 0, len(remove))
+	f.order = slices.DeleteFunc(f.order, func(id string) bool {
+		if remove[id] {
+			removed = append(removed, f.jobs[id])
+			delete(f.jobs, id)
+		}
+		return remove[id]
+	})
+	return removed
 }
 
 // maxSavepointRecords bounds a job's savepoint records (the oldest are forgotten, not deleted).
@@ -260,7 +312,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{state: f.state()}, nil
 }
 
-// Restore replaces the whole state with a snapshot's.
+// Restore replaces the whole state with a snapshot's. A snapshot that does not decode, or
+// holds a record Apply would never have made (checkJobRecord), is an error, and the state is
+// left as it was.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
@@ -276,12 +330,24 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	jobs := make(map[string]*pb.JobRecord, len(s.GetJobs()))
 	order := make([]string, 0, len(s.GetJobs()))
-	for _, j := range s.GetJobs() {
+	for i, j := range s.GetJobs() {
+		if err := checkJobRecord(j); err != nil {
+			return fmt.Errorf("fsm restore: job %d of the snapshot: %w", i, err)
+		}
+		if _, dup := jobs[j.GetId()]; dup {
+			return fmt.Errorf("fsm restore: job %s is in the snapshot twice", j.GetId())
+		}
 		jobs[j.GetId()] = j
 		order = append(order, j.GetId())
 	}
 	jms := make(map[string]string, len(s.GetJobmanagers()))
 	for _, r := range s.GetJobmanagers() {
+		if err := checkNodeID(r.GetNodeId()); err != nil {
+			return fmt.Errorf("fsm restore: jobmanager record: %w", err)
+		}
+		if err := checkHostPort(r.GetRpcAddress()); err != nil {
+			return fmt.Errorf("fsm restore: jobmanager %s: rpc_address: %w", r.GetNodeId(), err)
+		}
 		jms[r.GetNodeId()] = r.GetRpcAddress()
 	}
 	f.mu.Lock()
@@ -311,9 +377,6 @@ func (s *fsmSnapshot) Release() {}
 
 // applyRegisterJobManager records a JobManager's RPC address.
 func (f *fsm) applyRegisterJobManager(c *pb.RegisterJobManagerCommand) error {
-	if c.GetNodeId() == "" || c.GetRpcAddress() == "" {
-		return fmt.Errorf("register jobmanager: node_id and rpc_address are required")
-	}
 	f.jobmanagers[c.GetNodeId()] = c.GetRpcAddress()
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ type applier struct {
 	term  uint64 // the Raft term of the entries
 }
 
-func newApplier(t *testing.T) *applier { return &applier{t: t, f: newFSM()} }
+func newApplier(t *testing.T) *applier { return &applier{t: t, f: newFSM(discardLog)} }
 
 // apply marshals cmd, applies it and returns the FSM's response as an error (nil when none).
 func (a *applier) apply(cmd *pb.RaftCommand) error {
@@ -272,44 +274,130 @@ func TestFSMUpdateJobStatus(t *testing.T) {
 	}
 }
 
-func TestFSMApplyPanicsOnUndecodableEntry(t *testing.T) {
-	empty, err := proto.Marshal(&pb.RaftCommand{Time: ts(1)})
+// rawEntry marshals cmd for a test that applies it as a raft.Log itself.
+func rawEntry(t *testing.T, cmd *pb.RaftCommand) []byte {
+	t.Helper()
+	data, err := proto.Marshal(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+// An entry of the log is input: a forged AppendEntries put an undecodable entry in the log, and
+// the FSM panicked on it again at every restart. Now every entry that does not decode, holds no
+// known command, or holds an invalid one is rejected: the state stays as it was, the error is
+// the entry's result, and the rejection is logged with the entry's index and term.
+func TestFSMRejectsInvalidEntries(t *testing.T) {
+	vertex := func(id, par int32) *pb.JobVertex { return &pb.JobVertex{Id: id, Parallelism: par} }
+	submit := func(id string, g *pb.JobGraph, restore *pb.CompletedCheckpoint) *pb.RaftCommand {
+		return &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: g, Restore: restore}}}
+	}
+	complete := func(job string, cp *pb.CompletedCheckpoint) *pb.RaftCommand {
+		return &pb.RaftCommand{Op: &pb.RaftCommand_CompleteCheckpoint{CompleteCheckpoint: &pb.CompleteCheckpointCommand{JobId: job, Checkpoint: cp}}}
+	}
+	rescale := func(job string, g *pb.JobGraph) *pb.RaftCommand {
+		return &pb.RaftCommand{Op: &pb.RaftCommand_RescaleJob{RescaleJob: &pb.RescaleJobCommand{JobId: job, Graph: g}}}
+	}
+	good := &pb.JobGraph{Name: "g", Vertices: []*pb.JobVertex{vertex(0, 1), vertex(1, 2)}, Edges: []*pb.JobEdge{{Source: 0, Target: 1}}}
+	// An op field number no version knows (field 99, length 0): it decodes as an unknown field.
+	unknownOp := append(rawEntry(t, &pb.RaftCommand{Time: ts(1)}), 0x9a, 0x06, 0x00)
 	for _, tc := range []struct {
-		name string
-		data []byte
-		want string // in the panic message
+		name    string
+		data    []byte
+		wantErr error  // wrapped by the result
+		want    string // in the result's message
 	}{
-		{"truncated varint", []byte{0xff, 0xff, 0xff}, "index 42"},
-		{"truncated submit_job", []byte{0x52, 0x05, 0x01}, "index 42"},
-		{"no operation", empty, "index 42"},
+		{"truncated varint", []byte{0xff, 0xff, 0xff}, ErrInvalidCommand, "does not decode"},
+		{"truncated submit_job", []byte{0x52, 0x05, 0x01}, ErrInvalidCommand, "does not decode"},
+		{"no operation", rawEntry(t, &pb.RaftCommand{Time: ts(1)}), ErrInvalidCommand, "no command"},
+		{"unknown operation", unknownOp, ErrInvalidCommand, "no command"},
+		{"empty job ID", rawEntry(t, submit("", good, nil)), ErrInvalidCommand, "job_id is empty"},
+		{"job ID with a path", rawEntry(t, submit("../../etc", good, nil)), ErrInvalidCommand, `job_id "../../etc" has a character`},
+		{"job ID too long", rawEntry(t, submit(strings.Repeat("a", maxJobIDLen+1), good, nil)), ErrInvalidCommand, "the limit is 64"},
+		{"no graph", rawEntry(t, submit("j2", nil, nil)), ErrInvalidCommand, "graph is missing"},
+		{"vertex ID not its index", rawEntry(t, submit("j2", &pb.JobGraph{Vertices: []*pb.JobVertex{vertex(3, 1)}}, nil)), ErrInvalidCommand, "vertex 0 has ID 3"},
+		{"no subtask", rawEntry(t, submit("j2", &pb.JobGraph{Vertices: []*pb.JobVertex{vertex(0, 0)}}, nil)), ErrInvalidCommand, "parallelism 0"},
+		{"edge to nowhere", rawEntry(t, submit("j2", &pb.JobGraph{Vertices: []*pb.JobVertex{vertex(0, 1)}, Edges: []*pb.JobEdge{{Source: 0, Target: 5}}}, nil)),
+			ErrInvalidCommand, "edge 0 names vertex 5"},
+		{"restore ID 0", rawEntry(t, submit("j2", good, &pb.CompletedCheckpoint{})), ErrInvalidCommand, "checkpoint ID 0 is out of range"},
+		{"restore ID beyond the counter's range", rawEntry(t, submit("j2", good, &pb.CompletedCheckpoint{Id: maxCheckpointID + 1})), ErrInvalidCommand, "out of range"},
+		{"status unspecified", rawEntry(t, statusCmd("live", pb.JobStatus_JOB_STATUS_UNSPECIFIED, "", ts(1))), ErrInvalidCommand, "not one a job moves to"},
+		{"status created", rawEntry(t, statusCmd("live", created, "", ts(1))), ErrInvalidCommand, "not one a job moves to"},
+		{"status unknown", rawEntry(t, statusCmd("live", pb.JobStatus(99), "", ts(1))), ErrInvalidCommand, "status 99 is unknown"},
+		{"status of an unknown job", rawEntry(t, statusCmd("nope", running, "", ts(1))), ErrJobNotFound, "nope"},
+		{"status of an ended job", rawEntry(t, statusCmd("done", running, "", ts(1))), ErrJobTerminal, "done"},
+		{"checkpoint ID of an unknown job", rawEntry(t, allocCmd("nope", 1)), ErrJobNotFound, "nope"},
+		{"completion without a checkpoint", rawEntry(t, complete("live", nil)), ErrInvalidCommand, "checkpoint is missing"},
+		{"completion of checkpoint 0", rawEntry(t, complete("live", &pb.CompletedCheckpoint{})), ErrInvalidCommand, "checkpoint ID 0"},
+		{"completion never allocated", rawEntry(t, completeCmd("live", 1000, 1)), nil, "never allocated"},
+		{"rescale of an unknown job", rawEntry(t, rescale("nope", good)), ErrJobNotFound, "nope"},
+		{"rescale to a broken graph", rawEntry(t, rescale("live", &pb.JobGraph{Vertices: []*pb.JobVertex{vertex(1, 1)}})), ErrInvalidCommand, "vertex 0 has ID 1"},
+		{"removal of a job ID with a path", rawEntry(t, removeCmd("done", "../x")), ErrInvalidCommand, `job_id "../x"`},
+		{"removal of too many jobs", rawEntry(t, removeCmd(slices.Repeat([]string{"done"}, maxRemoveJobs+1)...)), ErrInvalidCommand, "the limit is 1000"},
+		{"jobmanager without a node ID", rawEntry(t, registerJMCmd("", "10.0.0.1:6123")), ErrInvalidCommand, "node_id is empty"},
+		{"jobmanager address without a port", rawEntry(t, registerJMCmd("jm1", "10.0.0.1")), ErrInvalidCommand, "rpc_address"},
+		{"jobmanager address with port 0", rawEntry(t, registerJMCmd("jm1", "10.0.0.1:0")), ErrInvalidCommand, "port must be a number from 1 to 65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFSM()
-			var recovered any
-			func() {
-				defer func() { recovered = recover() }()
-				f.Apply(&raft.Log{Type: raft.LogCommand, Index: 42, Data: tc.data})
-			}()
-			if recovered == nil {
-				t.Fatalf("Apply(%x) did not panic", tc.data)
+			a := populated(t)
+			var logs bytes.Buffer
+			a.f.log = slog.New(slog.NewJSONHandler(&logs, nil))
+			before := a.f.state()
+			ch := a.f.watch()
+			res := a.f.Apply(&raft.Log{Type: raft.LogCommand, Index: 42, Term: 7, Data: tc.data})
+			err, ok := res.(error)
+			if !ok {
+				t.Fatalf("Apply(%x) = %T %v, want an error", tc.data, res, res)
 			}
-			if msg := fmt.Sprint(recovered); !strings.Contains(msg, tc.want) {
-				t.Errorf("Apply(%x) panicked with %q, want it to contain %q", tc.data, msg, tc.want)
+			if (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Apply(%x) = %v, want an error wrapping %v with %q", tc.data, err, tc.wantErr, tc.want)
 			}
-			if n := len(f.list()); n != 0 {
-				t.Errorf("list() after a panicking Apply has %d jobs, want 0", n)
+			if after := a.f.state(); !proto.Equal(after, before) {
+				t.Errorf("a rejected entry changed the state:\n got %v\nwant %v", after, before)
+			}
+			select {
+			case <-ch:
+				t.Errorf("a rejected entry woke the watchers")
+			default:
+			}
+			if l := logs.String(); !strings.Contains(l, `"msg":"raft entry rejected"`) || !strings.Contains(l, `"index":42`) || !strings.Contains(l, `"term":7`) {
+				t.Errorf("log = %s, want the rejection with index 42 and term 7", l)
 			}
 		})
+	}
+}
+
+// The counter of a job never wraps: a job restored from a snapshot with the highest ID cannot
+// allocate beyond it.
+func TestFSMCheckpointCounterDoesNotWrap(t *testing.T) {
+	a := newApplier(t)
+	cmd := submitCmd("j1", "job", ts(1))
+	cmd.GetSubmitJob().Restore = &pb.CompletedCheckpoint{Id: maxCheckpointID, Path: "chk-x"}
+	if err := a.apply(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.apply(allocCmd("j1", 1)); err == nil || !strings.Contains(err.Error(), "would pass the highest ID") {
+		t.Fatalf("allocate beyond the highest ID = %v, want a refusal", err)
+	}
+	if rec, _ := a.f.job("j1"); rec.GetLastCheckpointId() != maxCheckpointID {
+		t.Errorf("counter = %d, want it unchanged at %d", rec.GetLastCheckpointId(), int64(maxCheckpointID))
+	}
+}
+
+// The leader does not propose a command every replica would reject.
+func TestRaftNodeRefusesToProposeAnInvalidCommand(t *testing.T) {
+	n := &raftNode{id: "jm-1"} // no Raft: the command must be refused before it gets there
+	_, err := n.apply(submitCmd("../j", "job", ts(1)), time.Second)
+	if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "job_id") {
+		t.Fatalf("apply(job ID ../j) = %v, want ErrInvalidCommand naming job_id", err)
 	}
 }
 
 func TestFSMApplyIgnoresNonCommandEntries(t *testing.T) {
 	for _, typ := range []raft.LogType{raft.LogNoop, raft.LogBarrier, raft.LogConfiguration} {
 		t.Run(typ.String(), func(t *testing.T) {
-			f := newFSM()
+			f := newFSM(discardLog)
 			ch := f.watch()
 			if res := f.Apply(&raft.Log{Type: typ, Index: 1, Data: []byte{0xff, 0xff}}); res != nil {
 				t.Errorf("Apply(%v) = %v, want nil", typ, res)
@@ -486,7 +574,7 @@ func TestFSMSnapshotIsPointInTime(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatalf("Persist() = %v", err)
 	}
-	f := newFSM()
+	f := newFSM(discardLog)
 	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatalf("Restore() = %v", err)
 	}
@@ -528,6 +616,13 @@ func TestFSMRestoreRejects(t *testing.T) {
 		{"newer version", marshal(&pb.FSMSnapshot{Version: fsmVersion + 1, Jobs: jobs}), "version"},
 		{"missing version", marshal(&pb.FSMSnapshot{Jobs: jobs}), "version"},
 		{"garbage", []byte{0xff, 0xff, 0xff}, "fsm restore"},
+		{"job ID with a path", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobs: []*pb.JobRecord{{Id: "../x", Graph: &pb.JobGraph{}, Status: running}}}), `job_id "../x"`},
+		{"job twice", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobs: []*pb.JobRecord{jobs[0], jobs[0]}}), "in the snapshot twice"},
+		{"job without a graph", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobs: []*pb.JobRecord{{Id: "j", Status: running}}}), "graph is missing"},
+		{"job with an edge to nowhere", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobs: []*pb.JobRecord{{Id: "j", Status: running,
+			Graph: &pb.JobGraph{Edges: []*pb.JobEdge{{Source: 0, Target: 1}}}}}}), "edge 0 names vertex 0"},
+		{"job without a status", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobs: []*pb.JobRecord{{Id: "j", Graph: &pb.JobGraph{}}}}), "status 0 is unknown"},
+		{"jobmanager without an address", marshal(&pb.FSMSnapshot{Version: fsmVersion, Jobmanagers: []*pb.JobManagerRecord{{NodeId: "jm1"}}}), "jobmanager jm1: rpc_address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newApplier(t)

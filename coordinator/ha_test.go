@@ -46,7 +46,7 @@ func newRaftGroup(t *testing.T) *raftGroup {
 		cfg.LogOutput = nil
 		cfg.LogLevel = "ERROR"
 		store := raft.NewInmemStore()
-		f := newFSM()
+		f := newFSM(discardLog)
 		r, err := raft.NewRaft(cfg, f, store, store, raft.NewInmemSnapshotStore(), g.trans[i])
 		if err != nil {
 			t.Fatal(err)
@@ -179,4 +179,60 @@ func TestPartitionedLeaderCannotCompleteACheckpoint(t *testing.T) {
 	if g.rafts[old].State() == raft.Leader && g.rafts[next].State() == raft.Leader {
 		t.Errorf("two leaders after healing")
 	}
+}
+
+// An undecodable entry and invalid commands that reach the log of a real group of three
+// JobManagers (proposed past the leader's own checks, as a forged AppendEntries puts them
+// there) are rejected by every member alike: the proposer gets the error, the group keeps
+// working with the same state on every member, and a member restarted on its log replays
+// them without dying.
+func TestGroupRejectsInvalidEntries(t *testing.T) {
+	g := startGroup(t, 3)
+	l := g.leader()
+	r := g.jms[l].node.r
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"undecodable", []byte{0xff, 0xff, 0xff}, ErrInvalidCommand},
+		{"no command", rawEntry(t, &pb.RaftCommand{Time: ts(1)}), ErrInvalidCommand},
+		{"job ID with a path", rawEntry(t, submitCmd("../../x", "job", ts(1))), ErrInvalidCommand},
+		{"status of an unknown job", rawEntry(t, statusCmd("nope", running, "", ts(1))), ErrJobNotFound},
+	} {
+		f := r.Apply(tc.data, 5*time.Second)
+		if err := f.Error(); err != nil {
+			t.Fatalf("%s: the entry did not commit: %v", tc.name, err)
+		}
+		if err, _ := f.Response().(error); !errors.Is(err, tc.want) {
+			t.Errorf("%s: the proposer got %v, want an error wrapping %v", tc.name, f.Response(), tc.want)
+		}
+	}
+	if _, err := g.jms[l].node.apply(submitCmd("j1", "job", ts(2)), 5*time.Second); err != nil {
+		t.Fatalf("a valid command after the invalid ones: %v", err)
+	}
+	hasJob := func(f *fsm) error {
+		if _, ok := f.job("j1"); !ok {
+			return errors.New("job j1 not applied")
+		}
+		if n := len(f.list()); n != 1 {
+			return fmt.Errorf("%d jobs, want 1", n)
+		}
+		return nil
+	}
+	g.waitSameState("every member to hold job j1 and only it", hasJob)
+
+	follower := (l + 1) % 3
+	g.stop(follower)
+	g.start(follower) // replays the log, invalid entries included
+	g.waitSameState("the restarted member to catch up", hasJob)
+	if _, err := g.jms[g.leader()].node.apply(statusCmd("j1", running, "", ts(3)), 5*time.Second); err != nil {
+		t.Fatalf("a command after the restart: %v", err)
+	}
+	g.waitSameState("every member to see j1 running", func(f *fsm) error {
+		if rec, _ := f.job("j1"); rec.GetStatus() != running {
+			return fmt.Errorf("j1 is %v", rec.GetStatus())
+		}
+		return nil
+	})
 }

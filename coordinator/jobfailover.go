@@ -77,7 +77,7 @@ func (m *jobMaster) handleFailure(f failure) {
 	entry := &pb.ExceptionEntry{Time: timestamppb.New(now), Task: f.task, Taskmanager: f.tm, Cause: f.cause}
 	// An entry is added once complete (published views share entries, so they never change
 	// after being added) and before the job can end (watchers see it with the end status).
-	record := func() { m.exceptions = append(m.exceptions, entry) }
+	record := func() { m.recordException(entry) }
 	if m.status != pb.JobStatus_JOB_STATUS_RUNNING && m.status != pb.JobStatus_JOB_STATUS_RESTARTING {
 		record() // ending already
 		return
@@ -400,7 +400,7 @@ func (m *jobMaster) slotsTimedOut() {
 	}
 	cause := fmt.Sprintf("could not acquire the required slots: the job needs %s, the cluster has %d free of %d (waited %s = %v)",
 		need, free, total, config.SlotRequestTimeout, timeout)
-	m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "slot allocation", Cause: cause})
+	m.recordException(&pb.ExceptionEntry{Time: timestamppb.Now(), Task: "slot allocation", Cause: cause})
 	m.failJobNow(cause)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -162,6 +163,8 @@ type JobManager struct {
 	peersMu sync.Mutex
 	peers   map[string]*grpc.ClientConn // other JobManagers by RPC address
 
+	jobStore jobStoreSettings // how long, and how many, ended jobs are kept
+
 	leading atomic.Bool   // leadership established (after Barrier)
 	term    atomic.Uint64 // the Raft term of the current leadership: the fencing token of JM→TM commands
 	ctx     context.Context
@@ -215,7 +218,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
-	f := newFSM()
+	f := newFSM(log)
 	node, err := openRaft(cfg.NodeID, cfg.RaftAddr, cfg.RaftListener, cfg.DataDir, cfg.Peers, f, newRaftLogger(raftLog), defaultRaftTimings, sec)
 	if err != nil {
 		return nil, err
@@ -223,11 +226,12 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	undo = append(undo, node.close)
 	ctx, cancel := context.WithCancel(context.Background())
 	jm := &JobManager{cfg: cfg, log: log, rpcAddr: rpcAddr, fsm: f, node: node, lock: lock, ctx: ctx, cancel: cancel,
-		peers: map[string]*grpc.ClientConn{}, sec: sec}
+		peers: map[string]*grpc.ClientConn{}, sec: sec, jobStore: jobStoreSettingsFrom(cfg.Settings)}
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.rm.dial = sec.InternalDialOption()
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
+	jm.disp.historySize = cfg.Settings.Int(config.ExceptionHistorySize)
 
 	jm.srv = grpc.NewServer(append(sec.JobManagerServerCreds(),
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a
@@ -346,6 +350,7 @@ func (jm *JobManager) monitorLeadership() {
 			ctx, l.cancel = context.WithCancel(jm.ctx)
 			cur = l
 			l.wg.Go(func() { jm.rm.monitor(ctx) })
+			l.wg.Go(func() { jm.sweepJobStore(ctx, jm.jobStore) })
 			jm.rm.start()
 			jm.disp.start(ctx, leaderInfo{id: jm.cfg.NodeID, term: jm.term.Load()})
 			jm.leading.Store(true)
@@ -394,12 +399,6 @@ func (jm *JobManager) ownStatus() *pb.JobManagerInfo {
 	_, leaderID := r.LeaderWithID()
 	return &pb.JobManagerInfo{Id: jm.cfg.NodeID, Address: jm.rpcAddr, RaftAddress: jm.node.addr, Role: r.State().String(),
 		Term: r.CurrentTerm(), LastIndex: r.LastIndex(), Leader: leaderID == raft.ServerID(jm.cfg.NodeID)}
-}
-
-// isMember reports whether a node ID is in the Raft configuration.
-func (jm *JobManager) isMember(id string) bool {
-	f := jm.node.r.GetConfiguration()
-	return f.Error() == nil && slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
 }
 
 // statusTimeout bounds asking another JobManager for its status.
@@ -490,6 +489,7 @@ const advertiseInterval = 500 * time.Millisecond
 func (jm *JobManager) advertise() {
 	t := time.NewTicker(advertiseInterval)
 	defer t.Stop()
+	var refusal string // the leader's last refusal of the address, logged once
 	for {
 		select {
 		case <-t.C:
@@ -511,7 +511,13 @@ func (jm *JobManager) advertise() {
 		ctx, cancel := context.WithTimeout(jm.ctx, statusTimeout)
 		_, err = pb.NewClusterServiceClient(conn).RegisterJobManager(ctx, &pb.RegisterJobManagerRequest{NodeId: jm.cfg.NodeID, RpcAddress: jm.rpcAddr})
 		cancel()
-		if err != nil {
+		switch {
+		case status.Code(err) == codes.PermissionDenied && status.Convert(err).Message() != refusal:
+			// The leader finds the address inconsistent with the Raft configuration: until
+			// this member leads, clients do not learn it (flinkctl cluster shows it unknown).
+			refusal = status.Convert(err).Message()
+			jm.log.Warn("the leader refused this jobmanager's address", "leader", addr, "rpc_addr", jm.rpcAddr, "err", refusal)
+		case err != nil:
 			jm.log.Debug("recording this jobmanager's address through the leader failed", "leader", addr, "err", err)
 		}
 	}

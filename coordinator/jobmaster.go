@@ -161,6 +161,8 @@ type jobMaster struct {
 	slotWatch    <-chan struct{}
 	slotDeadline *time.Timer
 	exceptions   []*pb.ExceptionEntry
+	// historySize bounds exceptions (web.exception-history-size); 0: unbounded.
+	historySize  int
 	failureCause string
 	startTime    *timestamppb.Timestamp
 	endTime      *timestamppb.Timestamp
@@ -337,6 +339,15 @@ func (m *jobMaster) run() {
 	}
 }
 
+// recordException adds an entry to the job's exception history, which keeps the newest
+// historySize entries (Flink's web.exception-history-size).
+func (m *jobMaster) recordException(e *pb.ExceptionEntry) {
+	m.exceptions = append(m.exceptions, e)
+	if n := m.historySize; n > 0 && len(m.exceptions) > n {
+		m.exceptions = slices.Clone(m.exceptions[len(m.exceptions)-n:])
+	}
+}
+
 // leaderChangeTask is the exception history's "task" of a JobManager leader change.
 const leaderChangeTask = "jobmanager leader change"
 
@@ -356,7 +367,7 @@ func (m *jobMaster) recordLeaderChange() {
 			entry.RestartedTasks = append(entry.RestartedTasks, taskName(v, i))
 		}
 	}
-	m.exceptions = append(m.exceptions, entry)
+	m.recordException(entry)
 	m.log.Info("taking over the job from an earlier leader", "previous_leader", m.prevLeader.id, "previous_term", m.prevLeader.term,
 		"term", m.leader.term, "status", m.status, "restart", entry.RestartAttempt)
 }
@@ -482,7 +493,7 @@ func (m *jobMaster) onRestoreVerified(ev evRestoreVerified) {
 				" may appear twice (exactly-once is lost for that span)", bad.fallback)
 		}
 		m.log.Error("corrupt checkpoint", "checkpoint_id", bad.id, "err", bad.err)
-		m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
+		m.recordException(&pb.ExceptionEntry{Time: timestamppb.Now(), Task: "checkpoint restore", Cause: cause})
 	}
 	if c.cp == nil && len(c.corrupt) > 0 {
 		m.failJobNow(fmt.Sprintf("none of the %d retained checkpoints can be restored (see the exception history)", len(c.corrupt)))
@@ -547,7 +558,7 @@ func (m *jobMaster) handle(ev any) {
 		if len(names) > 0 {
 			// Its tasks were being cancelled already (an earlier report of this loss, such as
 			// a consumer's broken input, failed them over): the loss is recorded, not counted.
-			m.exceptions = append(m.exceptions, &pb.ExceptionEntry{Time: timestamppb.Now(),
+			m.recordException(&pb.ExceptionEntry{Time: timestamppb.Now(),
 				Task: strings.Join(names, ", "), Taskmanager: ev.tm.id, Cause: cause})
 		}
 		for _, e := range lost {

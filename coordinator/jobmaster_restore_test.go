@@ -83,7 +83,7 @@ func startRestoringJob(t *testing.T, verify func(jobDir, chkPath string) (*pb.Ch
 	dir := t.TempDir()
 	g := testGraph(t, fmt.Sprintf("name: restore\nconfig:\n  execution.checkpointing.interval: 1 h\n  execution.checkpointing.dir: %s\n"+
 		"operators:\n  - {name: n, type: sequence, from: 1}\n  - {name: out, type: discard}\n", dir))
-	h := &fsmHost{f: newFSM()}
+	h := &fsmHost{f: newFSM(discardLog)}
 	for _, cmd := range []*pb.RaftCommand{
 		{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: "j1", Graph: g}}},
 		statusCmd("j1", running, "", timestamppb.Now()),

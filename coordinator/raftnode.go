@@ -45,8 +45,14 @@ var defaultRaftTimings = raftTimings{heartbeat: 500 * time.Millisecond, election
 // listener bound to bind; the caller closes lis if openRaft fails.
 func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Peer, f *fsm, logger hclog.Logger, t raftTimings, sec *security.Security) (*raftNode, error) {
 	dir := filepath.Join(dataDir, "raft")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("raft data dir: %w", err)
+	snapDir := filepath.Join(dir, raftSnapshotsDir)
+	for _, d := range []string{dir, snapDir} { // tightened too when an older version made them
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("raft data dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("raft data dir: %w", err)
+		}
 	}
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(nodeID)
@@ -57,15 +63,21 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 	}
 	// The data dir's lock keeps other JobManagers out; the timeout only keeps a process that
 	// ignores it (an older version) from waiting for ever.
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}})
+	dbPath := filepath.Join(dir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logger)
+	if err := os.Chmod(dbPath, 0o600); err != nil { // bbolt creates it 0600; an older file may be looser
+		store.Close()
+		return nil, fmt.Errorf("raft log store: %w", err)
+	}
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logger)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
+	snaps := &privateSnapshotStore{FileSnapshotStore: fileSnaps, dir: snapDir}
 	var trans *raft.NetworkTransport
 	if self := peerAddr(peers, nodeID); self != "" || lis != nil || sec.InternalTLS() {
 		// A member of a --peers group advertises the address the others know it by, as given
@@ -125,6 +137,57 @@ func openRaft(nodeID, bind string, lis net.Listener, dataDir string, peers []Pee
 		}
 	}
 	return n, nil
+}
+
+// raftSnapshotsDir is the directory of hashicorp/raft's FileSnapshotStore in the raft data
+// dir, and raftSnapshotTmpSuffix the suffix of a snapshot's directory while it is written
+// (both are the library's; TestRaftFilesArePrivate notices if they change).
+const (
+	raftSnapshotsDir      = "snapshots"
+	raftSnapshotTmpSuffix = ".tmp"
+)
+
+// privateSnapshotStore is raft's FileSnapshotStore with snapshots only their owner can read:
+// a snapshot holds the whole replicated state (job graphs, with any credentials in their
+// configuration). The library creates a snapshot's directory 0755 and its files 0666 (less the
+// umask); Create tightens them to 0700 and 0600 before any state is written into them.
+type privateSnapshotStore struct {
+	*raft.FileSnapshotStore
+	dir string
+}
+
+func (s *privateSnapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	if err := makePrivate(filepath.Join(s.dir, sink.ID()+raftSnapshotTmpSuffix)); err != nil {
+		_ = sink.Cancel()
+		return nil, fmt.Errorf("raft snapshot: %w", err)
+	}
+	return sink, nil
+}
+
+// makePrivate makes a directory 0700 and the files in it 0600.
+func makePrivate(dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		mode := os.FileMode(0o600)
+		if e.IsDir() {
+			mode = 0o700
+		}
+		if err := os.Chmod(filepath.Join(dir, e.Name()), mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // peerAddr returns the Raft address of a node in the peers list ("" when absent).
@@ -191,8 +254,12 @@ func resolveAdvertise(bind string) (net.Addr, error) {
 
 // apply proposes a command stamped with the leader's time and node ID (cmd.Time,
 // cmd.Proposer), waits for it to commit and returns the FSM's result value. A domain rejection
-// by the FSM is returned as the error.
+// by the FSM is returned as the error; a command the FSM would reject whatever the state
+// (validateCommand) is not proposed.
 func (n *raftNode) apply(cmd *pb.RaftCommand, timeout time.Duration) (any, error) {
+	if err := validateCommand(cmd); err != nil {
+		return nil, err // every replica would reject it
+	}
 	cmd.Time, cmd.Proposer = timestamppb.Now(), n.id
 	data, err := proto.Marshal(cmd)
 	if err != nil {

@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -86,18 +88,49 @@ func (rm *resourceManager) watch() <-chan struct{} {
 	return rm.changed
 }
 
-// register adds a registration. An earlier registration of the same TaskManager ID is lost if
-// it is of the same process (which registers again after it lost us); a live one of another
-// process keeps its ID, and the newcomer is refused with ErrTaskManagerIDInUse.
+// Bounds of a TaskManager registration, which is network input: the JobManager sizes its
+// bookkeeping by it and logs and shows its strings.
+const (
+	// maxTaskManagerIDLen bounds a TaskManager ID (the default, "tm-<host>:<port>", fits).
+	maxTaskManagerIDLen = 255
+	// maxInstanceIDLen bounds a TaskManager's instance ID (16 hex digits from this version).
+	maxInstanceIDLen = 64
+)
+
+// checkRegistration checks a registration's values, naming the first that is wrong.
+func checkRegistration(req *pb.RegisterTaskManagerRequest) error {
+	id := req.GetTaskmanagerId()
+	if id == "" {
+		return fmt.Errorf("register: taskmanager_id is required")
+	}
+	if len(id) > maxTaskManagerIDLen {
+		return fmt.Errorf("register: taskmanager_id is %d bytes long, the limit is %d", len(id), maxTaskManagerIDLen)
+	}
+	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("register: taskmanager_id %q has a control character", id)
+	}
+	if n := req.GetSlots(); n < 1 || n > config.MaxTaskSlots {
+		return fmt.Errorf("register %s: slots must be from 1 to %d (%s), got %d", id, config.MaxTaskSlots, config.TaskSlots, n)
+	}
+	if err := checkHostPort(req.GetAddress()); err != nil {
+		return fmt.Errorf("register %s: address: %w", id, err)
+	}
+	if n := len(req.GetInstanceId()); n > maxInstanceIDLen {
+		return fmt.Errorf("register %s: instance_id is %d bytes long, the limit is %d", id, n, maxInstanceIDLen)
+	}
+	return nil
+}
+
+// register adds a registration. A TaskManager ID belongs to one live TaskManager: while a
+// registration under it heartbeats (its last heartbeat is within heartbeat.timeout), a
+// registration of the ID from another address is refused with ErrTaskManagerIDInUse, so
+// that neither a second process started with the same --id nor anyone who sends a
+// registration knocks it out of the cluster. A registration from the same address replaces it
+// (the TaskManager registers again after it lost us, or restarted), as does any registration
+// once it fell silent (it is lost, the monitor just did not say so yet).
 func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uint64) (*taskManager, error) {
-	if req.GetTaskmanagerId() == "" {
-		return nil, fmt.Errorf("register: taskmanager_id is required")
-	}
-	if req.GetSlots() < 1 {
-		return nil, fmt.Errorf("register %s: slots must be at least 1, got %d", req.GetTaskmanagerId(), req.GetSlots())
-	}
-	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
-		return nil, fmt.Errorf("register %s: address %q: %w", req.GetTaskmanagerId(), req.GetAddress(), err)
+	if err := checkRegistration(req); err != nil {
+		return nil, err
 	}
 	conn, err := grpc.NewClient(req.GetAddress(), rm.dial)
 	if err != nil {
@@ -121,12 +154,13 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 			previous = old
 		}
 	}
-	if previous != nil && previous.instance != "" && tm.instance != "" && previous.instance != tm.instance {
-		last := rm.now().Sub(previous.lastHeartbeat).Round(time.Millisecond)
-		rm.mu.Unlock()
-		conn.Close()
-		return nil, fmt.Errorf("register %s at %s: %w: the TaskManager at %s holds it (last heartbeat %v ago); give each TaskManager its own --id",
-			tm.id, tm.addr, ErrTaskManagerIDInUse, previous.addr, last)
+	if previous != nil && previous.addr != tm.addr {
+		if silence := rm.now().Sub(previous.lastHeartbeat); silence <= rm.timeout {
+			rm.mu.Unlock()
+			conn.Close()
+			return nil, fmt.Errorf("register %s at %s: %w: the TaskManager at %s holds it (last heartbeat %v ago); give each TaskManager its own --id",
+				tm.id, tm.addr, ErrTaskManagerIDInUse, previous.addr, silence.Round(time.Millisecond))
+		}
 	}
 	rm.seq++
 	tm.seq = rm.seq
@@ -137,7 +171,8 @@ func (rm *resourceManager) register(req *pb.RegisterTaskManagerRequest, term uin
 	if previous != nil {
 		rm.markLost(previous.regID, "it registered again as a new TaskManager")
 	}
-	rm.log.Info("taskmanager registered", "tm_id", tm.id, "addr", tm.addr, "slots", tm.slots, "registration_id", tm.regID)
+	rm.log.Info("taskmanager registered", "tm_id", tm.id, "addr", tm.addr, "slots", tm.slots, "registration_id", tm.regID,
+		"instance", tm.instance)
 	return tm, nil
 }
 

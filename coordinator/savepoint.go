@@ -115,7 +115,7 @@ func (m *jobMaster) restartAll(task, cause string) {
 			p.tasks[subtaskKey(v.GetId(), i)] = true
 		}
 	}
-	m.exceptions = append(m.exceptions, entry)
+	m.recordException(entry)
 	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER, "the job is being "+task+"d")
 	if err := m.setStatus(pb.JobStatus_JOB_STATUS_RESTARTING, ""); err != nil {
 		return

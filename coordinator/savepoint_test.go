@@ -59,7 +59,7 @@ func TestRescaledGraph(t *testing.T) {
 }
 
 func TestFSMSavepointsAndRescale(t *testing.T) {
-	h := &fsmHost{f: newFSM()}
+	h := &fsmHost{f: newFSM(discardLog)}
 	graph := &pb.JobGraph{Vertices: []*pb.JobVertex{{Parallelism: 2}}}
 	restore := &pb.CompletedCheckpoint{Id: 41, Path: ".", BaseDir: "/sp/savepoint-a", Savepoint: true, NotOwned: true}
 	h.apply(&pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: "j", Graph: graph, Restore: restore}}})

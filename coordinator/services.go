@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -163,14 +164,28 @@ func (s *clusterService) GetJobManagerStatus(context.Context, *pb.GetJobManagerS
 	return &pb.GetJobManagerStatusResponse{Jobmanager: s.jm.ownStatus()}, nil
 }
 
-// RegisterJobManager records a member's RPC address through this leader.
+// RegisterJobManager records a follower's RPC address through this leader, when the report is
+// consistent with the Raft configuration (checkReportedAddress): it comes from the member's
+// Raft host and names an address on it. The leader's own address is recorded by the leader
+// alone.
 func (s *clusterService) RegisterJobManager(ctx context.Context, req *pb.RegisterJobManagerRequest) (*pb.RegisterJobManagerResponse, error) {
 	return leaderCall(s.jm, func() (*pb.RegisterJobManagerResponse, error) {
-		if _, _, err := net.SplitHostPort(req.GetRpcAddress()); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager %s: rpc_address %q: %v", req.GetNodeId(), req.GetRpcAddress(), err)
+		if err := checkHostPort(req.GetRpcAddress()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager %q: rpc_address: %v", req.GetNodeId(), err)
 		}
-		if !s.jm.isMember(req.GetNodeId()) {
+		if req.GetNodeId() == s.jm.cfg.NodeID {
+			return nil, status.Errorf(codes.PermissionDenied, "register jobmanager %q: the leader records its own address", req.GetNodeId())
+		}
+		raftAddr, ok := s.jm.memberRaftAddr(req.GetNodeId())
+		if !ok {
 			return nil, status.Errorf(codes.InvalidArgument, "register jobmanager: %q is not a member of the Raft group", req.GetNodeId())
+		}
+		var from net.Addr
+		if p, ok := peer.FromContext(ctx); ok {
+			from = p.Addr
+		}
+		if err := checkReportedAddress(ctx, req.GetNodeId(), raftAddr, req.GetRpcAddress(), from); err != nil {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
 		}
 		return &pb.RegisterJobManagerResponse{}, s.jm.registerAddress(req.GetNodeId(), req.GetRpcAddress())
 	})

@@ -55,18 +55,27 @@ func checkJobManagerAddr(a string) error {
 	return nil
 }
 
-// fenceLocked checks a JobManager command's leader term (its fencing token) and raises the
-// highest term seen. A term below the highest seen comes from a deposed leader and is refused.
-// Term 0 comes from a JobManager that does not send terms: once a term was seen it is accepted
-// only for the current registration, which that registration's leader issued. tm.mu is held.
+// fenceLocked checks a JobManager command's leader term (its fencing token). A term below the
+// highest seen comes from a deposed leader and is refused. A higher term is adopted only from
+// the JobManager this TaskManager registered with: in its registration handshake
+// (registerWith), or on a command of the current registration. A command of any other
+// registration that carries a higher term is refused and leaves the term as it was: one
+// CancelTask with term 2^64-1 once made a TaskManager refuse every later command of its leader
+// and every registration, while it looked healthy. Term 0 comes from a JobManager that does not
+// send terms: once a term was seen it is accepted only for the current registration, which that
+// registration's leader issued. tm.mu is held.
 func (tm *TaskManager) fenceLocked(registration string, term uint64) error {
+	current := registration != "" && registration == tm.registration
 	switch {
 	case term == 0:
-		if tm.leaderTerm > 0 && (registration == "" || registration != tm.registration) {
+		if tm.leaderTerm > 0 && !current {
 			return status.Errorf(codes.FailedPrecondition, "command without a leader term for registration %q, which is not the current one (leader term %d)", registration, tm.leaderTerm)
 		}
 	case term < tm.leaderTerm:
 		return status.Errorf(codes.FailedPrecondition, "stale leader term %d < %d", term, tm.leaderTerm)
+	case term > tm.leaderTerm && !current:
+		return status.Errorf(codes.FailedPrecondition, "leader term %d of registration %q, which is not this TaskManager's current registration, is not adopted (leader term %d)",
+			term, registration, tm.leaderTerm)
 	default:
 		tm.leaderTerm = term
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -412,6 +413,51 @@ func TestCommands_FencedByLeaderTerm(t *testing.T) {
 	waitFor(t, "the CANCELED report", func() bool {
 		return leader.reported(execid.Key(attempt(2)), pb.ExecutionState_EXECUTION_STATE_CANCELED)
 	})
+}
+
+// A command of a registration that is not the TaskManager's current one cannot raise its
+// leader term: one CancelTask with term 2^64-1 once made a TaskManager refuse every later
+// command of its real leader and every registration, while it looked healthy. The forged
+// commands are refused, the leader's commands still work, and a new leader's registration
+// still raises the term.
+func TestCommands_ForeignRegistrationCannotRaiseTheTerm(t *testing.T) {
+	leader, next := startFakeJM(t, "leader"), startFakeJM(t, "next")
+	leader.lead(7)
+	next.follow(leader.addr)
+	tm := startTM(t, leader.addr, next.addr)
+	reg := waitRegistered(t, leader)
+	ex := executor(t, tm)
+	ctx := rpcCtx(t)
+	g := endlessJob(t)
+	const poison = math.MaxUint64
+	for _, registration := range []string{"forged", ""} {
+		_, err := ex.CancelTask(ctx, &pb.CancelTaskRequest{RegistrationId: registration, LeaderTerm: poison, Execution: attempt(1)})
+		wantRefused(t, fmt.Sprintf("CancelTask(term 2^64-1, registration %q)", registration), err, "is not adopted (leader term 7)")
+		_, err = ex.SubmitTask(ctx, &pb.SubmitTaskRequest{RegistrationId: registration, LeaderTerm: poison, Execution: attempt(1), JobGraph: g})
+		wantRefused(t, fmt.Sprintf("SubmitTask(term 2^64-1, registration %q)", registration), err, "is not adopted")
+		_, err = ex.TriggerTaskCheckpoint(ctx, &pb.TriggerTaskCheckpointRequest{RegistrationId: registration, LeaderTerm: poison, Execution: attempt(1),
+			Barrier: &pb.CheckpointBarrier{CheckpointId: 1}})
+		wantRefused(t, fmt.Sprintf("TriggerTaskCheckpoint(term 2^64-1, registration %q)", registration), err, "is not adopted")
+		_, err = ex.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: registration, LeaderTerm: poison, Execution: attempt(1), CheckpointId: 1})
+		wantRefused(t, fmt.Sprintf("NotifyCheckpointComplete(term 2^64-1, registration %q)", registration), err, "is not adopted")
+		_, err = ex.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: registration, LeaderTerm: poison, Execution: attempt(1), CheckpointId: 1})
+		wantRefused(t, fmt.Sprintf("NotifyCheckpointAborted(term 2^64-1, registration %q)", registration), err, "is not adopted")
+	}
+	// The leader's commands still pass: the term is still 7.
+	if _, err := ex.SubmitTask(ctx, &pb.SubmitTaskRequest{RegistrationId: reg, LeaderTerm: 7, Execution: attempt(1), JobGraph: g}); err != nil {
+		t.Fatalf("SubmitTask of the leader after the forged commands: %v", err)
+	}
+	waitFor(t, "the leader's task to run", func() bool { return running(tm, attempt(1)) })
+	// A new leader's registration raises the term, as before.
+	next.lead(8)
+	leader.follow(next.addr)
+	newReg := waitRegistered(t, next)
+	if _, err := ex.SubmitTask(ctx, &pb.SubmitTaskRequest{RegistrationId: newReg, LeaderTerm: 8, Execution: attempt(2), JobGraph: g}); err != nil {
+		t.Fatalf("SubmitTask of the new leader: %v", err)
+	}
+	waitFor(t, "the new leader's task to run", func() bool { return running(tm, attempt(2)) })
+	_, err := ex.SubmitTask(ctx, &pb.SubmitTaskRequest{RegistrationId: reg, LeaderTerm: 7, Execution: attempt(3), JobGraph: g})
+	wantRefused(t, "SubmitTask of the old leader", err, "stale leader term 7 < 8")
 }
 
 // (e) The leader steps down and says so on the heartbeat stream, naming the new leader: the

@@ -39,6 +39,7 @@ type RaftCommand struct {
 	//	*RaftCommand_CompleteCheckpoint
 	//	*RaftCommand_RegisterJobmanager
 	//	*RaftCommand_RescaleJob
+	//	*RaftCommand_RemoveJobs
 	Op            isRaftCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -149,6 +150,15 @@ func (x *RaftCommand) GetRescaleJob() *RescaleJobCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetRemoveJobs() *RemoveJobsCommand {
+	if x != nil {
+		if x, ok := x.Op.(*RaftCommand_RemoveJobs); ok {
+			return x.RemoveJobs
+		}
+	}
+	return nil
+}
+
 type isRaftCommand_Op interface {
 	isRaftCommand_Op()
 }
@@ -177,6 +187,10 @@ type RaftCommand_RescaleJob struct {
 	RescaleJob *RescaleJobCommand `protobuf:"bytes,15,opt,name=rescale_job,json=rescaleJob,proto3,oneof"`
 }
 
+type RaftCommand_RemoveJobs struct {
+	RemoveJobs *RemoveJobsCommand `protobuf:"bytes,16,opt,name=remove_jobs,json=removeJobs,proto3,oneof"`
+}
+
 func (*RaftCommand_SubmitJob) isRaftCommand_Op() {}
 
 func (*RaftCommand_UpdateJobStatus) isRaftCommand_Op() {}
@@ -188,6 +202,57 @@ func (*RaftCommand_CompleteCheckpoint) isRaftCommand_Op() {}
 func (*RaftCommand_RegisterJobmanager) isRaftCommand_Op() {}
 
 func (*RaftCommand_RescaleJob) isRaftCommand_Op() {}
+
+func (*RaftCommand_RemoveJobs) isRaftCommand_Op() {}
+
+// RemoveJobsCommand forgets ended jobs (the job store's expiration and capacity): the leader
+// chooses them by its clock (jobstore.expiration-time, jobstore.max-capacity) and proposes this;
+// the FSM removes the listed jobs that have ended, and leaves the others (not ended, or
+// removed before) alone, so applying it twice is a no-op. The leader then deletes their
+// checkpoint directories.
+type RemoveJobsCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobIds        []string               `protobuf:"bytes,1,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveJobsCommand) Reset() {
+	*x = RemoveJobsCommand{}
+	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveJobsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveJobsCommand) ProtoMessage() {}
+
+func (x *RemoveJobsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveJobsCommand.ProtoReflect.Descriptor instead.
+func (*RemoveJobsCommand) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RemoveJobsCommand) GetJobIds() []string {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
 
 // RegisterJobManagerCommand records a JobManager's RPC address under its Raft node ID, so that
 // followers can tell clients and TaskManagers where the leader serves. A leader proposes it for
@@ -202,7 +267,7 @@ type RegisterJobManagerCommand struct {
 
 func (x *RegisterJobManagerCommand) Reset() {
 	*x = RegisterJobManagerCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	mi := &file_goflink_v1_raft_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +279,7 @@ func (x *RegisterJobManagerCommand) String() string {
 func (*RegisterJobManagerCommand) ProtoMessage() {}
 
 func (x *RegisterJobManagerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[1]
+	mi := &file_goflink_v1_raft_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +292,7 @@ func (x *RegisterJobManagerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterJobManagerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterJobManagerCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterJobManagerCommand) GetNodeId() string {
@@ -255,7 +320,7 @@ type JobManagerRecord struct {
 
 func (x *JobManagerRecord) Reset() {
 	*x = JobManagerRecord{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +332,7 @@ func (x *JobManagerRecord) String() string {
 func (*JobManagerRecord) ProtoMessage() {}
 
 func (x *JobManagerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[2]
+	mi := &file_goflink_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +345,7 @@ func (x *JobManagerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobManagerRecord.ProtoReflect.Descriptor instead.
 func (*JobManagerRecord) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobManagerRecord) GetNodeId() string {
@@ -311,7 +376,7 @@ type SubmitJobCommand struct {
 
 func (x *SubmitJobCommand) Reset() {
 	*x = SubmitJobCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +388,7 @@ func (x *SubmitJobCommand) String() string {
 func (*SubmitJobCommand) ProtoMessage() {}
 
 func (x *SubmitJobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[3]
+	mi := &file_goflink_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +401,7 @@ func (x *SubmitJobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobCommand.ProtoReflect.Descriptor instead.
 func (*SubmitJobCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitJobCommand) GetJobId() string {
@@ -371,7 +436,7 @@ type RescaleJobCommand struct {
 
 func (x *RescaleJobCommand) Reset() {
 	*x = RescaleJobCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +448,7 @@ func (x *RescaleJobCommand) String() string {
 func (*RescaleJobCommand) ProtoMessage() {}
 
 func (x *RescaleJobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[4]
+	mi := &file_goflink_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +461,7 @@ func (x *RescaleJobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescaleJobCommand.ProtoReflect.Descriptor instead.
 func (*RescaleJobCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RescaleJobCommand) GetJobId() string {
@@ -426,7 +491,7 @@ type UpdateJobStatusCommand struct {
 
 func (x *UpdateJobStatusCommand) Reset() {
 	*x = UpdateJobStatusCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +503,7 @@ func (x *UpdateJobStatusCommand) String() string {
 func (*UpdateJobStatusCommand) ProtoMessage() {}
 
 func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[5]
+	mi := &file_goflink_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +516,7 @@ func (x *UpdateJobStatusCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobStatusCommand.ProtoReflect.Descriptor instead.
 func (*UpdateJobStatusCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateJobStatusCommand) GetJobId() string {
@@ -489,7 +554,7 @@ type AllocateCheckpointIdCommand struct {
 
 func (x *AllocateCheckpointIdCommand) Reset() {
 	*x = AllocateCheckpointIdCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +566,7 @@ func (x *AllocateCheckpointIdCommand) String() string {
 func (*AllocateCheckpointIdCommand) ProtoMessage() {}
 
 func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[6]
+	mi := &file_goflink_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +579,7 @@ func (x *AllocateCheckpointIdCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateCheckpointIdCommand.ProtoReflect.Descriptor instead.
 func (*AllocateCheckpointIdCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AllocateCheckpointIdCommand) GetJobId() string {
@@ -547,7 +612,7 @@ type CompleteCheckpointCommand struct {
 
 func (x *CompleteCheckpointCommand) Reset() {
 	*x = CompleteCheckpointCommand{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[7]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +624,7 @@ func (x *CompleteCheckpointCommand) String() string {
 func (*CompleteCheckpointCommand) ProtoMessage() {}
 
 func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[7]
+	mi := &file_goflink_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +637,7 @@ func (x *CompleteCheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteCheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CompleteCheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CompleteCheckpointCommand) GetJobId() string {
@@ -632,7 +697,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[8]
+	mi := &file_goflink_v1_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +709,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[8]
+	mi := &file_goflink_v1_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +722,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JobRecord) GetId() string {
@@ -764,7 +829,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_goflink_v1_raft_proto_msgTypes[9]
+	mi := &file_goflink_v1_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +841,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_raft_proto_msgTypes[9]
+	mi := &file_goflink_v1_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +854,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FSMSnapshot) GetVersion() int32 {
@@ -818,7 +883,7 @@ var File_goflink_v1_raft_proto protoreflect.FileDescriptor
 const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x15goflink/v1/raft.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x04\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x05\n" +
 	"\vRaftCommand\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
 	"\bproposer\x18\x02 \x01(\tR\bproposer\x12=\n" +
@@ -830,8 +895,12 @@ const file_goflink_v1_raft_proto_rawDesc = "" +
 	"\x13complete_checkpoint\x18\r \x01(\v2%.goflink.v1.CompleteCheckpointCommandH\x00R\x12completeCheckpoint\x12X\n" +
 	"\x13register_jobmanager\x18\x0e \x01(\v2%.goflink.v1.RegisterJobManagerCommandH\x00R\x12registerJobmanager\x12@\n" +
 	"\vrescale_job\x18\x0f \x01(\v2\x1d.goflink.v1.RescaleJobCommandH\x00R\n" +
-	"rescaleJobB\x04\n" +
-	"\x02op\"U\n" +
+	"rescaleJob\x12@\n" +
+	"\vremove_jobs\x18\x10 \x01(\v2\x1d.goflink.v1.RemoveJobsCommandH\x00R\n" +
+	"removeJobsB\x04\n" +
+	"\x02op\",\n" +
+	"\x11RemoveJobsCommand\x12\x17\n" +
+	"\ajob_ids\x18\x01 \x03(\tR\x06jobIds\"U\n" +
 	"\x19RegisterJobManagerCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vrpc_address\x18\x02 \x01(\tR\n" +
@@ -898,50 +967,52 @@ func file_goflink_v1_raft_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_raft_proto_rawDescData
 }
 
-var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_goflink_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_goflink_v1_raft_proto_goTypes = []any{
 	(*RaftCommand)(nil),                 // 0: goflink.v1.RaftCommand
-	(*RegisterJobManagerCommand)(nil),   // 1: goflink.v1.RegisterJobManagerCommand
-	(*JobManagerRecord)(nil),            // 2: goflink.v1.JobManagerRecord
-	(*SubmitJobCommand)(nil),            // 3: goflink.v1.SubmitJobCommand
-	(*RescaleJobCommand)(nil),           // 4: goflink.v1.RescaleJobCommand
-	(*UpdateJobStatusCommand)(nil),      // 5: goflink.v1.UpdateJobStatusCommand
-	(*AllocateCheckpointIdCommand)(nil), // 6: goflink.v1.AllocateCheckpointIdCommand
-	(*CompleteCheckpointCommand)(nil),   // 7: goflink.v1.CompleteCheckpointCommand
-	(*JobRecord)(nil),                   // 8: goflink.v1.JobRecord
-	(*FSMSnapshot)(nil),                 // 9: goflink.v1.FSMSnapshot
-	(*timestamppb.Timestamp)(nil),       // 10: google.protobuf.Timestamp
-	(*JobGraph)(nil),                    // 11: goflink.v1.JobGraph
-	(*CompletedCheckpoint)(nil),         // 12: goflink.v1.CompletedCheckpoint
-	(JobStatus)(0),                      // 13: goflink.v1.JobStatus
+	(*RemoveJobsCommand)(nil),           // 1: goflink.v1.RemoveJobsCommand
+	(*RegisterJobManagerCommand)(nil),   // 2: goflink.v1.RegisterJobManagerCommand
+	(*JobManagerRecord)(nil),            // 3: goflink.v1.JobManagerRecord
+	(*SubmitJobCommand)(nil),            // 4: goflink.v1.SubmitJobCommand
+	(*RescaleJobCommand)(nil),           // 5: goflink.v1.RescaleJobCommand
+	(*UpdateJobStatusCommand)(nil),      // 6: goflink.v1.UpdateJobStatusCommand
+	(*AllocateCheckpointIdCommand)(nil), // 7: goflink.v1.AllocateCheckpointIdCommand
+	(*CompleteCheckpointCommand)(nil),   // 8: goflink.v1.CompleteCheckpointCommand
+	(*JobRecord)(nil),                   // 9: goflink.v1.JobRecord
+	(*FSMSnapshot)(nil),                 // 10: goflink.v1.FSMSnapshot
+	(*timestamppb.Timestamp)(nil),       // 11: google.protobuf.Timestamp
+	(*JobGraph)(nil),                    // 12: goflink.v1.JobGraph
+	(*CompletedCheckpoint)(nil),         // 13: goflink.v1.CompletedCheckpoint
+	(JobStatus)(0),                      // 14: goflink.v1.JobStatus
 }
 var file_goflink_v1_raft_proto_depIdxs = []int32{
-	10, // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
-	3,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
-	5,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
-	6,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
-	7,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
-	1,  // 5: goflink.v1.RaftCommand.register_jobmanager:type_name -> goflink.v1.RegisterJobManagerCommand
-	4,  // 6: goflink.v1.RaftCommand.rescale_job:type_name -> goflink.v1.RescaleJobCommand
-	11, // 7: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
-	12, // 8: goflink.v1.SubmitJobCommand.restore:type_name -> goflink.v1.CompletedCheckpoint
-	11, // 9: goflink.v1.RescaleJobCommand.graph:type_name -> goflink.v1.JobGraph
-	13, // 10: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
-	12, // 11: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
-	11, // 12: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
-	13, // 13: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
-	10, // 14: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
-	10, // 15: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
-	10, // 16: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
-	12, // 17: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
-	12, // 18: goflink.v1.JobRecord.savepoints:type_name -> goflink.v1.CompletedCheckpoint
-	8,  // 19: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
-	2,  // 20: goflink.v1.FSMSnapshot.jobmanagers:type_name -> goflink.v1.JobManagerRecord
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	11, // 0: goflink.v1.RaftCommand.time:type_name -> google.protobuf.Timestamp
+	4,  // 1: goflink.v1.RaftCommand.submit_job:type_name -> goflink.v1.SubmitJobCommand
+	6,  // 2: goflink.v1.RaftCommand.update_job_status:type_name -> goflink.v1.UpdateJobStatusCommand
+	7,  // 3: goflink.v1.RaftCommand.allocate_checkpoint_id:type_name -> goflink.v1.AllocateCheckpointIdCommand
+	8,  // 4: goflink.v1.RaftCommand.complete_checkpoint:type_name -> goflink.v1.CompleteCheckpointCommand
+	2,  // 5: goflink.v1.RaftCommand.register_jobmanager:type_name -> goflink.v1.RegisterJobManagerCommand
+	5,  // 6: goflink.v1.RaftCommand.rescale_job:type_name -> goflink.v1.RescaleJobCommand
+	1,  // 7: goflink.v1.RaftCommand.remove_jobs:type_name -> goflink.v1.RemoveJobsCommand
+	12, // 8: goflink.v1.SubmitJobCommand.graph:type_name -> goflink.v1.JobGraph
+	13, // 9: goflink.v1.SubmitJobCommand.restore:type_name -> goflink.v1.CompletedCheckpoint
+	12, // 10: goflink.v1.RescaleJobCommand.graph:type_name -> goflink.v1.JobGraph
+	14, // 11: goflink.v1.UpdateJobStatusCommand.status:type_name -> goflink.v1.JobStatus
+	13, // 12: goflink.v1.CompleteCheckpointCommand.checkpoint:type_name -> goflink.v1.CompletedCheckpoint
+	12, // 13: goflink.v1.JobRecord.graph:type_name -> goflink.v1.JobGraph
+	14, // 14: goflink.v1.JobRecord.status:type_name -> goflink.v1.JobStatus
+	11, // 15: goflink.v1.JobRecord.submit_time:type_name -> google.protobuf.Timestamp
+	11, // 16: goflink.v1.JobRecord.start_time:type_name -> google.protobuf.Timestamp
+	11, // 17: goflink.v1.JobRecord.end_time:type_name -> google.protobuf.Timestamp
+	13, // 18: goflink.v1.JobRecord.checkpoints:type_name -> goflink.v1.CompletedCheckpoint
+	13, // 19: goflink.v1.JobRecord.savepoints:type_name -> goflink.v1.CompletedCheckpoint
+	9,  // 20: goflink.v1.FSMSnapshot.jobs:type_name -> goflink.v1.JobRecord
+	3,  // 21: goflink.v1.FSMSnapshot.jobmanagers:type_name -> goflink.v1.JobManagerRecord
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_raft_proto_init() }
@@ -959,6 +1030,7 @@ func file_goflink_v1_raft_proto_init() {
 		(*RaftCommand_CompleteCheckpoint)(nil),
 		(*RaftCommand_RegisterJobmanager)(nil),
 		(*RaftCommand_RescaleJob)(nil),
+		(*RaftCommand_RemoveJobs)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -966,7 +1038,7 @@ func file_goflink_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_raft_proto_rawDesc), len(file_goflink_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

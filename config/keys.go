@@ -47,7 +47,7 @@ type Option struct {
 	Scope   Scope
 	Enum    []string // allowed values for KindEnum
 	Min     int64    // minimum for KindInt and KindLimit and (in milliseconds) for KindDuration
-	// Max is the maximum for KindInt, when greater than Min (0: no maximum).
+	// Max is the maximum for KindInt when positive (0: no maximum).
 	Max int64
 	// FloatMin and FloatMax bound KindFloat values. FloatMin is inclusive unless
 	// FloatMinExclusive is set; FloatMax is inclusive, and no upper bound applies unless it is
@@ -241,7 +241,7 @@ func (o *Option) normalize(value string) (string, error) {
 		if n < o.Min {
 			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
 		}
-		if o.Max > o.Min && n > o.Max {
+		if o.Max > 0 && n > o.Max {
 			return "", fmt.Errorf("%d is above the maximum %d", n, o.Max)
 		}
 		return fmt.Sprint(n), nil

@@ -192,3 +192,39 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 	}
 	return nil
 }
+
+// recordReader decodes the records of a data buffer as recordWriter wrote them: b.records
+// records, each its event timestamp (8 bytes, little endian) when the edge carries
+// timestamps, then the row (record.AppendRow). It allocates nothing; decoded strings point
+// into the buffer.
+type recordReader struct {
+	data       []byte
+	left       int
+	timestamps bool
+}
+
+func newRecordReader(b *buffer, timestamps bool) recordReader {
+	return recordReader{data: b.data, left: b.records, timestamps: timestamps}
+}
+
+// next decodes the next record into row and returns its timestamp (0 without timestamps);
+// ok is false after the last one.
+func (r *recordReader) next(s *record.Schema, row record.Row) (stamp int64, ok bool, err error) {
+	if r.left <= 0 {
+		return 0, false, nil
+	}
+	r.left--
+	if r.timestamps {
+		if len(r.data) < 8 {
+			return 0, false, fmt.Errorf("%w: timestamp truncated", record.ErrCorrupt)
+		}
+		stamp = int64(binary.LittleEndian.Uint64(r.data))
+		r.data = r.data[8:]
+	}
+	n, err := record.DecodeRow(r.data, s, row)
+	if err != nil {
+		return 0, false, err
+	}
+	r.data = r.data[n:]
+	return stamp, true, nil
+}

@@ -60,8 +60,8 @@ func seedBuffers(f *testing.F, s *record.Schema, rows []record.Row, timestamps b
 
 // FuzzRecordReader decodes an arbitrary data buffer (the records bytes and record count of a
 // SubscribeResponse, which any peer on the network can send) against an arbitrary input
-// schema, as a task does with every buffer of its input channels. It must never panic and
-// never yield more records than the buffer says it holds.
+// schema, as a task does with every buffer of its input channels. It must never panic, and
+// a buffer it accepts must hold exactly the records it says it holds.
 func FuzzRecordReader(f *testing.F) {
 	withMap := record.MustSchema(
 		record.Field{Name: "k", Type: record.String}, record.Field{Name: "h", Type: record.Map},
@@ -92,17 +92,30 @@ func FuzzRecordReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, types, data []byte, records int32, timestamps bool) {
 		s := fuzzSchema(types)
 		row := make(record.Row, s.Len())
-		rr := newRecordReader(&buffer{data: data, records: int(records)}, timestamps)
+		rr, err := newRecordReader(&buffer{data: data, records: int(records)}, timestamps)
+		if err != nil {
+			return
+		}
 		decoded := 0
 		for {
 			_, ok, err := rr.next(s, row)
-			if err != nil || !ok {
+			if err != nil {
+				return
+			}
+			if !ok {
 				break
 			}
 			decoded++
 			if decoded > int(records) {
 				t.Fatalf("decoded %d records from a buffer of %d", decoded, records)
 			}
+		}
+		// A buffer that decodes holds exactly its records.
+		if decoded != int(records) {
+			t.Fatalf("a buffer of %d records decoded as %d", records, decoded)
+		}
+		if len(rr.data) != 0 {
+			t.Fatalf("a buffer of %d records decoded with %d bytes left over", records, len(rr.data))
 		}
 	})
 }

@@ -221,7 +221,10 @@ func (t *task) process(it gateItem) error {
 	if t.inputEnded {
 		return fmt.Errorf("records on input channel %d after its end of data", it.ch.idx)
 	}
-	rr := newRecordReader(b, in.timestamps)
+	rr, err := newRecordReader(b, in.timestamps)
+	if err != nil {
+		return fmt.Errorf("decode records of input channel %d: %w", it.ch.idx, err)
+	}
 	for {
 		stamp, ok, err := rr.next(in.schema, in.row)
 		if err != nil {

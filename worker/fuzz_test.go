@@ -96,6 +96,9 @@ func FuzzRecordReader(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if records > maxBufferRecords {
+			t.Fatalf("accepted a buffer of %d records, more than the writer ever puts in one (%d)", records, maxBufferRecords)
+		}
 		decoded := 0
 		for {
 			_, ok, err := rr.next(s, row)

@@ -139,7 +139,7 @@ func (w *recordWriter) Emit(row record.Row) error {
 	w.bufs[c] = buf
 	w.counts[c]++
 	*w.out++
-	if len(buf) >= maxBufferBytes {
+	if len(buf) >= maxBufferBytes || w.counts[c] >= maxBufferRecords {
 		return w.flushChannel(c)
 	}
 	return nil
@@ -206,8 +206,8 @@ type recordReader struct {
 }
 
 func newRecordReader(b *buffer, timestamps bool) (recordReader, error) {
-	if b.records < 0 {
-		return recordReader{}, fmt.Errorf("%w: buffer of %d records", record.ErrCorrupt, b.records)
+	if b.records < 0 || b.records > maxBufferRecords {
+		return recordReader{}, fmt.Errorf("%w: buffer of %d records (at most %d)", record.ErrCorrupt, b.records, maxBufferRecords)
 	}
 	return recordReader{data: b.data, records: b.records, left: b.records, timestamps: timestamps}, nil
 }

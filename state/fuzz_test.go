@@ -95,8 +95,12 @@ func (s fuzzStates) dump(b KeyedBackend, keyType record.Type) (string, error) {
 			add("totals", k, m)
 		}
 		for uk, want := range m {
-			if got, ok, err := s.m.Get(uk); err != nil || !ok || got != want {
-				return "", fmt.Errorf("totals[%q].Get(%q) = %d, %v, %v; Range gave %d", k.Format(keyType), uk, got, ok, err, want)
+			got, ok, err := s.m.Get(uk)
+			if err != nil {
+				return "", fmt.Errorf("totals[%q].Get(%q): %w", k.Format(keyType), uk, err)
+			}
+			if !ok || got != want {
+				return "", fmt.Errorf("totals[%q].Get(%q) = %d, %v; Range gave %d", k.Format(keyType), uk, got, ok, want)
 			}
 		}
 		if r, ok, err := s.r.Get(); err != nil {

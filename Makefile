@@ -8,7 +8,7 @@ IMAGE   ?= goflink:latest
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_RUN := $(COMPOSE) -p goflink -f deploy/docker-compose.yml
 
-.PHONY: help build test test-short run chaos bench proto proto-check lint tidy-check ci clean images up down logs e2e
+.PHONY: help build test test-short run chaos fuzz bench proto proto-check lint tidy-check ci clean images up down logs e2e
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
@@ -29,6 +29,30 @@ test-short: ## quick tests: skips the multi-process system tests
 
 chaos: ## exactly-once chaos tests: SIGKILLed TaskManagers (keyed counts; windows and a window join), SIGKILLed leader JobManagers of a 3-JobManager group, Kafka to Kafka; SEEDS=N seeds each (default 20) or SEEDS=3,17,42
 	GOFLINK_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_HA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_KAFKA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_WINDOW_CHAOS_SEEDS=$(or $(SEEDS),20) $(GO) test -race -count=1 -timeout 60m -run 'TestChaosExactlyOnce|TestHAChaosExactlyOnce|TestKafkaChaos|TestWindowChaosExactlyOnce' -v ./systemtest/
+
+# Every fuzz target as package:function. go test fuzzes one target per run, so make fuzz runs
+# them one after another; it fails when a Fuzz function of the module is missing here.
+FUZZ_TARGETS := \
+	./record:FuzzDecodeRow ./record:FuzzDecodeMap \
+	./state:FuzzKeyedRestore ./state:FuzzOperatorRestore \
+	./storage:FuzzReadMetadata \
+	./worker:FuzzRecordReader \
+	./expression:FuzzCompile \
+	./job:FuzzBuild ./job/spec:FuzzParse
+FUZZTIME ?= 10s
+# The fuzzer minimizes every input that finds new code, for up to 60 s each by default; that
+# would eat a short run, so inputs get 10 s (a failing input too).
+FUZZMINIMIZETIME ?= 10s
+# One fuzzing process: the machines are shared (2 cores).
+FUZZPARALLEL ?= 1
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s; FUZZPARALLEL processes, default 1); a failing input is written to the package's testdata/fuzz/
+	@listed=" $(FUZZ_TARGETS) "; for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //'); do \
+		case "$$listed" in *":$$f "*) ;; *) echo "make fuzz: $$f is not in FUZZ_TARGETS" >&2; exit 1;; esac; done
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel $(FUZZPARALLEL) $${t%%:*}; \
+	done
 
 bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, Nexmark q0 q1 q2 q5 q7 q8 and sliding windows, recovery after a TaskManager kill and a leader JobManager kill, with real processes (~10 min)
 	$(GO) run ./bench

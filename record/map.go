@@ -121,7 +121,7 @@ func checkMap(s string) error {
 	}
 	n, rest, ok := cutUvarint(s)
 	if !ok || n == 0 {
-		return fmt.Errorf("bad map entry count")
+		return fmt.Errorf("bad map entry count (zero, truncated or not in its shortest encoding)")
 	}
 	prev := ""
 	for i := range n {
@@ -131,7 +131,7 @@ func checkMap(s string) error {
 			_, rest, ok = cutString(rest)
 		}
 		if !ok {
-			return fmt.Errorf("map entry %d of %d truncated", i+1, n)
+			return fmt.Errorf("map entry %d of %d truncated, or a length not in its shortest encoding", i+1, n)
 		}
 		if i > 0 && k <= prev {
 			return fmt.Errorf("map keys out of order at entry %d", i+1)
@@ -144,13 +144,15 @@ func checkMap(s string) error {
 	return nil
 }
 
+// cutUvarint splits a uvarint off s. It accepts only the shortest encoding of a number (the
+// one binary.AppendUvarint writes), so that a map has exactly one encoding.
 func cutUvarint(s string) (uint64, string, bool) {
 	var x uint64
 	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
 		b := s[i]
 		if b < 0x80 {
-			if i == binary.MaxVarintLen64-1 && b > 1 {
-				return 0, s, false
+			if i == binary.MaxVarintLen64-1 && b > 1 || i > 0 && b == 0 {
+				return 0, s, false // overflows, or padded with a trailing zero group
 			}
 			return x | uint64(b)<<(7*i), s[i+1:], true
 		}

@@ -162,7 +162,7 @@ func appendKey(b []byte, v record.Value, t record.Type) []byte {
 }
 
 // decodeKey decodes a key that appendKey wrote at the front of b and returns the number of
-// bytes read. The key owns its memory.
+// bytes read; it accepts only appendKey's encoding. The key owns its memory.
 func decodeKey(b []byte, t record.Type) (record.Value, int, error) {
 	switch t {
 	case record.Int64, record.Float64, record.Timestamp:
@@ -179,6 +179,10 @@ func decodeKey(b []byte, t record.Type) (record.Value, int, error) {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || uint64(len(b)-n) < l {
 			return record.Value{}, 0, fmt.Errorf("%w: key truncated", ErrCorrupt)
+		}
+		// The bbolt backend stores and looks keys up by their bytes: one key, one encoding.
+		if n != record.UvarintLen(l) {
+			return record.Value{}, 0, fmt.Errorf("%w: key length %d not in its shortest encoding", ErrCorrupt, l)
 		}
 		return record.StringValue(string(b[n : n+int(l)])), n + int(l), nil
 	}

@@ -1,13 +1,11 @@
 package worker
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
-	"github.com/goflink/goflink/record"
 )
 
 // flushTicker returns the buffer-timeout ticks and the function that stops them; the ticks are
@@ -215,7 +213,6 @@ func (t *task) process(it gateItem) error {
 	in := t.inputs[it.ch.edge]
 	head := t.ops[0]
 	hctx := t.ctxs[0]
-	data := b.data
 	two, _ := head.(operator.TwoInput) // a join: records go to ProcessInput with their input
 	input := int(in.edge.GetInput())
 	if !in.timestamps {
@@ -224,19 +221,21 @@ func (t *task) process(it gateItem) error {
 	if t.inputEnded {
 		return fmt.Errorf("records on input channel %d after its end of data", it.ch.idx)
 	}
-	for range b.records {
-		if in.timestamps {
-			if len(data) < 8 {
-				return fmt.Errorf("decode record: %w: timestamp truncated", record.ErrCorrupt)
-			}
-			t.time.stamp = int64(binary.LittleEndian.Uint64(data))
-			data = data[8:]
-		}
-		n, err := record.DecodeRow(data, in.schema, in.row)
+	rr, err := newRecordReader(b, in.timestamps)
+	if err != nil {
+		return fmt.Errorf("decode records of input channel %d: %w", it.ch.idx, err)
+	}
+	for {
+		stamp, ok, err := rr.next(in.schema, in.row)
 		if err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
-		data = data[n:]
+		if !ok {
+			break
+		}
+		if in.timestamps {
+			t.time.stamp = stamp
+		}
 		if in.key != nil {
 			k, err := in.key.Eval(in.row, nil)
 			if err != nil {

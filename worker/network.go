@@ -21,6 +21,12 @@ import (
 // message stays at or under 32 KiB (grpc-go's buffer pool has a cliff just above it).
 const maxBufferBytes = 32<<10 - 64
 
+// maxBufferRecords bounds the records of one buffer. A record takes at least a byte unless
+// its schema has no fields, so a full buffer holds no more; the writer also flushes rows of an
+// empty schema at this count. A reader refuses a larger count from the network, which would
+// otherwise have it process up to 2^31 empty rows of one small message.
+const maxBufferRecords = maxBufferBytes
+
 // buffer is one unit of the data plane: a batch of encoded records, or one event.
 type buffer struct {
 	data    []byte

@@ -139,7 +139,7 @@ func (w *recordWriter) Emit(row record.Row) error {
 	w.bufs[c] = buf
 	w.counts[c]++
 	*w.out++
-	if len(buf) >= maxBufferBytes {
+	if len(buf) >= maxBufferBytes || w.counts[c] >= maxBufferRecords {
 		return w.flushChannel(c)
 	}
 	return nil
@@ -191,4 +191,48 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 		}
 	}
 	return nil
+}
+
+// recordReader decodes the records of a data buffer as recordWriter wrote them: b.records
+// records, each its event timestamp (8 bytes, little endian) when the edge carries
+// timestamps, then the row (record.AppendRow), and nothing after the last. It allocates
+// nothing; decoded strings point into the buffer. A buffer comes from the network, so any of
+// it may be wrong: the count, a record, bytes left over.
+type recordReader struct {
+	data       []byte
+	records    int
+	left       int
+	timestamps bool
+}
+
+func newRecordReader(b *buffer, timestamps bool) (recordReader, error) {
+	if b.records < 0 || b.records > maxBufferRecords {
+		return recordReader{}, fmt.Errorf("%w: buffer of %d records (at most %d)", record.ErrCorrupt, b.records, maxBufferRecords)
+	}
+	return recordReader{data: b.data, records: b.records, left: b.records, timestamps: timestamps}, nil
+}
+
+// next decodes the next record into row and returns its timestamp (0 without timestamps);
+// ok is false after the last one. It fails when the buffer holds bytes after its last record.
+func (r *recordReader) next(s *record.Schema, row record.Row) (stamp int64, ok bool, err error) {
+	if r.left == 0 {
+		if len(r.data) > 0 {
+			return 0, false, fmt.Errorf("%w: %d bytes after the last of %d records", record.ErrCorrupt, len(r.data), r.records)
+		}
+		return 0, false, nil
+	}
+	r.left--
+	if r.timestamps {
+		if len(r.data) < 8 {
+			return 0, false, fmt.Errorf("%w: timestamp truncated", record.ErrCorrupt)
+		}
+		stamp = int64(binary.LittleEndian.Uint64(r.data))
+		r.data = r.data[8:]
+	}
+	n, err := record.DecodeRow(r.data, s, row)
+	if err != nil {
+		return 0, false, err
+	}
+	r.data = r.data[n:]
+	return stamp, true, nil
 }

@@ -400,6 +400,27 @@ func TestRecordWriterBuffersUntilFull(t *testing.T) {
 	}
 }
 
+// Rows of an empty schema take no bytes; a buffer of them is flushed at maxBufferRecords, the
+// most a reader accepts.
+func TestRecordWriterFlushesEmptyRowsAtMaxRecords(t *testing.T) {
+	w := newTestWriter(t.Context(), t, writerSetup{schema: record.MustSchema(), part: pb.Partitioner_PARTITIONER_FORWARD, n: 1})
+	for range maxBufferRecords + 1 {
+		w.emit(t, record.Row{})
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := w.queued(0)
+	if len(got) != 2 || got[0].records != maxBufferRecords || got[1].records != 1 {
+		t.Fatalf("%d empty rows queued %d buffers, want one of %d and one of 1", maxBufferRecords+1, len(got), maxBufferRecords)
+	}
+	for i, b := range got {
+		if _, err := newRecordReader(b, false); err != nil {
+			t.Errorf("buffer %d: %v", i, err)
+		}
+	}
+}
+
 func TestRecordWriterOversizedRecord(t *testing.T) {
 	small := func(s string) record.Row { return record.Row{record.StringValue(s)} }
 	big := small(strings.Repeat("B", maxBufferBytes+100))

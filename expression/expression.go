@@ -123,9 +123,12 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("expression is empty")
 	}
+	if _, err := checkSize(src); err != nil {
+		return nil, describe(err, schema.Fields(), opts.Acc)
+	}
 	layout := newLayout(schema, opts.Acc)
 	env := reflect.New(layout.typ).Interface()
-	prog, err := expr.Compile(src, expr.Env(env))
+	prog, err := expr.Compile(src, expr.Env(env), expr.MaxNodes(maxNodes))
 	if err != nil {
 		return nil, describe(err, schema.Fields(), opts.Acc)
 	}
@@ -161,9 +164,12 @@ func Check(src string, fields []record.Field, open bool, opts Options) (record.T
 	if strings.TrimSpace(src) == "" {
 		return record.Invalid, errors.New("expression is empty")
 	}
+	if _, err := checkSize(src); err != nil {
+		return record.Invalid, describe(err, fields, opts.Acc)
+	}
 	sf := structFields(fields, open, opts.Acc)
 	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
-	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface())}
+	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface()), expr.MaxNodes(maxNodes)}
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())
 	}
@@ -249,7 +255,7 @@ func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
 				if !ok {
 					panic(r)
 				}
-				v, err = record.Value{}, fmt.Errorf("evaluate %q: %s", e.p.src, string(re))
+				v, err = record.Value{}, fmt.Errorf("evaluate %s: %s", Quote(e.p.src), string(re))
 			}
 		}()
 		return e.p.fast(&e.frame), nil
@@ -272,9 +278,9 @@ func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {
-			return record.Value{}, fmt.Errorf("evaluate %q: %s (column %d)", e.p.src, fe.Message, fe.Column+1)
+			return record.Value{}, fmt.Errorf("evaluate %s: %s (column %d)", Quote(e.p.src), fe.Message, fe.Column+1)
 		}
-		return record.Value{}, fmt.Errorf("evaluate %q: %w", e.p.src, err)
+		return record.Value{}, fmt.Errorf("evaluate %s: %w", Quote(e.p.src), err)
 	}
 	return toValue(out, e.p.typ)
 }

@@ -106,7 +106,7 @@ func (p *Planner) Expr(v spec.Value, opts expression.Options) (src string, typ r
 		typ, err = expression.Check(src, in.Fields, in.Open, opts)
 	}
 	if err != nil {
-		v.Problemf("expression %q: %v", src, err)
+		v.Problemf("expression %s: %v", expression.Quote(src), err)
 		return src, record.Invalid, nil, false
 	}
 	return src, typ, prog, true

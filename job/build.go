@@ -25,7 +25,8 @@ type Request struct {
 	SpecName string
 	// Overrides win over the spec's config (flinkctl run -D).
 	Overrides map[string]string
-	// Parallelism, when > 0, overrides the spec's default parallelism (flinkctl run -p).
+	// Parallelism, when not 0, overrides the spec's default parallelism (flinkctl run -p); it
+	// must be between 1 and state.UpperBoundMaxParallelism.
 	Parallelism int
 }
 
@@ -36,6 +37,18 @@ type Env struct {
 	// Operators holds the operator types specs may use (nil: the built-in ones).
 	Operators *operator.Registry
 }
+
+// Limits on what a submission may ask of the job builder, checked before the work they bound.
+const (
+	// MaxSpecBytes bounds a spec's YAML text. The largest real specs are a few hundred lines;
+	// 1 MiB holds ten thousand operators and stays below gRPC's 4 MiB message limit.
+	MaxSpecBytes = 1 << 20
+	// MaxOperators bounds the operators of a spec. Each becomes a task in every slot that
+	// runs its vertex; Flink jobs have tens, rarely hundreds.
+	MaxOperators = 10000
+	// maxSpecNameLen bounds the name a submission gives its spec, which every message repeats.
+	maxSpecNameLen = 256
+)
 
 // commonFields are the fields of every operator; the others belong to its type.
 var commonFields = []string{"name", "uid", "type", "inputs", "parallelism"}
@@ -86,6 +99,9 @@ func Build(req Request, env Env) (*pb.JobGraph, error) {
 	if env.Operators == nil {
 		env.Operators = operator.MustRegistry()
 	}
+	if len(req.SpecName) > maxSpecNameLen {
+		req.SpecName = strings.ToValidUTF8(req.SpecName[:maxSpecNameLen], "") + "…"
+	}
 	b := &builder{req: req, env: env, ps: &spec.Problems{}}
 	g := b.build()
 	if b.ps.Len() > 0 {
@@ -110,6 +126,10 @@ type builder struct {
 }
 
 func (b *builder) build() *pb.JobGraph {
+	if len(b.req.Spec) > MaxSpecBytes {
+		b.ps.Add(0, "", "the spec is %d bytes; the limit is %d bytes (1 MiB)", len(b.req.Spec), MaxSpecBytes)
+		return nil
+	}
 	root, ok := spec.Parse(b.req.Spec, b.ps)
 	if !ok {
 		return nil
@@ -141,6 +161,10 @@ func (b *builder) build() *pb.JobGraph {
 		if ok {
 			e.Problemf("want a non-empty list of operators, got %s", e.Kind())
 		}
+		return nil
+	}
+	if len(list) > MaxOperators {
+		e.Problemf("%d operators; the limit is %d", len(list), MaxOperators)
 		return nil
 	}
 	b.parseOperators(list)
@@ -218,8 +242,12 @@ func (b *builder) resolveParallelism(top *spec.Map) {
 			b.par = p
 		}
 	}
-	if b.req.Parallelism > 0 {
-		b.par = b.req.Parallelism
+	switch p := b.req.Parallelism; {
+	case p == 0: // not requested
+	case p < 1 || p > state.UpperBoundMaxParallelism:
+		b.ps.Add(0, "-p", "the job's parallelism must be between 1 and %d, got %d", state.UpperBoundMaxParallelism, p)
+	default:
+		b.par = p
 	}
 }
 

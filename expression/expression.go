@@ -39,12 +39,73 @@ type Program struct {
 	fast   fastFn // nil when the expression needs the VM
 }
 
-// envLayout is the Go struct type that mirrors a schema for expr, and each field's offset.
+// envLayout is the Go struct type that mirrors the fields of a schema an expression names for
+// expr, and each one's offset. Mirroring only those makes compiling an expression cost its
+// length, not its schema's width (expr looks a name up by scanning the struct's fields), and
+// the VM path copies only them.
 type envLayout struct {
-	typ     reflect.Type // struct with one field per schema field, plus Acc when asked
-	offsets []uintptr
+	typ     reflect.Type // struct with one field per named schema field, plus Acc when asked
+	fields  []int        // the schema index of each struct field, ascending
+	offsets []uintptr    // the offset of each
 	accOff  uintptr
 	hasAcc  bool
+}
+
+// envName is expr's name of the whole environment; an expression that names it may read any
+// field.
+const envName = "$env"
+
+// named returns the indexes of the fields of s that names holds (all when it holds envName),
+// ascending. It costs the names, not the fields.
+func named(s *record.Schema, names []string) []int {
+	if slices.Contains(names, envName) {
+		out := make([]int, s.Len())
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	var out []int
+	for _, n := range names {
+		if i := s.Index(n); i >= 0 && !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// schemaNames returns a function that lists the names of the fields of s.
+func schemaNames(s *record.Schema) func() []string {
+	return func() []string {
+		names := make([]string, s.Len())
+		for i := range names {
+			names[i] = s.Field(i).Name
+		}
+		return names
+	}
+}
+
+// Fields is what Check knows of the fields of records: each by name, and the names of all
+// (for messages).
+type Fields interface {
+	Field(name string) (record.Field, bool)
+	Names() []string
+}
+
+// namedFields returns the fields of in that names holds (all when it holds envName), in the
+// order named. It costs the names, not the fields.
+func namedFields(in Fields, names []string) []record.Field {
+	if slices.Contains(names, envName) {
+		names = in.Names()
+	}
+	var out []record.Field
+	for _, n := range names {
+		if f, ok := in.Field(n); ok && !slices.ContainsFunc(out, func(g record.Field) bool { return g.Name == n }) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // goTypes are the Go types expr sees for the record types.
@@ -106,14 +167,20 @@ func structFields(fs []record.Field, open, acc bool) []reflect.StructField {
 	return fields
 }
 
-func newLayout(s *record.Schema, withAcc bool) *envLayout {
-	l := &envLayout{hasAcc: withAcc, typ: reflect.StructOf(structFields(s.Fields(), false, withAcc))}
-	l.offsets = make([]uintptr, s.Len())
-	for i := range l.offsets {
-		l.offsets[i] = l.typ.Field(i).Offset
+// newLayout mirrors the fields of s that names holds (an expression's identifiers).
+func newLayout(s *record.Schema, withAcc bool, names []string) *envLayout {
+	l := &envLayout{hasAcc: withAcc, fields: named(s, names)}
+	fs := make([]record.Field, len(l.fields))
+	for j, i := range l.fields {
+		fs[j] = s.Field(i)
+	}
+	l.typ = reflect.StructOf(structFields(fs, false, withAcc))
+	l.offsets = make([]uintptr, len(l.fields))
+	for j := range l.offsets {
+		l.offsets[j] = l.typ.Field(j).Offset
 	}
 	if withAcc {
-		l.accOff = l.typ.Field(s.Len()).Offset
+		l.accOff = l.typ.Field(len(l.fields)).Offset
 	}
 	return l
 }
@@ -123,14 +190,15 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("expression is empty")
 	}
-	if _, err := checkSize(src); err != nil {
-		return nil, describe(err, schema.Fields(), opts.Acc)
+	names, err := checkSize(src)
+	if err != nil {
+		return nil, describe(err, schemaNames(schema), opts.Acc)
 	}
-	layout := newLayout(schema, opts.Acc)
+	layout := newLayout(schema, opts.Acc, names)
 	env := reflect.New(layout.typ).Interface()
 	prog, err := expr.Compile(src, expr.Env(env), expr.MaxNodes(maxNodes))
 	if err != nil {
-		return nil, describe(err, schema.Fields(), opts.Acc)
+		return nil, describe(err, schemaNames(schema), opts.Acc)
 	}
 	node := prog.Node()
 	typ, err := resultType(node.Type(), opts)
@@ -159,23 +227,26 @@ func resultType(t reflect.Type, opts Options) (record.Type, error) {
 // type, and when open the records may have more fields, of any name. Check reports an error
 // only when src is wrong whatever the unknown parts turn out to be, and then in Compile's
 // words; its result type is record.Invalid when it depends on them. Against fields that are
-// all known and not open it answers as Compile does.
-func Check(src string, fields []record.Field, open bool, opts Options) (record.Type, error) {
+// all known and not open it answers as Compile does. Only the fields src names count: the
+// others cannot change its type (and its cost does not depend on them).
+func Check(src string, fields Fields, open bool, opts Options) (record.Type, error) {
 	if strings.TrimSpace(src) == "" {
 		return record.Invalid, errors.New("expression is empty")
 	}
-	if _, err := checkSize(src); err != nil {
-		return record.Invalid, describe(err, fields, opts.Acc)
+	names, err := checkSize(src)
+	if err != nil {
+		return record.Invalid, describe(err, fields.Names, opts.Acc)
 	}
-	sf := structFields(fields, open, opts.Acc)
-	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
+	used := namedFields(fields, names)
+	sf := structFields(used, open, opts.Acc)
+	known := !open && !slices.ContainsFunc(used, func(f record.Field) bool { return f.Type == record.Invalid })
 	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface()), expr.MaxNodes(maxNodes)}
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())
 	}
 	prog, err := expr.Compile(src, options...)
 	if err != nil {
-		return record.Invalid, describe(err, fields, opts.Acc)
+		return record.Invalid, describe(err, fields.Names, opts.Acc)
 	}
 	t := prog.Node().Type()
 	if dynamic := t == nil || t.Kind() == reflect.Interface; dynamic && !known {
@@ -191,23 +262,27 @@ func typeName(t reflect.Type) string {
 	return t.String()
 }
 
+// maxListedFields bounds the fields an unknown-name error lists: a record may have thousands.
+const maxListedFields = 20
+
 // describe turns an expr compile error into one line naming the column, with a did-you-mean
-// for unknown names.
-func describe(err error, fields []record.Field, acc bool) error {
+// for unknown names among fields (called only then).
+func describe(err error, fields func() []string, acc bool) error {
 	var fe *file.Error
 	if !errors.As(err, &fe) {
 		return err
 	}
 	msg := fe.Message
 	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
-		names := make([]string, 0, len(fields)+1)
-		for _, f := range fields {
-			names = append(names, f.Name)
-		}
+		names := fields()
 		if acc {
 			names = append(names, AccName)
 		}
-		msg += " (fields: " + strings.Join(names, ", ") + ")"
+		listed := names
+		if len(listed) > maxListedFields {
+			listed = append(slices.Clip(listed[:maxListedFields]), fmt.Sprintf("… (%d in all)", len(names)))
+		}
+		msg += " (fields: " + strings.Join(listed, ", ") + ")"
 		if s := suggest.Closest(name, names); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
@@ -265,13 +340,13 @@ func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
 
 func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
 	l := e.p.layout
-	storeRow(e.base, l.offsets, e.p.schema, row)
+	storeRow(e.base, l, e.p.schema, row)
 	if l.hasAcc {
 		accBase := unsafe.Add(e.base, l.accOff)
 		if acc == nil {
 			clear(unsafe.Slice((*byte)(accBase), l.typ.Field(len(l.offsets)).Type.Size()))
 		} else {
-			storeRow(accBase, l.offsets, e.p.schema, acc)
+			storeRow(accBase, l, e.p.schema, acc)
 		}
 	}
 	out, err := e.vm.Run(e.p.prog, e.env.Interface())
@@ -285,10 +360,12 @@ func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
 	return toValue(out, e.p.typ)
 }
 
-// storeRow writes row into the env struct at base. The acc struct has the same field offsets
-// as the leading fields of the top-level struct, because both start with the same fields.
-func storeRow(base unsafe.Pointer, offsets []uintptr, s *record.Schema, row record.Row) {
-	for i, off := range offsets {
+// storeRow writes the fields of row that l mirrors into the env struct at base. The acc struct
+// has the same field offsets as the leading fields of the top-level struct, because both start
+// with the same fields.
+func storeRow(base unsafe.Pointer, l *envLayout, s *record.Schema, row record.Row) {
+	for j, off := range l.offsets {
+		i := l.fields[j]
 		p := unsafe.Add(base, off)
 		v := row[i]
 		switch s.Field(i).Type {

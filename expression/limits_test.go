@@ -1,8 +1,11 @@
 package expression
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/goflink/goflink/record"
 )
 
 // Expressions beyond the length or nesting limit are refused before expr parses them, with the
@@ -30,7 +33,7 @@ func TestSizeLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Compile(tc.src, testSchema, Options{})
-			_, checkErr := Check(tc.src, testSchema.Fields(), false, Options{})
+			_, checkErr := Check(tc.src, fieldList(testSchema.Fields()), false, Options{})
 			for what, err := range map[string]error{"Compile": err, "Check": checkErr} {
 				switch {
 				case tc.want == "" && err != nil:
@@ -80,5 +83,19 @@ func TestQuote(t *testing.T) {
 	got := Quote(long)
 	if want := `"` + strings.Repeat("é", maxQuoted/2) + `"… (2000 bytes)`; got != want {
 		t.Errorf("Quote(long) = %s, want %s", got, want)
+	}
+}
+
+// An unknown name is reported with the first fields only, however wide the record: a problem
+// of a spec stays one line.
+func TestUnknownNameListsFewFields(t *testing.T) {
+	fields := make([]record.Field, 50)
+	for i := range fields {
+		fields[i] = record.Field{Name: fmt.Sprintf("f%d", i), Type: record.Int64}
+	}
+	_, err := Compile("nope + 1", record.MustSchema(fields...), Options{})
+	want := "unknown name nope (fields: f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19, … (50 in all)) (column 1)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Compile = %v, want %q", err, want)
 	}
 }

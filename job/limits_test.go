@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/goflink/goflink/job/spec"
 )
 
 // specOfMaps is a valid spec of a source, n maps in a chain and a sink.
@@ -62,5 +64,34 @@ func TestSubmissionLimits(t *testing.T) {
 	// At the limits a spec builds.
 	if _, err := Build(Request{Spec: []byte(specOfMaps(maxOperators - 2)), Parallelism: 32768}, Env{}); err != nil {
 		t.Errorf("Build(%d operators, -p 32768) = %v", maxOperators, err)
+	}
+}
+
+// Past spec.MaxProblems problems the builder stops looking, and says there may be more; names
+// of a job or an operator beyond 256 bytes are problems (messages and task names repeat them).
+func TestProblemsBounded(t *testing.T) {
+	g, err := Build(Request{Spec: []byte(brokenInputs(300)), SpecName: "broken.yaml"}, Env{})
+	se, ok := err.(*SpecError)
+	if !ok {
+		t.Fatalf("Build = %v, %v; want a *SpecError", g, err)
+	}
+	if len(se.Problems) != spec.MaxProblems || !se.Truncated {
+		t.Errorf("Build: %d problems, truncated %v; want %d, true", len(se.Problems), se.Truncated, spec.MaxProblems)
+	}
+	if want := "invalid broken.yaml (the first 100 problems; there may be more):\n  line 4: "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Build error starts %.80q, want %q", err.Error(), want)
+	}
+
+	long := strings.Repeat("n", 257)
+	for _, tc := range []struct{ name, spec, want string }{
+		{"job", "name: " + long + "\noperators:\n  - {name: s, type: sequence, from: 1}\n  - {name: o, type: print}\n",
+			"line 1: name: a name of 257 bytes; the limit is 256"},
+		{"operator", "name: x\noperators:\n  - {name: s, type: sequence, from: 1}\n  - {name: " + long + ", type: print}\n",
+			"line 4: operators[1].name: a name of 257 bytes; the limit is 256"},
+	} {
+		_, err := Build(Request{Spec: []byte(tc.spec)}, Env{})
+		if se, ok := err.(*SpecError); !ok || len(se.Problems) != 1 || se.Problems[0].String() != tc.want {
+			t.Errorf("%s name: Build = %v, want the one problem %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -195,8 +195,7 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 		return nil, describe(err, schemaNames(schema), opts.Acc)
 	}
 	layout := newLayout(schema, opts.Acc, names)
-	env := reflect.New(layout.typ).Interface()
-	prog, err := expr.Compile(src, expr.Env(env), expr.MaxNodes(maxNodes))
+	prog, err := compileVM(src, reflect.New(layout.typ).Interface(), new(budget))
 	if err != nil {
 		return nil, describe(err, schemaNames(schema), opts.Acc)
 	}
@@ -208,6 +207,13 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
 	p.fast = compileFast(node, schema, opts.Acc)
 	return p, nil
+}
+
+// compileVM compiles src for expr's VM against env (a pointer to its struct), charging b when
+// it runs (budget.go).
+func compileVM(src string, env any, b *budget, opts ...expr.Option) (*vm.Program, error) {
+	opts = append(append([]expr.Option{expr.Env(env)}, opts...), boundedOptions(b)...)
+	return expr.Compile(src, opts...)
 }
 
 // resultType checks an expression's result type against the record types and opts.Want.
@@ -240,11 +246,11 @@ func Check(src string, fields Fields, open bool, opts Options) (record.Type, err
 	used := namedFields(fields, names)
 	sf := structFields(used, open, opts.Acc)
 	known := !open && !slices.ContainsFunc(used, func(f record.Field) bool { return f.Type == record.Invalid })
-	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface()), expr.MaxNodes(maxNodes)}
+	var options []expr.Option
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())
 	}
-	prog, err := expr.Compile(src, options...)
+	prog, err := compileVM(src, reflect.New(reflect.StructOf(sf)).Interface(), new(budget), options...)
 	if err != nil {
 		return record.Invalid, describe(err, fields.Names, opts.Acc)
 	}
@@ -301,19 +307,30 @@ func (p *Program) Native() bool { return p.fast != nil }
 
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {
-	p     *Program
-	frame frame
-	vm    vm.VM
-	env   reflect.Value // *struct of layout.typ (VM path only)
-	base  unsafe.Pointer
+	p      *Program
+	frame  frame
+	budget budget // what the current evaluation used (MaxBuiltBytes, MaxSteps)
+	// VM path only: the program compiled to charge this evaluator's budget, its VM and its
+	// environment, a *struct of layout.typ.
+	prog *vm.Program
+	vm   vm.VM
+	env  reflect.Value
+	base unsafe.Pointer
 }
 
-// NewEvaluator returns an evaluator with its own VM and environment.
+// NewEvaluator returns an evaluator with its own VM, environment and budget.
 func (p *Program) NewEvaluator() *Evaluator {
 	e := &Evaluator{p: p}
+	e.frame.budget = &e.budget
 	if p.fast == nil {
 		e.env = reflect.New(p.layout.typ)
 		e.base = e.env.UnsafePointer()
+		prog, err := compileVM(p.src, e.env.Interface(), &e.budget)
+		if err != nil { // Compile compiled the same source against the same environment
+			panic(fmt.Sprintf("expression: %s compiled once, not twice: %v", Quote(p.src), err))
+		}
+		e.prog = prog
+		e.vm.MemoryBudget = memoryBudget
 	}
 	return e
 }
@@ -322,6 +339,7 @@ func (p *Program) NewEvaluator() *Evaluator {
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
 func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
+	e.budget.reset()
 	if e.p.fast != nil {
 		e.frame.row, e.frame.acc = row, acc
 		defer func() {
@@ -349,7 +367,7 @@ func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
 			storeRow(accBase, l, e.p.schema, acc)
 		}
 	}
-	out, err := e.vm.Run(e.p.prog, e.env.Interface())
+	out, err := e.vm.Run(e.prog, e.env.Interface())
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {

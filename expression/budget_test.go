@@ -2,6 +2,7 @@ package expression
 
 import (
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -119,6 +120,29 @@ func TestBudgetKeepsExpressions(t *testing.T) {
 		}
 		if a, b := plain.Node().Type(), bound.Node().Type(); a != b {
 			t.Errorf("%q: type %v, with the bounds %v", src, a, b)
+		}
+	}
+}
+
+// Compiling evaluates nothing that could be large: expr folds literal arithmetic and literal
+// strings only (bounded by the text's length), and builtins, ranges and loops run at
+// evaluation, within its budgets.
+func TestCompileBuildsNothing(t *testing.T) {
+	for _, src := range []string{
+		`repeat(repeat("a", 999999), 1000000)`, `len(1..1000000000000)`, `sum(1..1000000000)`,
+		`replace(repeat("ab", 1000000), "", repeat("ab", 1000000))`, `2 ** 1000000 > 1.0`,
+		`"` + strings.Repeat("a", 30000) + `" + "` + strings.Repeat("b", 30000) + `"`,
+		`len(reduce(1..64, #acc + #acc, "a"))`,
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := Compile(src, budgetSchema, Options{}); err != nil {
+			t.Errorf("Compile(%s): %v", Quote(src), err)
+			continue
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+			t.Errorf("Compile(%s) allocated %d bytes, want at most 8 MiB", Quote(src), n)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/minicluster"
@@ -438,13 +439,31 @@ TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 	return cmd
 }
 
+// maxLocalTaskManagers bounds --taskmanagers: they all run in the flinkctl process, and slots
+// (--slots) rather than TaskManagers give a local job its parallelism.
+const maxLocalTaskManagers = 64
+
+// checkParallelism checks a --parallelism flag before it travels as an int32: 1 to
+// config.UpperBoundMaxParallelism, as every parallelism of a job.
+func checkParallelism(p int) error {
+	if p < 1 {
+		return usageErr("--parallelism must be at least 1, got %d", p)
+	}
+	if p > config.UpperBoundMaxParallelism {
+		return usageErr("--parallelism must be at most %d (Flink's upper bound of the max parallelism), got %d", config.UpperBoundMaxParallelism, p)
+	}
+	return nil
+}
+
 func runJob(ctx context.Context, g *globals, f *runFlags, path string) error {
 	asJSON, err := g.json()
 	if err != nil {
 		return err
 	}
-	if f.parallelismGiven && f.parallelism < 1 {
-		return usageErr("--parallelism must be at least 1, got %d", f.parallelism)
+	if f.parallelismGiven {
+		if err := checkParallelism(f.parallelism); err != nil {
+			return err
+		}
 	}
 	if !f.local {
 		if _, err := g.addrs(); err != nil {
@@ -625,11 +644,11 @@ func exceptionKey(e *pb.ExceptionEntry) string {
 // startLocal starts an embedded cluster sized for the job.
 // With -o json its print sinks write to stderr, so that stdout holds only the JSON.
 func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobRequest, asJSON bool) (*minicluster.Cluster, error) {
-	if f.taskmanagers < 1 {
-		return nil, usageErr("--taskmanagers must be at least 1, got %d", f.taskmanagers)
+	if f.taskmanagers < 1 || f.taskmanagers > maxLocalTaskManagers {
+		return nil, usageErr("--taskmanagers must be between 1 and %d, got %d", maxLocalTaskManagers, f.taskmanagers)
 	}
-	if f.slotsGiven && f.slots < 1 {
-		return nil, usageErr("--slots must be at least 1, got %d", f.slots)
+	if f.slotsGiven && (f.slots < 1 || f.slots > config.MaxTaskSlots) {
+		return nil, usageErr("--slots must be between 1 and %d, got %d", config.MaxTaskSlots, f.slots)
 	}
 	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{Operators: operator.MustRegistry(coordinator.ConnectorTypes...)})
 	if err != nil {

@@ -154,8 +154,8 @@ job's max parallelism (pipeline.max-parallelism). The job must take checkpoints.
 			if !cmd.Flags().Changed("parallelism") {
 				return usageErr("rescale needs -p N")
 			}
-			if parallelism < 1 {
-				return usageErr("--parallelism must be at least 1, got %d", parallelism)
+			if err := checkParallelism(parallelism); err != nil {
+				return err
 			}
 			return g.withClient(func(c *client.Client, asJSON bool) error {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -28,6 +29,24 @@ const (
 // Infinite is the value of a KindLimit key set to "infinite": Flink's Integer.MAX_VALUE.
 const Infinite = math.MaxInt32
 
+// Upper bounds of values, checked when a key is set.
+const (
+	// MaxInt bounds an integer key without a bound of its own: Flink reads integer keys as Java
+	// ints, and a count beyond it would wrap where it travels as an int32.
+	MaxInt = math.MaxInt32
+	// MaxDuration bounds every duration key: a century outlasts any interval or timeout, and
+	// leaves room for a sum of two durations (a deadline, a backoff) within time.Duration's
+	// ±292 years.
+	MaxDuration = 100 * 365 * 24 * time.Hour
+	// UpperBoundMaxParallelism bounds parallelism.default and pipeline.max-parallelism:
+	// Flink's upper bound of the max parallelism (1 << 15 key groups), state's
+	// UpperBoundMaxParallelism.
+	UpperBoundMaxParallelism = 1 << 15
+	// MaxChannelBuffers bounds the two buffers-per-channel keys: channels are sized by
+	// them, at 32 KiB a buffer that is 32 MiB a channel (Flink's default is 2).
+	MaxChannelBuffers = 1024
+)
+
 // Scope says where a key may be set.
 type Scope int
 
@@ -47,7 +66,8 @@ type Option struct {
 	Scope   Scope
 	Enum    []string // allowed values for KindEnum
 	Min     int64    // minimum for KindInt and KindLimit and (in milliseconds) for KindDuration
-	// Max is the maximum for KindInt when positive (0: no maximum).
+	// Max is the maximum of a KindInt key; 0 means MaxInt (Flink reads integer keys as Java
+	// ints). A KindLimit key is at most Infinite, a KindDuration key at most MaxDuration.
 	Max int64
 	// FloatMin and FloatMax bound KindFloat values. FloatMin is inclusive unless
 	// FloatMinExclusive is set; FloatMax is inclusive, and no upper bound applies unless it is
@@ -128,17 +148,17 @@ var options = []Option{
 		Description: "Silence after which the JobManager declares a TaskManager lost (Flink: 50 s)."},
 	{Key: SlotRequestTimeout, Kind: KindDuration, Default: "5 min", Scope: ScopeJob, Min: 1,
 		Description: "How long a job waits for enough free slots before it fails."},
-	{Key: ParallelismDefault, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
+	{Key: ParallelismDefault, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1, Max: UpperBoundMaxParallelism,
 		Description: "Parallelism of operators when neither the spec nor flinkctl run -p sets one."},
-	{Key: MaxParallelism, Kind: KindInt, Default: "-1", Scope: ScopeJob, Min: -1,
+	{Key: MaxParallelism, Kind: KindInt, Default: "-1", Scope: ScopeJob, Min: -1, Max: UpperBoundMaxParallelism,
 		Description: "Number of key groups of keyed operators; -1 derives it from the parallelism as Flink does."},
 	{Key: BufferTimeout, Kind: KindDuration, Default: "100 ms", Scope: ScopeJob, Min: 0,
 		Description: "Longest time a partly filled network buffer waits before it is sent; 0 flushes after every record batch."},
 	{Key: AutoWatermarkInterval, Kind: KindDuration, Default: "200 ms", Scope: ScopeJob, Min: 1,
 		Description: "How often watermark generators (a source's watermark, the watermark operator) emit their watermark."},
-	{Key: BuffersPerChannel, Kind: KindInt, Default: "4", Scope: ScopeProcess, Min: 1,
+	{Key: BuffersPerChannel, Kind: KindInt, Default: "4", Scope: ScopeProcess, Min: 1, Max: MaxChannelBuffers,
 		Description: "Credits (32 KiB network buffers) a consumer grants each input channel."},
-	{Key: MaxBuffersPerChannel, Kind: KindInt, Default: "10", Scope: ScopeProcess, Min: 1,
+	{Key: MaxBuffersPerChannel, Kind: KindInt, Default: "10", Scope: ScopeProcess, Min: 1, Max: MaxChannelBuffers,
 		Description: "Buffers a producer may queue per output channel before the task blocks (backpressure)."},
 	{Key: PartitionRequestTimeout, Kind: KindDuration, Default: "10 s", Scope: ScopeProcess, Min: 1,
 		Description: "How long a consumer keeps trying to reach a producer's result partition."},
@@ -241,8 +261,8 @@ func (o *Option) normalize(value string) (string, error) {
 		if n < o.Min {
 			return "", fmt.Errorf("%d is below the minimum %d", n, o.Min)
 		}
-		if o.Max > 0 && n > o.Max {
-			return "", fmt.Errorf("%d is above the maximum %d", n, o.Max)
+		if hi := cmp.Or(o.Max, MaxInt); n > hi {
+			return "", fmt.Errorf("%d is above the maximum %d", n, hi)
 		}
 		return fmt.Sprint(n), nil
 	case KindDuration:
@@ -252,6 +272,9 @@ func (o *Option) normalize(value string) (string, error) {
 		}
 		if d < time.Duration(o.Min)*time.Millisecond {
 			return "", fmt.Errorf("%v is below the minimum %v", d, time.Duration(o.Min)*time.Millisecond)
+		}
+		if d > MaxDuration {
+			return "", fmt.Errorf("%s is above the maximum %s", FormatDuration(d), FormatDuration(MaxDuration))
 		}
 		return FormatDuration(d), nil
 	case KindEnum:

@@ -122,3 +122,38 @@ func TestEveryDefaultIsValid(t *testing.T) {
 		}
 	}
 }
+
+// Numbers beyond a key's range are refused, naming the key and the bound, so that no value
+// reaches the runtime where it would overflow (security review F7: parallelism.default
+// 4000000000000000000 spun a JobManager goroutine for ever).
+func TestNumericKeysBounded(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{ParallelismDefault, "4000000000000000000", "4000000000000000000 is above the maximum 32768"},
+		{ParallelismDefault, "32769", "above the maximum 32768"},
+		{MaxParallelism, "32769", "above the maximum 32768"},
+		{MaxParallelism, "-2", "below the minimum -1"},
+		{TaskSlots, "4294967297", "above the maximum 1024"},
+		{BuffersPerChannel, "1025", "above the maximum 1024"},
+		{MaxBuffersPerChannel, "2147483648", "above the maximum 1024"},
+		{CheckpointNumRetained, "4294967297", "above the maximum 2147483647"},
+		{CheckpointMaxConcurrent, "9223372036854775807", "above the maximum 2147483647"},
+		{FixedDelayAttempts, "2147483648", "above the maximum 2147483647"},
+		{ParallelismDefault, "9223372036854775808", "is not an integer"},
+		{CheckpointTimeout, "36501 d", "36501 d is above the maximum 36500 d"},
+		{HeartbeatTimeout, "9223372036854775807 ns", "above the maximum 36500 d"},
+		{CheckpointInterval, "106752 d", "too large"},
+	} {
+		err := New().Set(tc.key, tc.value)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key and containing %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ key, value string }{
+		{ParallelismDefault, "32768"}, {MaxParallelism, "32768"}, {MaxParallelism, "-1"}, {TaskSlots, "1024"},
+		{BuffersPerChannel, "1024"}, {CheckpointNumRetained, "2147483647"}, {CheckpointTimeout, "36500 d"},
+	} {
+		if err := New().Set(tc.key, tc.value); err != nil {
+			t.Errorf("Set(%s, %q) = %v, want it accepted (the bound itself)", tc.key, tc.value, err)
+		}
+	}
+}

@@ -36,8 +36,8 @@ func TestCheckIsSound(t *testing.T) {
 	maybeX := []record.Field{y}                // and maybe more fields (open)
 	for _, src := range exprs {
 		for _, opts := range optionSets {
-			closedType, closedErr := Check(src, unknownX, false, opts)
-			openType, openErr := Check(src, maybeX, true, opts)
+			closedType, closedErr := Check(src, fieldList(unknownX), false, opts)
+			openType, openErr := Check(src, fieldList(maybeX), true, opts)
 			schemas := []*record.Schema{record.MustSchema(y)} // x absent: only the open shape allows it
 			for _, typ := range types {
 				schemas = append(schemas, record.MustSchema(record.Field{Name: "x", Type: typ}, y))
@@ -45,7 +45,7 @@ func TestCheckIsSound(t *testing.T) {
 			for i, s := range schemas {
 				p, err := Compile(src, s, opts)
 				// Against a known schema, Check answers as Compile does.
-				gotType, gotErr := Check(src, s.Fields(), false, opts)
+				gotType, gotErr := Check(src, fieldList(s.Fields()), false, opts)
 				if errString(gotErr) != errString(err) || (err == nil && gotType != p.Type()) {
 					t.Errorf("%q %+v against %v: Check = %v, %v; Compile = %v", src, opts, s, gotType, gotErr, describeProgram(p, err))
 				}
@@ -61,6 +61,26 @@ func TestCheckIsSound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fieldList is a list of fields as Check takes them.
+type fieldList []record.Field
+
+func (l fieldList) Field(name string) (record.Field, bool) {
+	for _, f := range l {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return record.Field{}, false
+}
+
+func (l fieldList) Names() []string {
+	out := make([]string, len(l))
+	for i, f := range l {
+		out[i] = f.Name
+	}
+	return out
 }
 
 func errString(err error) string {

@@ -39,12 +39,73 @@ type Program struct {
 	fast   fastFn // nil when the expression needs the VM
 }
 
-// envLayout is the Go struct type that mirrors a schema for expr, and each field's offset.
+// envLayout is the Go struct type that mirrors the fields of a schema an expression names for
+// expr, and each one's offset. Mirroring only those makes compiling an expression cost its
+// length, not its schema's width (expr looks a name up by scanning the struct's fields), and
+// the VM path copies only them.
 type envLayout struct {
-	typ     reflect.Type // struct with one field per schema field, plus Acc when asked
-	offsets []uintptr
+	typ     reflect.Type // struct with one field per named schema field, plus Acc when asked
+	fields  []int        // the schema index of each struct field, ascending
+	offsets []uintptr    // the offset of each
 	accOff  uintptr
 	hasAcc  bool
+}
+
+// envName is expr's name of the whole environment; an expression that names it may read any
+// field.
+const envName = "$env"
+
+// named returns the indexes of the fields of s that names holds (all when it holds envName),
+// ascending. It costs the names, not the fields.
+func named(s *record.Schema, names []string) []int {
+	if slices.Contains(names, envName) {
+		out := make([]int, s.Len())
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	var out []int
+	for _, n := range names {
+		if i := s.Index(n); i >= 0 && !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// schemaNames returns a function that lists the names of the fields of s.
+func schemaNames(s *record.Schema) func() []string {
+	return func() []string {
+		names := make([]string, s.Len())
+		for i := range names {
+			names[i] = s.Field(i).Name
+		}
+		return names
+	}
+}
+
+// Fields is what Check knows of the fields of records: each by name, and the names of all
+// (for messages).
+type Fields interface {
+	Field(name string) (record.Field, bool)
+	Names() []string
+}
+
+// namedFields returns the fields of in that names holds (all when it holds envName), in the
+// order named. It costs the names, not the fields.
+func namedFields(in Fields, names []string) []record.Field {
+	if slices.Contains(names, envName) {
+		names = in.Names()
+	}
+	var out []record.Field
+	for _, n := range names {
+		if f, ok := in.Field(n); ok && !slices.ContainsFunc(out, func(g record.Field) bool { return g.Name == n }) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // goTypes are the Go types expr sees for the record types.
@@ -106,14 +167,20 @@ func structFields(fs []record.Field, open, acc bool) []reflect.StructField {
 	return fields
 }
 
-func newLayout(s *record.Schema, withAcc bool) *envLayout {
-	l := &envLayout{hasAcc: withAcc, typ: reflect.StructOf(structFields(s.Fields(), false, withAcc))}
-	l.offsets = make([]uintptr, s.Len())
-	for i := range l.offsets {
-		l.offsets[i] = l.typ.Field(i).Offset
+// newLayout mirrors the fields of s that names holds (an expression's identifiers).
+func newLayout(s *record.Schema, withAcc bool, names []string) *envLayout {
+	l := &envLayout{hasAcc: withAcc, fields: named(s, names)}
+	fs := make([]record.Field, len(l.fields))
+	for j, i := range l.fields {
+		fs[j] = s.Field(i)
+	}
+	l.typ = reflect.StructOf(structFields(fs, false, withAcc))
+	l.offsets = make([]uintptr, len(l.fields))
+	for j := range l.offsets {
+		l.offsets[j] = l.typ.Field(j).Offset
 	}
 	if withAcc {
-		l.accOff = l.typ.Field(s.Len()).Offset
+		l.accOff = l.typ.Field(len(l.fields)).Offset
 	}
 	return l
 }
@@ -123,11 +190,14 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("expression is empty")
 	}
-	layout := newLayout(schema, opts.Acc)
-	env := reflect.New(layout.typ).Interface()
-	prog, err := expr.Compile(src, expr.Env(env))
+	names, err := checkSize(src)
 	if err != nil {
-		return nil, describe(err, schema.Fields(), opts.Acc)
+		return nil, describe(err, schemaNames(schema), opts.Acc)
+	}
+	layout := newLayout(schema, opts.Acc, names)
+	prog, err := compileVM(src, reflect.New(layout.typ).Interface(), new(budget))
+	if err != nil {
+		return nil, describe(err, schemaNames(schema), opts.Acc)
 	}
 	node := prog.Node()
 	typ, err := resultType(node.Type(), opts)
@@ -137,6 +207,13 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
 	p.fast = compileFast(node, schema, opts.Acc)
 	return p, nil
+}
+
+// compileVM compiles src for expr's VM against env (a pointer to its struct), charging b when
+// it runs (budget.go).
+func compileVM(src string, env any, b *budget, opts ...expr.Option) (*vm.Program, error) {
+	opts = append(append([]expr.Option{expr.Env(env)}, opts...), boundedOptions(b)...)
+	return expr.Compile(src, opts...)
 }
 
 // resultType checks an expression's result type against the record types and opts.Want.
@@ -156,20 +233,26 @@ func resultType(t reflect.Type, opts Options) (record.Type, error) {
 // type, and when open the records may have more fields, of any name. Check reports an error
 // only when src is wrong whatever the unknown parts turn out to be, and then in Compile's
 // words; its result type is record.Invalid when it depends on them. Against fields that are
-// all known and not open it answers as Compile does.
-func Check(src string, fields []record.Field, open bool, opts Options) (record.Type, error) {
+// all known and not open it answers as Compile does. Only the fields src names count: the
+// others cannot change its type (and its cost does not depend on them).
+func Check(src string, fields Fields, open bool, opts Options) (record.Type, error) {
 	if strings.TrimSpace(src) == "" {
 		return record.Invalid, errors.New("expression is empty")
 	}
-	sf := structFields(fields, open, opts.Acc)
-	known := !open && !slices.ContainsFunc(fields, func(f record.Field) bool { return f.Type == record.Invalid })
-	options := []expr.Option{expr.Env(reflect.New(reflect.StructOf(sf)).Interface())}
+	names, err := checkSize(src)
+	if err != nil {
+		return record.Invalid, describe(err, fields.Names, opts.Acc)
+	}
+	used := namedFields(fields, names)
+	sf := structFields(used, open, opts.Acc)
+	known := !open && !slices.ContainsFunc(used, func(f record.Field) bool { return f.Type == record.Invalid })
+	var options []expr.Option
 	if open {
 		options = append(options, expr.AllowUndefinedVariables())
 	}
-	prog, err := expr.Compile(src, options...)
+	prog, err := compileVM(src, reflect.New(reflect.StructOf(sf)).Interface(), new(budget), options...)
 	if err != nil {
-		return record.Invalid, describe(err, fields, opts.Acc)
+		return record.Invalid, describe(err, fields.Names, opts.Acc)
 	}
 	t := prog.Node().Type()
 	if dynamic := t == nil || t.Kind() == reflect.Interface; dynamic && !known {
@@ -185,23 +268,27 @@ func typeName(t reflect.Type) string {
 	return t.String()
 }
 
+// maxListedFields bounds the fields an unknown-name error lists: a record may have thousands.
+const maxListedFields = 20
+
 // describe turns an expr compile error into one line naming the column, with a did-you-mean
-// for unknown names.
-func describe(err error, fields []record.Field, acc bool) error {
+// for unknown names among fields (called only then).
+func describe(err error, fields func() []string, acc bool) error {
 	var fe *file.Error
 	if !errors.As(err, &fe) {
 		return err
 	}
 	msg := fe.Message
 	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
-		names := make([]string, 0, len(fields)+1)
-		for _, f := range fields {
-			names = append(names, f.Name)
-		}
+		names := fields()
 		if acc {
 			names = append(names, AccName)
 		}
-		msg += " (fields: " + strings.Join(names, ", ") + ")"
+		listed := names
+		if len(listed) > maxListedFields {
+			listed = append(slices.Clip(listed[:maxListedFields]), fmt.Sprintf("… (%d in all)", len(names)))
+		}
+		msg += " (fields: " + strings.Join(listed, ", ") + ")"
 		if s := suggest.Closest(name, names); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
@@ -220,19 +307,30 @@ func (p *Program) Native() bool { return p.fast != nil }
 
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {
-	p     *Program
-	frame frame
-	vm    vm.VM
-	env   reflect.Value // *struct of layout.typ (VM path only)
-	base  unsafe.Pointer
+	p      *Program
+	frame  frame
+	budget budget // what the current evaluation used (MaxBuiltBytes, MaxSteps)
+	// VM path only: the program compiled to charge this evaluator's budget, its VM and its
+	// environment, a *struct of layout.typ.
+	prog *vm.Program
+	vm   vm.VM
+	env  reflect.Value
+	base unsafe.Pointer
 }
 
-// NewEvaluator returns an evaluator with its own VM and environment.
+// NewEvaluator returns an evaluator with its own VM, environment and budget.
 func (p *Program) NewEvaluator() *Evaluator {
 	e := &Evaluator{p: p}
+	e.frame.budget = &e.budget
 	if p.fast == nil {
 		e.env = reflect.New(p.layout.typ)
 		e.base = e.env.UnsafePointer()
+		prog, err := compileVM(p.src, e.env.Interface(), &e.budget)
+		if err != nil { // Compile compiled the same source against the same environment
+			panic(fmt.Sprintf("expression: %s compiled once, not twice: %v", Quote(p.src), err))
+		}
+		e.prog = prog
+		e.vm.MemoryBudget = memoryBudget
 	}
 	return e
 }
@@ -241,6 +339,7 @@ func (p *Program) NewEvaluator() *Evaluator {
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
 func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
+	e.budget.reset()
 	if e.p.fast != nil {
 		e.frame.row, e.frame.acc = row, acc
 		defer func() {
@@ -249,7 +348,7 @@ func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
 				if !ok {
 					panic(r)
 				}
-				v, err = record.Value{}, fmt.Errorf("evaluate %q: %s", e.p.src, string(re))
+				v, err = record.Value{}, fmt.Errorf("evaluate %s: %s", Quote(e.p.src), string(re))
 			}
 		}()
 		return e.p.fast(&e.frame), nil
@@ -259,30 +358,32 @@ func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
 
 func (e *Evaluator) evalVM(row, acc record.Row) (record.Value, error) {
 	l := e.p.layout
-	storeRow(e.base, l.offsets, e.p.schema, row)
+	storeRow(e.base, l, e.p.schema, row)
 	if l.hasAcc {
 		accBase := unsafe.Add(e.base, l.accOff)
 		if acc == nil {
 			clear(unsafe.Slice((*byte)(accBase), l.typ.Field(len(l.offsets)).Type.Size()))
 		} else {
-			storeRow(accBase, l.offsets, e.p.schema, acc)
+			storeRow(accBase, l, e.p.schema, acc)
 		}
 	}
-	out, err := e.vm.Run(e.p.prog, e.env.Interface())
+	out, err := e.vm.Run(e.prog, e.env.Interface())
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {
-			return record.Value{}, fmt.Errorf("evaluate %q: %s (column %d)", e.p.src, fe.Message, fe.Column+1)
+			return record.Value{}, fmt.Errorf("evaluate %s: %s (column %d)", Quote(e.p.src), fe.Message, fe.Column+1)
 		}
-		return record.Value{}, fmt.Errorf("evaluate %q: %w", e.p.src, err)
+		return record.Value{}, fmt.Errorf("evaluate %s: %w", Quote(e.p.src), err)
 	}
 	return toValue(out, e.p.typ)
 }
 
-// storeRow writes row into the env struct at base. The acc struct has the same field offsets
-// as the leading fields of the top-level struct, because both start with the same fields.
-func storeRow(base unsafe.Pointer, offsets []uintptr, s *record.Schema, row record.Row) {
-	for i, off := range offsets {
+// storeRow writes the fields of row that l mirrors into the env struct at base. The acc struct
+// has the same field offsets as the leading fields of the top-level struct, because both start
+// with the same fields.
+func storeRow(base unsafe.Pointer, l *envLayout, s *record.Schema, row record.Row) {
+	for j, off := range l.offsets {
+		i := l.fields[j]
 		p := unsafe.Add(base, off)
 		v := row[i]
 		switch s.Field(i).Type {

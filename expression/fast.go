@@ -10,9 +10,11 @@ import (
 	"github.com/goflink/goflink/record"
 )
 
-// frame is what native closures read: the current row and the previous reduce result.
+// frame is what native closures read: the current row and the previous reduce result, and the
+// evaluation's budget (a concatenation charges it).
 type frame struct {
 	row, acc record.Row
+	budget   *budget
 }
 
 // runtimeError is panicked by native closures and recovered by Evaluator.Eval.
@@ -305,12 +307,22 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 			return func(f *frame) string { v, _ := f.row[i].MapGet(key); return v }
 		}
 		return fieldFn(c, n, record.String, record.Value.Str)
-	case *ast.BinaryNode:
-		l, r := c.str(n.Left), c.str(n.Right)
-		if l == nil || r == nil || n.Operator != "+" {
+	case *ast.CallNode: // a + b, patched to charge the budget (boundPatch)
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok || id.Value != addFunc || len(n.Arguments) != 2 {
 			return nil
 		}
-		return func(f *frame) string { return l(f) + r(f) }
+		l, r := c.str(n.Arguments[0]), c.str(n.Arguments[1])
+		if l == nil || r == nil {
+			return nil
+		}
+		return func(f *frame) string {
+			a, b := l(f), r(f)
+			if err := f.budget.build("a concatenation", len(a)+len(b)); err != nil {
+				panic(runtimeError(err.Error()))
+			}
+			return a + b
+		}
 	case *ast.ConditionalNode:
 		return ternary(c.bool(n.Cond), c.str(n.Exp1), c.str(n.Exp2))
 	}

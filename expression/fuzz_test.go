@@ -53,7 +53,7 @@ func FuzzCompile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src string) {
 		for _, opts := range []Options{{}, {Acc: true}} {
 			p, err := Compile(src, fuzzSchema, opts)
-			typ, checkErr := Check(src, fuzzSchema.Fields(), false, opts)
+			typ, checkErr := Check(src, fieldList(fuzzSchema.Fields()), false, opts)
 			if errString(checkErr) != errString(err) || (err == nil && typ != p.Type()) {
 				t.Fatalf("%q %+v: Check = %v, %v; Compile = %v", src, opts, typ, checkErr, describeProgram(p, err))
 			}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/expression"
 	"github.com/goflink/goflink/internal/suggest"
@@ -25,7 +27,8 @@ type Request struct {
 	SpecName string
 	// Overrides win over the spec's config (flinkctl run -D).
 	Overrides map[string]string
-	// Parallelism, when > 0, overrides the spec's default parallelism (flinkctl run -p).
+	// Parallelism, when not 0, overrides the spec's default parallelism (flinkctl run -p); it
+	// must be between 1 and state.UpperBoundMaxParallelism.
 	Parallelism int
 }
 
@@ -36,6 +39,28 @@ type Env struct {
 	// Operators holds the operator types specs may use (nil: the built-in ones).
 	Operators *operator.Registry
 }
+
+// Limits on what a submission may ask of the job builder, checked before the work they bound.
+const (
+	// MaxSpecBytes bounds a spec's YAML text. The largest real specs are a few hundred lines;
+	// 1 MiB holds ten thousand operators and stays below gRPC's 4 MiB message limit.
+	MaxSpecBytes = 1 << 20
+	// MaxOperators bounds the operators of a spec. Each becomes a task in every slot that
+	// runs its vertex; Flink jobs have tens, rarely hundreds.
+	MaxOperators = 10000
+	// maxSpecNameLen bounds the name a submission gives its spec, which every message repeats.
+	maxSpecNameLen = 256
+	// maxNameLen bounds the name of a job or an operator, which messages, logs and task names
+	// repeat (the same bound as a uid's).
+	maxNameLen = maxUIDLen
+	// maxFields bounds the fields the operators of a job read and emit, summed over its
+	// operators: checking an operator costs the width of its records, and the JobGraph holds
+	// each operator's schemas. 256 Ki fields is a thousand operators of a hundred-field record.
+	maxFields = 1 << 18
+	// MaxGraphBytes bounds the encoded JobGraph: every SubmitTask carries it, and it must
+	// leave room for the rest of the deployment in a TaskManager's 9 MiB messages.
+	MaxGraphBytes = 4 << 20
+)
 
 // commonFields are the fields of every operator; the others belong to its type.
 var commonFields = []string{"name", "uid", "type", "inputs", "parallelism"}
@@ -86,10 +111,13 @@ func Build(req Request, env Env) (*pb.JobGraph, error) {
 	if env.Operators == nil {
 		env.Operators = operator.MustRegistry()
 	}
+	if len(req.SpecName) > maxSpecNameLen {
+		req.SpecName = strings.ToValidUTF8(req.SpecName[:maxSpecNameLen], "") + "…"
+	}
 	b := &builder{req: req, env: env, ps: &spec.Problems{}}
 	g := b.build()
 	if b.ps.Len() > 0 {
-		return nil, &SpecError{Spec: req.SpecName, Problems: b.ps.Sorted()}
+		return nil, &SpecError{Spec: req.SpecName, Problems: b.ps.Sorted(), Truncated: b.ps.Full()}
 	}
 	return g, nil
 }
@@ -107,9 +135,18 @@ type builder struct {
 	// unsureReaders is set when an input could not be resolved: any operator may be the one
 	// meant, so none is reported as unread.
 	unsureReaders bool
+	// declared holds the first operator of each name, for the message of an input that names
+	// an operator declared after its reader.
+	declared map[string]*specOp
+	// fields counts the fields of the records planned operators read and emit (maxFields).
+	fields int
 }
 
 func (b *builder) build() *pb.JobGraph {
+	if len(b.req.Spec) > MaxSpecBytes {
+		b.ps.Add(0, "", "the spec is %d bytes; the limit is %d bytes (1 MiB)", len(b.req.Spec), MaxSpecBytes)
+		return nil
+	}
 	root, ok := spec.Parse(b.req.Spec, b.ps)
 	if !ok {
 		return nil
@@ -123,7 +160,10 @@ func (b *builder) build() *pb.JobGraph {
 
 	name, nameOK := "", true
 	if e, ok := top.Get("name"); ok {
-		name, nameOK = e.String()
+		if name, nameOK = e.String(); nameOK && len(name) > maxNameLen {
+			e.Problemf("a name of %d bytes; the limit is %d", len(name), maxNameLen)
+			name, nameOK = "", false
+		}
 	}
 	if nameOK && strings.TrimSpace(name) == "" {
 		root.At("name").Problemf("a job needs a name")
@@ -143,9 +183,16 @@ func (b *builder) build() *pb.JobGraph {
 		}
 		return nil
 	}
+	if len(list) > MaxOperators {
+		e.Problemf("%d operators; the limit is %d", len(list), MaxOperators)
+		return nil
+	}
 	b.parseOperators(list)
 	b.resolveInputs()
 	for _, op := range b.ops {
+		if b.ps.Full() || b.fields > maxFields {
+			return nil // refused anyway: looking for more problems is wasted work
+		}
 		b.plan(op)
 	}
 	b.checkSinks()
@@ -166,7 +213,12 @@ func (b *builder) build() *pb.JobGraph {
 			return nil
 		}
 	}
-	return b.graph(name, vertices, edges)
+	g := b.graph(name, vertices, edges)
+	if n := proto.Size(g); n > MaxGraphBytes {
+		b.ps.Add(0, "operators", "the job graph would be %d bytes; the limit is %d bytes (4 MiB): split the job, or narrow its records", n, MaxGraphBytes)
+		return nil
+	}
+	return g
 }
 
 // buildConfig merges cluster defaults < spec config < overrides.
@@ -218,8 +270,12 @@ func (b *builder) resolveParallelism(top *spec.Map) {
 			b.par = p
 		}
 	}
-	if b.req.Parallelism > 0 {
-		b.par = b.req.Parallelism
+	switch p := b.req.Parallelism; {
+	case p == 0: // not requested
+	case p < 1 || p > state.UpperBoundMaxParallelism:
+		b.ps.Add(0, "-p", "the job's parallelism must be between 1 and %d, got %d", state.UpperBoundMaxParallelism, p)
+	default:
+		b.par = p
 	}
 }
 
@@ -227,6 +283,7 @@ func (b *builder) resolveParallelism(top *spec.Map) {
 // does not depend on them is still checked, and its readers are checked against what is known.
 func (b *builder) parseOperators(list []spec.Value) {
 	names := map[string]*specOp{}
+	b.declared = names
 	uids := map[string]*specOp{}
 	for i, v := range list {
 		op := &specOp{index: i, line: v.Line(), path: v.Path(), value: v}
@@ -238,7 +295,10 @@ func (b *builder) parseOperators(list []spec.Value) {
 		}
 		nameOK := true
 		if e, ok := m.Get("name"); ok {
-			op.name, nameOK = e.String()
+			if op.name, nameOK = e.String(); nameOK && len(op.name) > maxNameLen {
+				e.Problemf("a name of %d bytes; the limit is %d", len(op.name), maxNameLen)
+				op.name, nameOK = "", false
+			}
 		}
 		if op.name == "" {
 			if nameOK {
@@ -401,10 +461,12 @@ func (b *builder) resolveInputs() {
 				}
 				if !ok {
 					msg := fmt.Sprintf("missing input: no operator %q", in)
-					if i := slices.IndexFunc(b.ops, func(o *specOp) bool { return o.name == in }); i >= 0 {
-						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, b.ops[i].line)
-					} else if s := suggest.Closest(in, slices.Collect(maps.Keys(byName))); s != "" {
-						msg += fmt.Sprintf("; did you mean %q?", s)
+					if later, found := b.declared[in]; found {
+						msg = fmt.Sprintf("input %q must be declared before this operator (it is on line %d)", in, later.line)
+					} else if !b.ps.Full() {
+						if s := suggest.Closest(in, slices.Collect(maps.Keys(byName))); s != "" {
+							msg += fmt.Sprintf("; did you mean %q?", s)
+						}
 					}
 					at.Problemf("%s", msg)
 					op.unresolved = true
@@ -513,6 +575,8 @@ func (b *builder) plan(op *specOp) {
 	case op.out == nil:
 		op.value.Problemf("operator type %q derived no output", op.typ)
 		op.out = operator.UnknownShape()
+	default:
+		b.countFields(op, len(op.out.Fields))
 	}
 	if op.t.Role == operator.RoleKeyBy {
 		op.keyType, op.keyExp = keyOf(operator.KeyExpression(op.pbOp.Config), in)
@@ -554,7 +618,7 @@ func keyOf(key string, in *operator.Shape) (record.Type, *expression.Program) {
 		}
 		return record.Invalid, nil
 	}
-	t, _ := expression.Check(key, in.Fields, in.Open, expression.Options{})
+	t, _ := expression.Check(key, in, in.Open, expression.Options{})
 	return t, nil
 }
 
@@ -573,6 +637,11 @@ func (b *builder) inputShape(op *specOp) *operator.Shape {
 	}
 	if !known || len(from) == 0 {
 		return operator.UnknownShape()
+	}
+	for _, in := range from {
+		if !b.countFields(op, len(in.out.Fields)) {
+			return operator.UnknownShape()
+		}
 	}
 	union := from[0].out
 	for _, in := range from[1:] {
@@ -594,11 +663,24 @@ func (b *builder) inputShapes(op *specOp) []*operator.Shape {
 	shapes := make([]*operator.Shape, op.t.Inputs)
 	for i := range shapes {
 		shapes[i] = operator.UnknownShape()
-		if i < len(op.inputs) && !op.unresolved && op.inputs[i].out != nil {
+		if i < len(op.inputs) && !op.unresolved && op.inputs[i].out != nil && b.countFields(op, len(op.inputs[i].out.Fields)) {
 			shapes[i] = op.inputs[i].out
 		}
 	}
 	return shapes
+}
+
+// countFields counts n fields of records op reads or emits towards maxFields, and reports at
+// op the first time the job goes beyond it; false then.
+func (b *builder) countFields(op *specOp, n int) bool {
+	if b.fields > maxFields {
+		return false
+	}
+	if b.fields += n; b.fields > maxFields {
+		op.value.Problemf("the job's operators read and emit more than %d fields in all (operators × fields of their records): split the job, or narrow its records", maxFields)
+		return false
+	}
+	return true
 }
 
 // checkKeyed checks that op reads keyed or non-keyed inputs as its type needs. Inputs of
@@ -779,17 +861,16 @@ func (b *builder) graph(name string, vertices []*vertex, edges []edge) *pb.JobGr
 	vertexOf := map[*specOp]*pb.JobVertex{}
 	for _, v := range vertices {
 		jv := &pb.JobVertex{Id: int32(len(g.Vertices)), Parallelism: int32(v.par), MaxParallelism: int32(v.maxPar), FixedParallelism: v.fixed}
+		names := make([]string, len(v.ops))
 		for i, op := range v.ops {
-			if i > 0 {
-				jv.Name += " -> "
-			}
-			jv.Name += op.name
+			names[i] = op.name
 			jv.Operators = append(jv.Operators, op.pbOp)
 			if op.wmOp != nil {
 				jv.Operators = append(jv.Operators, op.wmOp)
 			}
 			vertexOf[op] = jv
 		}
+		jv.Name = strings.Join(names, " -> ") // once: appending to it would copy it per operator
 		g.Vertices = append(g.Vertices, jv)
 	}
 	for _, e := range edges {

@@ -90,8 +90,8 @@ func (p *Planner) Problemf(format string, args ...any) { p.op.Problemf(format, a
 // is false after a problem.
 func (p *Planner) Expr(v spec.Value, opts expression.Options) (src string, typ record.Type, prog *expression.Program, ok bool) {
 	src, ok = v.String()
-	if !ok {
-		return "", record.Invalid, nil, false
+	if !ok || v.Full() { // with as many problems as are reported, the spec is refused anyway
+		return src, record.Invalid, nil, false
 	}
 	in := p.In
 	if in == nil {
@@ -103,10 +103,10 @@ func (p *Planner) Expr(v spec.Value, opts expression.Options) (src string, typ r
 			typ = prog.Type()
 		}
 	} else {
-		typ, err = expression.Check(src, in.Fields, in.Open, opts)
+		typ, err = expression.Check(src, in, in.Open, opts)
 	}
 	if err != nil {
-		v.Problemf("expression %q: %v", src, err)
+		v.Problemf("expression %s: %v", expression.Quote(src), err)
 		return src, record.Invalid, nil, false
 	}
 	return src, typ, prog, true
@@ -121,7 +121,7 @@ func (p *Planner) FieldNamed(v spec.Value, name string) (f record.Field, found b
 		in = UnknownShape()
 	}
 	f, found = in.Field(name)
-	if in.Lacks(name) {
+	if in.Lacks(name) && !v.Full() {
 		msg := fmt.Sprintf("no field %q in the input %v", name, in)
 		if s := suggest.Closest(name, in.Names()); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/goflink/goflink/record"
@@ -15,6 +16,9 @@ type Shape struct {
 	Fields []record.Field // a field of type record.Invalid has an unknown type
 	Open   bool           // there may be more fields, with unknown names
 	Schema *record.Schema // the whole schema, when nothing is unknown
+	// index is the position of each field of Fields by name, when Schema is nil (the first
+	// of a name given twice).
+	index map[string]int
 }
 
 // KnownShape is the shape of records of a known schema.
@@ -29,19 +33,35 @@ func NewShape(fields []record.Field, open bool) *Shape {
 	if !open {
 		if s, err := record.NewSchema(fields...); err == nil {
 			sh.Schema = s
+			return sh
+		}
+	}
+	sh.index = make(map[string]int, len(fields))
+	for i, f := range fields {
+		if _, dup := sh.index[f.Name]; !dup {
+			sh.index[f.Name] = i
 		}
 	}
 	return sh
 }
 
-// Field looks a field up by name.
+// Field looks a field up by name. It costs the same however many fields there are.
 func (sh *Shape) Field(name string) (record.Field, bool) {
-	for _, f := range sh.Fields {
-		if f.Name == name {
-			return f, true
+	i := -1
+	switch {
+	case sh.Schema != nil:
+		i = sh.Schema.Index(name)
+	case sh.index != nil:
+		if j, ok := sh.index[name]; ok {
+			i = j
 		}
+	default: // a Shape literal
+		i = slices.IndexFunc(sh.Fields, func(f record.Field) bool { return f.Name == name })
 	}
-	return record.Field{}, false
+	if i < 0 {
+		return record.Field{}, false
+	}
+	return sh.Fields[i], true
 }
 
 // Lacks reports whether the records certainly have no field called name.

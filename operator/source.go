@@ -15,8 +15,9 @@ import (
 // SequenceSchema is the output schema of the sequence source.
 var SequenceSchema = record.MustSchema(record.Field{Name: "value", Type: record.Int64})
 
-// Sequence emits the numbers from..to, or from on for ever without to; rate limits the
-// records per second of the whole source.
+// Sequence emits the numbers from..to, or from on without to (up to math.MaxInt64, which in
+// practice is for ever); rate limits the records per second of the whole source. Any int64
+// range works, the whole of it too.
 var Sequence = Define(Type{Name: "sequence", Role: RoleSource, Fields: []string{"from", "to", "rate"}}, planSequence,
 	func(c sequenceConfig, _, _ *record.Schema) (any, error) { return newSequence(c), nil })
 
@@ -62,10 +63,9 @@ func planSequence(p *Planner) (sequenceConfig, *Shape) {
 // the splits it owns at its parallelism, whatever the parallelism that wrote them; the rate
 // limit starts afresh (no burst to catch up).
 type sequence struct {
-	from    int64
-	to      int64
-	bounded bool
-	rate    float64 // records per second of the whole source; 0 = unlimited
+	from int64
+	to   int64   // math.MaxInt64 when unbounded
+	rate float64 // records per second of the whole source; 0 = unlimited
 
 	ctx   *Context
 	out   Output
@@ -109,12 +109,19 @@ type sequencePosition struct {
 }
 
 func newSequence(c sequenceConfig) *sequence {
-	s := &sequence{from: c.From, bounded: c.To != nil, rate: c.Rate}
+	s := &sequence{from: c.From, to: math.MaxInt64, rate: c.Rate}
 	if c.To != nil {
 		s.to = *c.To
 	}
 	return s
 }
+
+// span is b - a for a <= b, exact over the whole int64 range (up to 2^64-1): the sequence's
+// arithmetic is on distances, which overflow an int64 once a range spans 2^63 or more.
+func span(a, b int64) uint64 { return uint64(b) - uint64(a) }
+
+// holds reports whether split k has a first value: from+k <= to.
+func (s *sequence) holds(k int64) bool { return s.from <= s.to && uint64(k) <= span(s.from, s.to) }
 
 func (s *sequence) Open(ctx *Context, out Output) error {
 	s.ctx, s.out = ctx, out
@@ -130,6 +137,10 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 	s.nsplit = int64(max(ctx.MaxParallelism, ctx.Parallelism, 1))
 	s.splits, s.exhausted = nil, nil
 	for k := int64(ctx.Subtask); k < s.nsplit; k += int64(ctx.Parallelism) {
+		if !s.holds(k) { // from + k would be beyond to, maybe beyond int64
+			s.exhausted = append(s.exhausted, seqSplit{k: k})
+			continue
+		}
 		s.addSplit(seqSplit{k: k, next: s.from + k})
 	}
 	s.done = len(s.splits) == 0
@@ -139,7 +150,7 @@ func (s *sequence) Open(ctx *Context, out Output) error {
 // addSplit takes an owned split, to emit from unless it is exhausted.
 func (s *sequence) addSplit(sp seqSplit) {
 	s.count += sp.emitted
-	if s.bounded && sp.next > s.to {
+	if sp.next > s.to {
 		s.exhausted = append(s.exhausted, sp)
 		return
 	}
@@ -198,7 +209,7 @@ func (s *sequence) restore() error {
 	for k := range n {
 		// A split without a position is one whose subtask finished before any checkpoint:
 		// that is only possible for an empty one; otherwise its position was lost.
-		if !seen[k] && !(s.bounded && s.to-s.from < k) {
+		if !seen[k] && s.holds(k) {
 			return fmt.Errorf("sequence source: checkpoint %d holds no position of split %d (of %d)", s.restoredID, k, n)
 		}
 	}
@@ -218,10 +229,16 @@ func (s *sequence) restore() error {
 }
 
 // onSplit reports whether a restored position is split p.Split's value after p.Emitted
-// values: from+k+emitted*S (a checkpoint of another job, or a damaged one, fails the restore
-// instead of emitting values twice or never).
+// values: from+k+emitted*S, computed without overflow (a checkpoint of another job, or a
+// damaged one, fails the restore instead of emitting values twice or never). p.Split is in
+// 0..p.Splits-1.
 func (s *sequence) onSplit(p sequencePosition) bool {
-	return p.Emitted >= 0 && p.Emitted <= (math.MaxInt64-s.from)/p.Splits && p.Next == s.from+p.Split+p.Emitted*p.Splits
+	if p.Emitted < 0 || p.Next < s.from {
+		return false
+	}
+	off := span(s.from, p.Next) // = k + emitted*S
+	k, n := uint64(p.Split), uint64(p.Splits)
+	return off >= k && (off-k)%n == 0 && (off-k)/n == uint64(p.Emitted)
 }
 
 // SnapshotState stores the position of every split this subtask owns, exhausted ones too (a
@@ -271,7 +288,7 @@ func (s *sequence) Emit(limit int) (int, time.Duration, bool, error) {
 		}
 		n++
 		sp.emitted++
-		if s.bounded && s.to-sp.next < s.nsplit {
+		if span(sp.next, s.to) < uint64(s.nsplit) { // next + S would pass to
 			// Exhausted: set it aside, keeping the turn at the split after it.
 			s.exhausted = append(s.exhausted, seqSplit{k: sp.k, emitted: sp.emitted})
 			s.splits = slices.Delete(s.splits, s.cur, s.cur+1)

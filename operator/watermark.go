@@ -34,7 +34,7 @@ func planWatermark(p *Planner) (watermarkConfig, *Shape) {
 		src, typ, _, ok := p.Expr(e.Value, expression.Options{})
 		c.Timestamp = src
 		if ok && typ != record.Invalid && typ != record.Int64 && typ != record.Timestamp {
-			e.Problemf("expression %q is %v; a timestamp is a timestamp or int64 epoch milliseconds", src, typ)
+			e.Problemf("expression %s is %v; a timestamp is a timestamp or int64 epoch milliseconds", expression.Quote(src), typ)
 		}
 	}
 	ms := func(key string) int64 {

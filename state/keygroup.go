@@ -138,8 +138,11 @@ func RangeForOperator(i, maxParallelism, parallelism int) KeyGroupRange {
 }
 
 // DefaultMaxParallelism derives the max parallelism of an operator from its parallelism, as
-// Flink does: roundUpToPowerOfTwo(p + p/2) bounded to [128, 32768].
+// Flink does: roundUpToPowerOfTwo(p + p/2) bounded to [128, 32768]. Any parallelism works: one
+// above 32768 derives 32768 (and fails ValidateMaxParallelism), one below 1 derives 128.
 func DefaultMaxParallelism(parallelism int) int {
+	// Bounded first, so that p + p/2 and the doubling below cannot overflow.
+	parallelism = min(max(parallelism, 0), UpperBoundMaxParallelism)
 	n := parallelism + parallelism/2
 	p := 1
 	for p < n {
@@ -153,6 +156,8 @@ func ValidateMaxParallelism(maxParallelism, parallelism int) error {
 	switch {
 	case maxParallelism <= 0 || maxParallelism > UpperBoundMaxParallelism:
 		return fmt.Errorf("max parallelism %d out of range (1..%d)", maxParallelism, UpperBoundMaxParallelism)
+	case parallelism < 1:
+		return fmt.Errorf("parallelism %d out of range (1..%d)", parallelism, maxParallelism)
 	case parallelism > maxParallelism:
 		return fmt.Errorf("parallelism %d exceeds max parallelism %d", parallelism, maxParallelism)
 	}

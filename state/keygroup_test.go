@@ -3,6 +3,7 @@ package state
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/goflink/goflink/record"
 )
@@ -87,11 +88,32 @@ func TestDefaultMaxParallelism(t *testing.T) {
 	}
 }
 
+// A parallelism beyond any valid one (a hostile parallelism.default) derives the upper bound
+// at once: p + p/2 and the doubling loop must not overflow (security review F7: 4e18 spun for
+// ever).
+func TestDefaultMaxParallelismOutOfRange(t *testing.T) {
+	for _, tc := range []struct{ p, want int }{
+		{0, 128}, {-1, 128}, {math.MinInt, 128}, {32768, 32768}, {32769, 32768}, {1 << 40, 32768},
+		{4000000000000000000, 32768}, {math.MaxInt / 3 * 2, 32768}, {math.MaxInt, 32768},
+	} {
+		done := make(chan int, 1)
+		go func() { done <- DefaultMaxParallelism(tc.p) }()
+		select {
+		case got := <-done:
+			if got != tc.want {
+				t.Errorf("DefaultMaxParallelism(%d) = %d, want %d", tc.p, got, tc.want)
+			}
+		case <-time.After(5 * time.Second): // a deadline for a loop that never ends, not a wait
+			t.Fatalf("DefaultMaxParallelism(%d) did not return within 5s", tc.p)
+		}
+	}
+}
+
 func TestValidateMaxParallelism(t *testing.T) {
 	for _, tc := range []struct {
 		maxP, p int
 		ok      bool
-	}{{128, 4, true}, {4, 4, true}, {3, 4, false}, {0, 1, false}, {32769, 1, false}} {
+	}{{128, 4, true}, {4, 4, true}, {3, 4, false}, {0, 1, false}, {32769, 1, false}, {128, 0, false}, {128, -1, false}} {
 		if err := ValidateMaxParallelism(tc.maxP, tc.p); (err == nil) != tc.ok {
 			t.Errorf("ValidateMaxParallelism(%d, %d) = %v, want ok=%v", tc.maxP, tc.p, err, tc.ok)
 		}

@@ -434,7 +434,7 @@ func (t *task) parseInputs() (keyInfo, error) {
 		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
 			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
 			if err != nil {
-				return keyInfo{}, fmt.Errorf("input %d key %q: %w", idx, e.GetKey(), err)
+				return keyInfo{}, fmt.Errorf("input %d key %s: %w", idx, expression.Quote(e.GetKey()), err)
 			}
 			ti.key = prog.NewEvaluator()
 			if !ki.keyed {

@@ -682,6 +682,9 @@ func (s *executorServer) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest
 	if req.GetSlot() < 0 || int(req.GetSlot()) >= s.tm.slots {
 		return nil, status.Errorf(codes.InvalidArgument, "slot %d out of range (this TaskManager has %d)", req.GetSlot(), s.tm.slots)
 	}
+	if err := validateSubmit(req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "submit task: %v", err)
+	}
 	t, err := newTask(s.tm.ctx, s.tm.env, req)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())

@@ -75,7 +75,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 	case pb.Partitioner_PARTITIONER_HASH:
 		prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", e.GetKey(), err)
+			return nil, fmt.Errorf("key %s: %w", expression.Quote(e.GetKey()), err)
 		}
 		w.key, w.keyType = prog.NewEvaluator(), prog.Type()
 		if ops := consumer.GetOperators(); len(ops) > 0 {

@@ -38,18 +38,29 @@ func (p Problem) String() string {
 	return s
 }
 
-// Problems collects the problems of a spec.
+// MaxProblems bounds the problems recorded of one spec. A spec with that many is refused
+// anyway; past it, the job builder stops looking for more, so that a spec of ten thousand
+// broken operators costs no more than one of a hundred, and its error stays small.
+const MaxProblems = 100
+
+// Problems collects the problems of a spec, up to MaxProblems.
 type Problems struct {
 	list []Problem
 }
 
-// Add records a problem.
+// Add records a problem; past MaxProblems it drops it.
 func (ps *Problems) Add(line int, path, format string, args ...any) {
+	if ps.Full() {
+		return
+	}
 	ps.list = append(ps.list, Problem{Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// Len is the number of problems recorded.
+// Len is the number of problems recorded (at most MaxProblems).
 func (ps *Problems) Len() int { return len(ps.list) }
+
+// Full reports whether MaxProblems are recorded: checking for more is wasted work.
+func (ps *Problems) Full() bool { return len(ps.list) >= MaxProblems }
 
 // Sorted returns the problems in line order (problems of one line in the order found).
 func (ps *Problems) Sorted() []Problem {
@@ -90,6 +101,10 @@ func (v Value) At(path string) Value { v.path = path; return v }
 
 // Problemf reports a problem of this value.
 func (v Value) Problemf(format string, args ...any) { v.ps.Add(v.node.Line, v.path, format, args...) }
+
+// Full reports whether the spec has as many problems as are recorded (Problems.Full): a caller
+// may skip costly checks then.
+func (v Value) Full() bool { return v.ps.Full() }
 
 // Kind describes the value in messages: "a map", "a list", "nothing", or the text of a scalar.
 func (v Value) Kind() string {

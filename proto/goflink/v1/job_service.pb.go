@@ -630,7 +630,8 @@ type SubmitJobRequest struct {
 	SpecName string `protobuf:"bytes,2,opt,name=spec_name,json=specName,proto3" json:"spec_name,omitempty"`
 	// config overrides the spec's config (flinkctl run -D key=value).
 	Config map[string]string `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// parallelism, when > 0, overrides the spec's default parallelism (flinkctl run -p).
+	// parallelism, when not 0, overrides the spec's default parallelism (flinkctl run -p); it
+	// must be between 1 and 32768 (Flink's upper bound of the max parallelism).
 	Parallelism int32 `protobuf:"varint,4,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	// restore_path starts the job from a savepoint or a retained checkpoint (of any job): its
 	// directory or its _metadata file (flinkctl run -s).

@@ -12,8 +12,8 @@ import (
 // limit in the message (security review F6: 1.5 million nested parentheses overflowed the
 // JobManager's stack, which is fatal). Brackets in string literals do not count.
 func TestSizeLimits(t *testing.T) {
-	nest := func(n int, open, close string) string {
-		return strings.Repeat(open, n) + "value" + strings.Repeat(close, n)
+	nest := func(n int, open, closing string) string {
+		return strings.Repeat(open, n) + "value" + strings.Repeat(closing, n)
 	}
 	for _, tc := range []struct {
 		name string

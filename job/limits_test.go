@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,7 +56,8 @@ func TestSubmissionLimits(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Build = %d vertices, want an error", len(g.GetVertices()))
 			}
-			se, ok := err.(*SpecError)
+			var se *SpecError
+			ok := errors.As(err, &se)
 			if !ok || len(se.Problems) != 1 || se.Problems[0].String() != tc.want {
 				t.Errorf("Build error = %v\nwant the one problem %q", err, tc.want)
 			}
@@ -71,7 +73,8 @@ func TestSubmissionLimits(t *testing.T) {
 // of a job or an operator beyond 256 bytes are problems (messages and task names repeat them).
 func TestProblemsBounded(t *testing.T) {
 	g, err := Build(Request{Spec: []byte(brokenInputs(300)), SpecName: "broken.yaml"}, Env{})
-	se, ok := err.(*SpecError)
+	var se *SpecError
+	ok := errors.As(err, &se)
 	if !ok {
 		t.Fatalf("Build = %v, %v; want a *SpecError", g, err)
 	}
@@ -90,7 +93,7 @@ func TestProblemsBounded(t *testing.T) {
 			"line 4: operators[1].name: a name of 257 bytes; the limit is 256"},
 	} {
 		_, err := Build(Request{Spec: []byte(tc.spec)}, Env{})
-		if se, ok := err.(*SpecError); !ok || len(se.Problems) != 1 || se.Problems[0].String() != tc.want {
+		if se := (*SpecError)(nil); !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].String() != tc.want {
 			t.Errorf("%s name: Build = %v, want the one problem %q", tc.name, err, tc.want)
 		}
 	}

@@ -289,18 +289,18 @@ func (s *Security) peerRole(raw [][]byte) (Role, error) {
 	}
 	var errs []error
 	if s.internalCA != nil {
-		if _, err := verifyChain(raw, s.internalCA.get(), x509.ExtKeyUsageClientAuth); err == nil {
+		_, err := verifyChain(raw, s.internalCA.get(), x509.ExtKeyUsageClientAuth)
+		if err == nil {
 			return RoleInternal, nil
-		} else {
-			errs = append(errs, fmt.Errorf("%s: %w", config.SSLInternalCA, err))
 		}
+		errs = append(errs, fmt.Errorf("%s: %w", config.SSLInternalCA, err))
 	}
 	if s.restCA != nil {
-		if _, err := verifyChain(raw, s.restCA.get(), x509.ExtKeyUsageClientAuth); err == nil {
+		_, err := verifyChain(raw, s.restCA.get(), x509.ExtKeyUsageClientAuth)
+		if err == nil {
 			return RoleClient, nil
-		} else {
-			errs = append(errs, fmt.Errorf("%s: %w", config.SSLRestCA, err))
 		}
+		errs = append(errs, fmt.Errorf("%s: %w", config.SSLRestCA, err))
 	}
 	if len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("no CA for client certificates is configured (%s)", config.SSLRestClientAuth))

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -42,8 +44,6 @@ func clusterClient(t *testing.T, addr, local string) pb.ClusterServiceClient {
 // members' own reports still get through, the forged ones change nothing.
 func TestRegisterJobManagerRefusesAddressesInconsistentWithRaft(t *testing.T) {
 	g := startGroup(t, 3)
-	l := g.leader()
-	follower := (l + 1) % 3
 	recorded := func(f *fsm) error {
 		for _, cfg := range g.cfgs {
 			if a, _ := f.jobManagerAddr(cfg.NodeID); a != cfg.RPCAddr {
@@ -54,32 +54,41 @@ func TestRegisterJobManagerRefusesAddressesInconsistentWithRaft(t *testing.T) {
 	}
 	g.waitSameState("every member's own address recorded", recorded)
 
-	leaderID, followerID := g.cfgs[l].NodeID, g.cfgs[follower].NodeID
-	local, elsewhere := clusterClient(t, g.cfgs[l].RPCAddr, ""), clusterClient(t, g.cfgs[l].RPCAddr, "127.0.0.2")
-	for _, tc := range []struct {
-		name   string
-		client pb.ClusterServiceClient
-		id     string
-		addr   string
-		code   codes.Code
-		want   string
-	}{
-		{"a follower's address on another host", local, followerID, "10.99.0.1:6123", codes.PermissionDenied, `rpc_address "10.99.0.1:6123" of ` + followerID + " is not on its raft host 127.0.0.1"},
-		{"a report from another host", elsewhere, followerID, "127.0.0.1:9", codes.PermissionDenied, "comes from 127.0.0.2, not from its raft host 127.0.0.1"},
-		{"the leader's address", local, leaderID, "127.0.0.1:9", codes.PermissionDenied, "the leader records its own address"},
-		{"a non-member", local, "jm-9", "127.0.0.1:9", codes.InvalidArgument, "not a member"},
-		{"a malformed address", local, followerID, "127.0.0.1", codes.InvalidArgument, "rpc_address"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	// The table runs against one leader; a leader change under load (FailedPrecondition: not
+	// the leader) runs it again against the new one.
+	var follower int
+	poll.Until(t, time.Minute, "the refusals from one leader", func() error {
+		l := g.leader()
+		follower = (l + 1) % 3
+		leaderID, followerID := g.cfgs[l].NodeID, g.cfgs[follower].NodeID
+		local, elsewhere := clusterClient(t, g.cfgs[l].RPCAddr, ""), clusterClient(t, g.cfgs[l].RPCAddr, "127.0.0.2")
+		for _, tc := range []struct {
+			name   string
+			client pb.ClusterServiceClient
+			id     string
+			addr   string
+			code   codes.Code
+			want   string
+		}{
+			{"a follower's address on another host", local, followerID, "10.99.0.1:6123", codes.PermissionDenied, `rpc_address "10.99.0.1:6123" of ` + followerID + " is not on its raft host 127.0.0.1"},
+			{"a report from another host", elsewhere, followerID, "127.0.0.1:9", codes.PermissionDenied, "comes from 127.0.0.2, not from its raft host 127.0.0.1"},
+			{"the leader's address", local, leaderID, "127.0.0.1:9", codes.PermissionDenied, "the leader records its own address"},
+			{"a non-member", local, "jm-9", "127.0.0.1:9", codes.InvalidArgument, "not a member"},
+			{"a malformed address", local, followerID, "127.0.0.1", codes.InvalidArgument, "rpc_address"},
+		} {
 			_, err := tc.client.RegisterJobManager(rpcCtx(t), &pb.RegisterJobManagerRequest{NodeId: tc.id, RpcAddress: tc.addr})
+			if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "not the leader") {
+				return fmt.Errorf("%s: the leader changed: %w", tc.name, err)
+			}
 			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.want) {
-				t.Fatalf("RegisterJobManager(%s, %s) = %v, want %v with %q", tc.id, tc.addr, err, tc.code, tc.want)
+				t.Fatalf("%s: RegisterJobManager(%s, %s) = %v, want %v with %q", tc.name, tc.id, tc.addr, err, tc.code, tc.want)
 			}
 			if err := recorded(g.jms[l].fsm); err != nil {
-				t.Fatalf("a refused report changed the recorded addresses: %v", err)
+				t.Fatalf("%s: a refused report changed the recorded addresses: %v", tc.name, err)
 			}
-		})
-	}
+		}
+		return nil
+	})
 	// A follower answers clients with the leader's real address.
 	resp, err := clusterClient(t, g.cfgs[follower].RPCAddr, "").GetCluster(rpcCtx(t), &pb.GetClusterRequest{})
 	if err != nil {

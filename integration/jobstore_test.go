@@ -138,9 +138,13 @@ operators:
 `, cpDir))
 	watchFinished(t, ctx, cl, done, 0)
 	waitGone(t, ctx, cl, done)
-	if _, err := os.Stat(filepath.Join(cpDir, done)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the forgotten job's checkpoint directory: %v, want it deleted", err)
-	}
+	// The leader deletes the files after the removal committed, off its loop.
+	poll.Until(t, 20*time.Second, "the forgotten job's checkpoint directory to be deleted", func() error {
+		if _, err := os.Stat(filepath.Join(cpDir, done)); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stat: %v", err)
+		}
+		return nil
+	})
 	jobs, err := cl.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +218,14 @@ operators:
 `)
 	watchFinished(t, ctx, cl, c, 0)
 	waitGone(t, ctx, cl, a) // two ended jobs, capacity 1: the older goes
-	left, err := os.ReadDir(filepath.Join(cpDir, a))
-	if err != nil || len(left) != 1 || left[0].Name() != filepath.Base(retained) {
-		t.Errorf("the forgotten job's directory holds %v (%v), want only %s, which job %s was started from", left, err, filepath.Base(retained), b)
-	}
+	// The leader deletes the files after the removal committed, off its loop.
+	poll.Until(t, 20*time.Second, "the forgotten job's files other than the retained checkpoint to be deleted", func() error {
+		left, err := os.ReadDir(filepath.Join(cpDir, a))
+		if err != nil || len(left) != 1 || left[0].Name() != filepath.Base(retained) {
+			return fmt.Errorf("the forgotten job's directory holds %v (%v), want only %s, which job %s was started from", left, err, filepath.Base(retained), b)
+		}
+		return nil
+	})
 	if _, err := storage.OpenSnapshot(retained); err != nil {
 		t.Errorf("the checkpoint job %s was started from: %v", b, err)
 	}

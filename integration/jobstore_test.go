@@ -141,7 +141,7 @@ operators:
 	// The leader deletes the files after the removal committed, off its loop.
 	poll.Until(t, 20*time.Second, "the forgotten job's checkpoint directory to be deleted", func() error {
 		if _, err := os.Stat(filepath.Join(cpDir, done)); !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("stat: %v", err)
+			return fmt.Errorf("stat: %w", err)
 		}
 		return nil
 	})
@@ -222,7 +222,7 @@ operators:
 	poll.Until(t, 20*time.Second, "the forgotten job's files other than the retained checkpoint to be deleted", func() error {
 		left, err := os.ReadDir(filepath.Join(cpDir, a))
 		if err != nil || len(left) != 1 || left[0].Name() != filepath.Base(retained) {
-			return fmt.Errorf("the forgotten job's directory holds %v (%v), want only %s, which job %s was started from", left, err, filepath.Base(retained), b)
+			return fmt.Errorf("the forgotten job's directory holds %v (%w), want only %s, which job %s was started from", left, err, filepath.Base(retained), b)
 		}
 		return nil
 	})

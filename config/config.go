@@ -166,11 +166,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var errs []error
 	flatten(doc.Content[0], "", func(key string, n *yaml.Node) {
-		if n.Kind != yaml.ScalarNode {
-			errs = append(errs, fmt.Errorf("line %d: %s: want a scalar value", n.Line, key))
+		value, err := scalarValue(key, n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %s: %w", n.Line, key, err))
 			return
 		}
-		if err := c.Set(key, n.Value); err != nil {
+		if err := c.Set(key, value); err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %w", n.Line, err))
 		}
 	})
@@ -178,6 +179,28 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("line %d: want a map of config keys", doc.Content[0].Line))
 	}
 	return c, errors.Join(errs...)
+}
+
+// scalarValue is the value of a config file's key: a scalar, or for a list key (KindList) also
+// a sequence of scalars, joined with ListSeparator.
+func scalarValue(key string, n *yaml.Node) (string, error) {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value, nil
+	}
+	if o, ok := byKey[key]; !ok || o.Kind != KindList || n.Kind != yaml.SequenceNode {
+		return "", errors.New("want a scalar value")
+	}
+	elems := make([]string, len(n.Content))
+	for i, e := range n.Content {
+		if e.Kind != yaml.ScalarNode {
+			return "", fmt.Errorf("element %d: want a scalar value", i+1)
+		}
+		if strings.Contains(e.Value, ListSeparator) {
+			return "", fmt.Errorf("element %d %q contains the list separator %s", i+1, e.Value, ListSeparator)
+		}
+		elems[i] = e.Value
+	}
+	return strings.Join(elems, ListSeparator), nil
 }
 
 func flatten(n *yaml.Node, prefix string, visit func(string, *yaml.Node)) {

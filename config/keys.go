@@ -24,7 +24,13 @@ const (
 	// KindLimit is a positive count that may be "infinite": Flink's Integer.MAX_VALUE, which
 	// is what reading "infinite" (or 2147483647) returns. Read it with Limit, not Int.
 	KindLimit
+	// KindList is a list of non-empty strings, written as Flink writes lists: separated by
+	// ListSeparator ("a;b"), or as a YAML sequence in a config file. Read it with List.
+	KindList
 )
+
+// ListSeparator separates the elements of a KindList value (Flink's list separator).
+const ListSeparator = ";"
 
 // Infinite is the value of a KindLimit key set to "infinite": Flink's Integer.MAX_VALUE.
 const Infinite = math.MaxInt32
@@ -129,6 +135,8 @@ const (
 	SSLRestClientAuth  = "security.ssl.rest.authentication-enabled"
 	AuthTokenFile      = "security.auth.token-file"
 	RPCReflection      = "security.rpc.reflection.enabled"
+	// AllowedPaths confines the local paths jobs name (see the option's description).
+	AllowedPaths = "io.allowed-paths"
 )
 
 // MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
@@ -239,6 +247,9 @@ var options = []Option{
 		Description: "File holding the bearer token every client RPC must carry (flinkctl --token-file, FLINKCTL_TOKEN); reloaded when it changes. Unset: client RPCs need no token."},
 	{Key: RPCReflection, Kind: KindEnum, Default: "true", Scope: ScopeProcess, Enum: []string{"true", "false"},
 		Description: "Serve gRPC server reflection on the JobManager's RPC port (for grpcurl); like every client RPC it needs the token or a certificate when those are configured."},
+	{Key: AllowedPaths, Kind: KindList, Scope: ScopeProcess,
+		Description: "Directories under which the local paths a job names must lie (file sink paths, Kafka ssl.*.location files, the job's own execution.checkpointing.dir and savepoint-dir, savepoint and restore paths of requests), after symlinks are resolved; separated by ;. " +
+			"The JobManager checks them at submit and each TaskManager again before a task opens them. Unset: the process's working directory, execution.checkpointing.dir and execution.checkpointing.savepoint-dir."},
 }
 
 var byKey = func() map[string]*Option {
@@ -319,7 +330,25 @@ func (o *Option) normalize(value string) (string, error) {
 	if v == "" {
 		return "", fmt.Errorf("value is empty")
 	}
+	if o.Kind == KindList {
+		elems := strings.Split(v, ListSeparator)
+		for i, e := range elems {
+			if elems[i] = strings.TrimSpace(e); elems[i] == "" {
+				return "", fmt.Errorf("element %d of %q is empty (elements are separated by %s)", i+1, value, ListSeparator)
+			}
+		}
+		return strings.Join(elems, ListSeparator), nil
+	}
 	return v, nil
+}
+
+// List returns a KindList key's elements (its default's when unset; nil when it has none).
+func (c *Config) List(key string) []string {
+	v := c.raw(key, KindList)
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ListSeparator)
 }
 
 // Float returns a float key's value (its default when unset).

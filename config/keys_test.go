@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -154,6 +155,62 @@ func TestNumericKeysBounded(t *testing.T) {
 	} {
 		if err := New().Set(tc.key, tc.value); err != nil {
 			t.Errorf("Set(%s, %q) = %v, want it accepted (the bound itself)", tc.key, tc.value, err)
+		}
+	}
+}
+
+func TestListKey(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  []string
+	}{
+		{"/srv/out", []string{"/srv/out"}},
+		{" /srv/out ; data ", []string{"/srv/out", "data"}},
+		{"/a;/b;/c", []string{"/a", "/b", "/c"}},
+	} {
+		c := New()
+		if err := c.Set(AllowedPaths, tc.value); err != nil {
+			t.Errorf("Set(%s, %q) = %v", AllowedPaths, tc.value, err)
+			continue
+		}
+		if got := c.List(AllowedPaths); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%s) after Set(%q) = %q, want %q", AllowedPaths, tc.value, got, tc.want)
+		}
+	}
+	if got := New().List(AllowedPaths); got != nil {
+		t.Errorf("unset %s = %q, want nil", AllowedPaths, got)
+	}
+	for value, want := range map[string]string{"": "value is empty", "/a;;/b": `element 2 of "/a;;/b" is empty`, " ; ": "is empty"} {
+		err := New().Set(AllowedPaths, value)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), AllowedPaths) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key and containing %q", AllowedPaths, value, err, want)
+		}
+	}
+	if err := ValidateJob(map[string]string{AllowedPaths: "/"}); err == nil || !strings.Contains(err.Error(), "cannot be set by a job") {
+		t.Errorf("ValidateJob(%s) = %v, want it refused: a job must not widen its own confinement", AllowedPaths, err)
+	}
+}
+
+func TestListKeyInConfigFile(t *testing.T) {
+	c, err := Parse([]byte("io:\n  allowed-paths:\n    - /srv/out\n    - /srv/certs\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.List(AllowedPaths), []string{"/srv/out", "/srv/certs"}; !slices.Equal(got, want) {
+		t.Errorf("List(%s) = %q, want %q", AllowedPaths, got, want)
+	}
+	c, err = Parse([]byte("io.allowed-paths: /srv/out;/srv/certs\n"))
+	if err != nil || !slices.Equal(c.List(AllowedPaths), []string{"/srv/out", "/srv/certs"}) {
+		t.Errorf("Parse(flat list) = %q, %v", c.List(AllowedPaths), err)
+	}
+	for text, want := range map[string]string{
+		"io.allowed-paths:\n  - /a;/b\n": `line 2: io.allowed-paths: element 1 "/a;/b" contains the list separator ;`,
+		"io.allowed-paths:\n  - [/a]\n":  "line 2: io.allowed-paths: element 1: want a scalar value",
+		"io.allowed-paths: []\n":         "value is empty",
+		"parallelism.default:\n  - 1\n":  "line 2: parallelism.default: want a scalar value",
+	} {
+		if _, err := Parse([]byte(text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", text, err, want)
 		}
 	}
 }

@@ -59,8 +59,29 @@ type Type struct {
 	// "kafka" type is a source without inputs and a sink with them.
 	WithInputs *Type
 
-	plan func(p *Planner) ([]byte, *Shape)
-	run  func(cfg []byte, in, out *record.Schema) (any, error)
+	plan  func(p *Planner) ([]byte, *Shape)
+	run   func(cfg []byte, in, out *record.Schema) (any, error)
+	paths func(cfg []byte) ([]LocalPath, error)
+}
+
+// LocalPath is a path on a process's file system that an operator's configuration names. A
+// job runs with its processes' privileges, so the JobManager (at submit) and every
+// TaskManager (before a task opens) confine these to their io.allowed-paths.
+type LocalPath struct {
+	// Field is the spec field that names the path: "path", "properties.ssl.ca.location".
+	Field string
+	Path  string
+	// Output says the operator writes into the directory Path and owns it (the file sink):
+	// no other sink of any running job may name the same directory. Otherwise the operator
+	// reads the file Path.
+	Output bool
+}
+
+// PathNamer is implemented by the configuration of an operator type (Define's C) that names
+// local paths. A type whose configuration names a path must implement it, or its paths are
+// not confined.
+type PathNamer interface {
+	LocalPaths() []LocalPath
 }
 
 // Define completes t with its planning and its runtime over a configuration C, a value that
@@ -78,10 +99,29 @@ func Define[C any](t Type, plan func(p *Planner) (C, *Shape), run func(c C, in, 
 		}
 		return b, out
 	}
+	t.paths = func(cfg []byte) ([]LocalPath, error) {
+		var c C
+		if err := json.Unmarshal(cfg, &c); err != nil {
+			return nil, fmt.Errorf("decode configuration: %w", err)
+		}
+		if n, ok := any(c).(PathNamer); ok {
+			return n.LocalPaths(), nil
+		}
+		return nil, nil
+	}
 	if run != nil {
 		t = Runs(t, run)
 	}
 	return t
+}
+
+// LocalPaths returns the local paths an operator of this type with configuration cfg (as its
+// plan stored it in the job graph) names; see PathNamer.
+func (t Type) LocalPaths(cfg []byte) ([]LocalPath, error) {
+	if t.paths == nil {
+		return nil, nil
+	}
+	return t.paths(cfg)
 }
 
 // Runs returns t with run as its runtime (see Define). A connector describes its types in a
@@ -194,10 +234,7 @@ func (r *Registry) New(op *pb.Operator) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: output schema: %w", op.GetName(), err)
 	}
-	t, ok := r.Lookup(op.GetType())
-	if ok && in != nil && t.WithInputs != nil {
-		t = *t.WithInputs
-	}
+	t, ok := r.typeOf(op)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("operator %q: type %q is not registered in this TaskManager", op.GetName(), op.GetType())
@@ -209,6 +246,29 @@ func (r *Registry) New(op *pb.Operator) (any, error) {
 		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
 	}
 	return o, nil
+}
+
+// typeOf returns the type an operator of a job graph runs as: for a type that is used
+// differently with inputs (Type.WithInputs), that one when the operator reads inputs.
+func (r *Registry) typeOf(op *pb.Operator) (Type, bool) {
+	t, ok := r.Lookup(op.GetType())
+	if ok && op.GetInputSchema() != nil && t.WithInputs != nil {
+		t = *t.WithInputs
+	}
+	return t, ok
+}
+
+// LocalPaths returns the local paths an operator of a job graph names (see PathNamer).
+func (r *Registry) LocalPaths(op *pb.Operator) ([]LocalPath, error) {
+	t, ok := r.typeOf(op)
+	if !ok {
+		return nil, fmt.Errorf("operator %q: type %q is not registered", op.GetName(), op.GetType())
+	}
+	paths, err := t.LocalPaths(op.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
+	}
+	return paths, nil
 }
 
 func optionalSchema(p *pb.Schema) (*record.Schema, error) {

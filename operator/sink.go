@@ -73,6 +73,11 @@ type fileConfig struct {
 	Path string `json:"path"`
 }
 
+// LocalPaths is the sink's directory, which it owns (PathNamer).
+func (c fileConfig) LocalPaths() []LocalPath {
+	return []LocalPath{{Field: "path", Path: c.Path, Output: true}}
+}
+
 func planFile(p *Planner) (fileConfig, *Shape) {
 	var c fileConfig
 	if e, ok := p.Require("path"); ok {

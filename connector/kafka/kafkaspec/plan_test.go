@@ -3,6 +3,7 @@ package kafkaspec_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -272,5 +273,28 @@ func TestKafkaInvalidSpecs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKafkaLocalPaths: the PEM files of both roles are local paths the processes confine.
+func TestKafkaLocalPaths(t *testing.T) {
+	g := build(t, `
+name: tls
+operators:
+  - {name: in, type: kafka, brokers: [b:9092], topic: t, properties: {security.protocol: SSL, ssl.ca.location: /certs/ca.pem}}
+  - {name: out, type: kafka, brokers: [b:9092], topic: u, properties: {security.protocol: SSL, ssl.certificate.location: c.pem, ssl.key.location: k.pem}}
+`)
+	r := operator.MustRegistry(kafkaspec.Type)
+	want := map[string][]operator.LocalPath{
+		"in":  {{Field: "properties.ssl.ca.location", Path: "/certs/ca.pem"}},
+		"out": {{Field: "properties.ssl.certificate.location", Path: "c.pem"}, {Field: "properties.ssl.key.location", Path: "k.pem"}},
+	}
+	for _, v := range g.GetVertices() {
+		for _, op := range v.GetOperators() {
+			got, err := r.LocalPaths(op)
+			if err != nil || !slices.Equal(got, want[op.GetName()]) {
+				t.Errorf("LocalPaths(%s) = %v, %v; want %v", op.GetName(), got, err, want[op.GetName()])
+			}
+		}
 	}
 }

@@ -111,6 +111,27 @@ func JSONSchema(declared []record.Field) (*record.Schema, error) {
 var ConnectionProperties = []string{"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password",
 	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location"}
 
+// FileProperties are the connection properties that name files (PEM), which TaskManagers
+// read when the operator opens: local paths confined to io.allowed-paths.
+var FileProperties = []string{"ssl.ca.location", "ssl.certificate.location", "ssl.key.location"}
+
+// filePaths are the files props names (FileProperties), in that order.
+func filePaths(props map[string]string) []operator.LocalPath {
+	var out []operator.LocalPath
+	for _, k := range FileProperties {
+		if v, ok := props[k]; ok {
+			out = append(out, operator.LocalPath{Field: "properties." + k, Path: v})
+		}
+	}
+	return out
+}
+
+// LocalPaths are the files the source's properties name (operator.PathNamer).
+func (c SourceConfig) LocalPaths() []operator.LocalPath { return filePaths(c.Properties) }
+
+// LocalPaths are the files the sink's properties name (operator.PathNamer).
+func (c SinkConfig) LocalPaths() []operator.LocalPath { return filePaths(c.Properties) }
+
 // SourceProperties are the client properties the source understands.
 var SourceProperties = append([]string{"client.id", "fetch.max.wait.ms", "partition.discovery.interval.ms"}, ConnectionProperties...)
 
@@ -224,7 +245,7 @@ func ParseProperties(props map[string]string, sink bool) (Client, []*PropertyErr
 			bad(k, "only used with security.protocol SASL_PLAINTEXT or SASL_SSL")
 		}
 	}
-	for _, k := range []string{"ssl.ca.location", "ssl.certificate.location", "ssl.key.location"} {
+	for _, k := range FileProperties {
 		if _, has := props[k]; has && !c.TLS {
 			bad(k, "only used with security.protocol SSL or SASL_SSL")
 		}

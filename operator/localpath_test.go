@@ -1,0 +1,31 @@
+package operator
+
+import (
+	"slices"
+	"testing"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+func TestRegistryLocalPaths(t *testing.T) {
+	r := MustRegistry()
+	for _, tc := range []struct {
+		op   *pb.Operator
+		want []LocalPath
+	}{
+		{&pb.Operator{Name: "out", Type: "file", Config: []byte(`{"path":"out/x"}`), InputSchema: &pb.Schema{}},
+			[]LocalPath{{Field: "path", Path: "out/x", Output: true}}},
+		{&pb.Operator{Name: "numbers", Type: "sequence", Config: []byte(`{"from":1,"to":2}`)}, nil},
+	} {
+		got, err := r.LocalPaths(tc.op)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("LocalPaths(%s) = %v, %v; want %v", tc.op.GetType(), got, err, tc.want)
+		}
+	}
+	if _, err := r.LocalPaths(&pb.Operator{Name: "x", Type: "nope"}); err == nil {
+		t.Errorf("LocalPaths(unregistered type) = nil error")
+	}
+	if _, err := r.LocalPaths(&pb.Operator{Name: "out", Type: "file", Config: []byte(`{`)}); err == nil {
+		t.Errorf("LocalPaths(undecodable configuration) = nil error")
+	}
+}

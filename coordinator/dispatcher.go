@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,6 +40,7 @@ type dispatcher struct {
 	// historySize bounds each job's exception history (web.exception-history-size); set
 	// before the dispatcher is used.
 	historySize int
+	paths       jobPaths
 
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
@@ -52,8 +52,8 @@ type dispatcher struct {
 	changed  chan struct{} // closed and replaced when any job view changes
 }
 
-func newDispatcher(node *raftNode, f *fsm, rm *resourceManager, log *slog.Logger, defaults *config.Config, ops *operator.Registry) *dispatcher {
-	return &dispatcher{node: node, fsm: f, rm: rm, log: log, defaults: defaults, operators: ops,
+func newDispatcher(node *raftNode, f *fsm, rm *resourceManager, log *slog.Logger, defaults *config.Config, ops *operator.Registry, paths jobPaths) *dispatcher {
+	return &dispatcher{node: node, fsm: f, rm: rm, log: log, defaults: defaults, operators: ops, paths: paths,
 		masters: map[string]*jobMaster{}, changed: make(chan struct{})}
 }
 
@@ -141,7 +141,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := resolveCheckpointDir(graph); err != nil {
+	if err := resolveCheckpointDir(graph, d.paths.defaultCheckpointDir); err != nil {
 		return "", err
 	}
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
@@ -230,13 +230,13 @@ func restartStrategy(g *pb.JobGraph, cluster *config.Config, checkpointing bool)
 }
 
 // resolveCheckpointDir fixes the checkpoint directory of a job that takes checkpoints: the
-// configured one made absolute (tasks on other processes must find the same place), or
-// <tmp>/goflink-checkpoints.
-func resolveCheckpointDir(g *pb.JobGraph) error {
+// configured one made absolute (tasks on other processes must find the same place), or the
+// JobManager's default (jobPaths).
+func resolveCheckpointDir(g *pb.JobGraph, defaultDir string) error {
 	if g.GetConfig()[config.CheckpointInterval] == "" {
 		return nil
 	}
-	dir := cmp.Or(g.GetConfig()[config.CheckpointDir], filepath.Join(os.TempDir(), "goflink-checkpoints"))
+	dir := cmp.Or(g.GetConfig()[config.CheckpointDir], defaultDir)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)

@@ -44,7 +44,7 @@ func waitForStack(t *testing.T, frame string) {
 // waits for notifyMu, d.mu must be free.
 func TestLaunchPublishesWithoutTheDispatcherLock(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := newDispatcher(nil, newFSM(discardLog), newResourceManager(log, time.Second, time.Second, nil), log, config.New(), nil)
+	d := newDispatcher(nil, newFSM(discardLog), newResourceManager(log, time.Second, time.Second, nil), log, config.New(), nil, jobPaths{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the job master stops as soon as it runs: this test is about launch alone
 	d.ctx = ctx

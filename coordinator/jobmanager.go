@@ -58,7 +58,8 @@ type Config struct {
 	// when empty, the listener's address is. Start owns them: they are closed by Close, or on
 	// error.
 	RPCListener, RaftListener net.Listener
-	// DataDir holds the Raft log, stable store and snapshots.
+	// DataDir holds the Raft log, stable store and snapshots, and in checkpoints/ the
+	// checkpoints of jobs when execution.checkpointing.dir is not set.
 	DataDir string
 	// Peers is the fixed Raft group, this JobManager included, bootstrapped identically on
 	// every member when it has no Raft state yet (a restart reuses the state on disk). Empty:
@@ -203,6 +204,10 @@ func Start(cfg Config) (_ *JobManager, err error) {
 		return nil, err
 	}
 	undo = append(undo, lock.Release)
+	paths, err := newJobPaths(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	lis := cfg.RPCListener
 	if lis == nil {
 		if lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
@@ -230,7 +235,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	jm.rm = newResourceManager(log, cfg.Settings.Duration(config.HeartbeatInterval), cfg.Settings.Duration(config.HeartbeatTimeout),
 		func(tm *taskManager, reason string) { jm.disp.tmLost(tm, reason) })
 	jm.rm.dial = sec.InternalDialOption()
-	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops)
+	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops, paths)
 	jm.disp.historySize = cfg.Settings.Int(config.ExceptionHistorySize)
 
 	jm.srv = grpc.NewServer(append(sec.JobManagerServerCreds(),

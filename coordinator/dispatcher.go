@@ -42,6 +42,10 @@ type dispatcher struct {
 	historySize int
 	paths       jobPaths
 
+	// submitMu serializes submissions from the check that their sink directories are free
+	// to their record in Raft, so that two jobs cannot both take one directory.
+	submitMu sync.Mutex
+
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
 	leader  leaderInfo      // this JobManager and the term of the current leadership
@@ -144,6 +148,15 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := resolveCheckpointDir(graph, d.paths.defaultCheckpointDir); err != nil {
 		return "", err
 	}
+	outputs, err := d.paths.checkGraph(graph, d.operators)
+	if err != nil {
+		return "", err
+	}
+	if p := req.GetRestorePath(); p != "" {
+		if _, err := d.paths.check("restore path (-s)", p); err != nil {
+			return "", err
+		}
+	}
 	if err := validateRestartStrategy(graph, d.defaults); err != nil {
 		return "", err
 	}
@@ -161,8 +174,8 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	}
 	id := randomHex(16)
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph, Restore: restore}}}
-	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
-		return "", fmt.Errorf("record job: %w", err)
+	if err := d.record(cmd, outputs); err != nil {
+		return "", err
 	}
 	rec, ok := d.fsm.job(id)
 	if !ok {
@@ -173,6 +186,20 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// record commits a job submission through Raft, once no job that has not ended writes into
+// its sinks' directories.
+func (d *dispatcher) record(cmd *pb.RaftCommand, outputs []outputDir) error {
+	d.submitMu.Lock()
+	defer d.submitMu.Unlock()
+	if err := d.paths.checkOutputsFree(outputs, d.fsm.list(), d.operators); err != nil {
+		return err
+	}
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
+		return fmt.Errorf("record job: %w", err)
+	}
+	return nil
 }
 
 // validateRestartStrategy checks the job's restart strategy settings across keys (initial

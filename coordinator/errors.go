@@ -53,6 +53,12 @@ var (
 	// or whose values are invalid whatever the state (validateCommand); the leader refuses to
 	// propose such a command with the same error.
 	ErrInvalidCommand = errors.New("invalid raft command")
+	// ErrPathNotAllowed refuses a local path that a job or a request names outside the
+	// JobManager's io.allowed-paths.
+	ErrPathNotAllowed = errors.New("path not allowed")
+	// ErrOutputInUse refuses a sink directory that another sink of the job, or of a job that
+	// has not ended, writes into.
+	ErrOutputInUse = errors.New("sink directory in use")
 )
 
 // grpcCodes maps domain errors to gRPC status codes at the service boundary (etcd's
@@ -74,6 +80,8 @@ var grpcCodes = []struct {
 	{ErrInvalidArgument, codes.InvalidArgument},
 	{ErrSavepointFailed, codes.Aborted},
 	{ErrNotEnoughSlots, codes.FailedPrecondition},
+	{ErrPathNotAllowed, codes.PermissionDenied},
+	{ErrOutputInUse, codes.FailedPrecondition},
 	{job.ErrInvalidSpec, codes.InvalidArgument},
 }
 

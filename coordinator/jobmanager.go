@@ -204,7 +204,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 		return nil, err
 	}
 	undo = append(undo, lock.Release)
-	paths, err := newJobPaths(cfg.DataDir)
+	paths, err := newJobPaths(cfg.DataDir, cfg.Settings)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,15 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/confine"
+	"github.com/goflink/goflink/operator"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
 // defaultCheckpointDirName is the directory in the JobManager's data dir that holds the
@@ -15,6 +21,9 @@ type jobPaths struct {
 	// defaultCheckpointDir is the absolute checkpoint directory of jobs that set none, and
 	// whose cluster configuration sets none.
 	defaultCheckpointDir string
+	// allowed are the directories every local path a job or a request names must lie in
+	// (io.allowed-paths). The paths the cluster's own configuration names are not checked.
+	allowed *confine.Dirs
 }
 
 // newJobPaths prepares the default checkpoint directory <dataDir>/checkpoints: a directory of
@@ -23,7 +32,7 @@ type jobPaths struct {
 // the checkpoints) and where the system's cleanup deletes old files. It is made absolute:
 // TaskManagers on the same machine find it whatever their working directory; on several
 // machines execution.checkpointing.dir must name a shared directory anyway.
-func newJobPaths(dataDir string) (jobPaths, error) {
+func newJobPaths(dataDir string, settings *config.Config) (jobPaths, error) {
 	abs, err := filepath.Abs(filepath.Join(dataDir, defaultCheckpointDirName))
 	if err != nil {
 		return jobPaths{}, fmt.Errorf("jobmanager: default checkpoint directory: %w", err)
@@ -31,5 +40,106 @@ func newJobPaths(dataDir string) (jobPaths, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return jobPaths{}, fmt.Errorf("jobmanager: default checkpoint directory: %w", err)
 	}
-	return jobPaths{defaultCheckpointDir: abs}, nil
+	return jobPaths{defaultCheckpointDir: abs, allowed: confine.FromSettings(settings, abs)}, nil
+}
+
+// check confines a path that what names: an error wrapping ErrPathNotAllowed, or the path
+// resolved.
+func (p jobPaths) check(what, path string) (string, error) {
+	resolved, err := p.allowed.Check(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %w", ErrPathNotAllowed, what, err)
+	}
+	return resolved, nil
+}
+
+// outputDir is a directory a sink of a job writes into and owns.
+type outputDir struct {
+	dir      string // resolved
+	operator string
+	line     int32
+	field    string
+}
+
+// checkGraph confines every local path a job graph names — its operators' (PathNamer), and
+// the checkpoint and savepoint directories its own configuration sets — and returns the
+// directories its sinks own, refusing one that two of its sinks name.
+func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDir, error) {
+	var errs []error
+	var outputs []outputDir
+	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
+		if v, ok := g.GetJobConfig()[key]; ok {
+			if _, err := p.check("config key "+key, v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, v := range g.GetVertices() {
+		for _, op := range v.GetOperators() {
+			paths, err := ops.LocalPaths(op)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for _, lp := range paths {
+				what := fmt.Sprintf("operator %q (line %d), field %s", op.GetName(), op.GetLine(), lp.Field)
+				resolved, err := p.check(what, lp.Path)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if !lp.Output {
+					continue
+				}
+				out := outputDir{dir: resolved, operator: op.GetName(), line: op.GetLine(), field: lp.Field}
+				for _, o := range outputs {
+					if o.dir == out.dir {
+						errs = append(errs, fmt.Errorf("%w: %s: %s is also the output of operator %q (line %d) of this job; a directory holds the output of one sink",
+							ErrOutputInUse, what, resolved, o.operator, o.line))
+					}
+				}
+				outputs = append(outputs, out)
+			}
+		}
+	}
+	return outputs, errors.Join(errs...)
+}
+
+// checkOutputsFree refuses outputs that a sink of a job that has not ended (running, or
+// restarting) writes into: its pending files would be deleted as lingering ones by the new
+// job, and the two jobs' part files mixed.
+func (p jobPaths) checkOutputsFree(outputs []outputDir, jobs []*pb.JobRecord, ops *operator.Registry) error {
+	if len(outputs) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, rec := range jobs {
+		if isTerminalJob(rec.GetStatus()) {
+			continue
+		}
+		for _, v := range rec.GetGraph().GetVertices() {
+			for _, op := range v.GetOperators() {
+				paths, err := ops.LocalPaths(op)
+				if err != nil {
+					continue // a graph this JobManager cannot decode names nothing it can compare
+				}
+				for _, lp := range paths {
+					if !lp.Output {
+						continue
+					}
+					resolved, err := confine.Resolve(lp.Path)
+					if err != nil {
+						continue
+					}
+					for _, o := range outputs {
+						if o.dir == resolved {
+							errs = append(errs, fmt.Errorf("%w: operator %q (line %d), field %s: %s is the output of operator %q of job %s (%s), which is %s; a directory holds the output of one sink: stop or cancel that job first, or choose another directory",
+								ErrOutputInUse, o.operator, o.line, o.field, o.dir, op.GetName(), rec.GetId(), rec.GetGraph().GetName(), statusName(rec.GetStatus())))
+						}
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -285,8 +285,13 @@ func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 	if err != nil {
 		return nil, err
 	}
-	if t := req.GetTargetDirectory(); t != "" && !filepath.IsAbs(t) {
-		return nil, fmt.Errorf("savepoint of job %s: %w: directory %q is not an absolute path", id, ErrInvalidArgument, t)
+	if t := req.GetTargetDirectory(); t != "" {
+		if !filepath.IsAbs(t) {
+			return nil, fmt.Errorf("savepoint of job %s: %w: directory %q is not an absolute path", id, ErrInvalidArgument, t)
+		}
+		if _, err := d.paths.check("savepoint directory", t); err != nil {
+			return nil, fmt.Errorf("savepoint of job %s: %w", id, err)
+		}
 	}
 	reply := make(chan checkpointResult, 1)
 	m.send(evTriggerCheckpoint{reply: reply, savepoint: req})

@@ -93,6 +93,9 @@ func (s *jobService) TriggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 
 func (s *jobService) DisposeSavepoint(_ context.Context, req *pb.DisposeSavepointRequest) (*pb.DisposeSavepointResponse, error) {
 	return leaderCall(s.jm, func() (*pb.DisposeSavepointResponse, error) {
+		if _, err := s.jm.disp.paths.check("savepoint path", req.GetSavepointPath()); err != nil {
+			return nil, fmt.Errorf("dispose savepoint: %w", err)
+		}
 		dir, err := disposeSavepoint(req.GetSavepointPath())
 		if err == nil {
 			s.jm.log.Info("savepoint disposed", "path", dir)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -56,7 +57,7 @@ type boundedRun struct {
 // runBounded starts an embedded cluster with 2 TaskManagers and enough slots, runs spec to its
 // end and reads its committed output from the file sink at out.
 func runBounded(ctx context.Context, spec string, parallelism int, out string, overrides map[string]string) boundedRun {
-	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: (parallelism + 1) / 2, Stdout: io.Discard})
+	c, err := minicluster.StartReady(ctx, minicluster.Options{TaskManagers: 2, Slots: (parallelism + 1) / 2, Stdout: io.Discard, Settings: miniclustertest.WithAllowedPaths(nil)})
 	if err != nil {
 		return boundedRun{err: err}
 	}

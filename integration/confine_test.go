@@ -3,14 +3,22 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
 // TestDefaultCheckpointDirIsTheJobManagersOwn: a job that sets no execution.checkpointing.dir
@@ -51,4 +59,144 @@ operators:
 		t.Fatal(err)
 	}
 	watchEnd(t, ctx, cl, id)
+}
+
+// confinedCluster starts a cluster whose processes allow jobs the directory allowed alone.
+func confinedCluster(t *testing.T, allowed string, opts minicluster.Options) *client.Client {
+	t.Helper()
+	opts.Settings = config.New()
+	if err := opts.Settings.Set(config.AllowedPaths, allowed); err != nil {
+		t.Fatal(err)
+	}
+	_, cl := miniclustertest.StartT(t, opts)
+	return cl
+}
+
+// checkRefused checks that err is a status with code whose message says every want.
+func checkRefused(t *testing.T, what string, err error, code codes.Code, want ...string) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("%s = %v (code %v), want code %v", what, err, status.Code(err), code)
+	}
+	msg := status.Convert(err).Message()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%s: message %q does not say %q", what, msg, w)
+		}
+	}
+}
+
+// TestSubmitConfinesLocalPaths: every local path a job names — a file sink's directory, a
+// Kafka connector's ssl.*.location files, the checkpoint and savepoint directories the job
+// sets, the snapshot it restores — must lie in the JobManager's io.allowed-paths once
+// symlinks and ".." are resolved; otherwise the submission is refused, naming the operator,
+// the field and the allowed paths, and nothing is recorded.
+func TestSubmitConfinesLocalPaths(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	allowed, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(allowed, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	// Not /dev/zero: a build without confinement would read it until memory runs out.
+	caOutside := filepath.Join(outside, "ca.pem")
+	if err := os.WriteFile(caOutside, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := confinedCluster(t, allowed, minicluster.Options{})
+	const source = "  - {name: numbers, type: sequence, from: 1, to: 10}\n"
+	for _, tc := range []struct {
+		name, spec, restore string
+		want                []string
+	}{
+		{name: "file sink outside", spec: fmt.Sprintf("name: j\noperators:\n%s  - {name: out, type: file, path: %s}\n", source, filepath.Join(outside, "out")),
+			want: []string{`operator "out" (line 4), field path`, filepath.Join(outside, "out")}},
+		{name: "file sink escaping with ..", spec: fmt.Sprintf("name: j\noperators:\n%s  - {name: out, type: file, path: %s/../%s/out}\n", source, allowed, filepath.Base(outside)),
+			want: []string{`operator "out" (line 4), field path`}},
+		{name: "file sink escaping through a symlink", spec: fmt.Sprintf("name: j\noperators:\n%s  - {name: out, type: file, path: %s/escape/out}\n", source, allowed),
+			want: []string{`operator "out" (line 4), field path`, "resolved: " + filepath.Join(outside, "out")}},
+		{name: "kafka CA file", spec: fmt.Sprintf("name: j\noperators:\n  - {name: in, type: kafka, brokers: [127.0.0.1:1], topic: t, properties: {security.protocol: SSL, ssl.ca.location: %s}}\n  - {name: out, type: file, path: %s/out}\n", caOutside, allowed),
+			want: []string{`operator "in" (line 3), field properties.ssl.ca.location`, caOutside}},
+		{name: "checkpoint directory of the job", spec: fmt.Sprintf("name: j\nconfig:\n  execution.checkpointing.interval: 1 s\n  execution.checkpointing.dir: %s\noperators:\n%s  - {name: out, type: discard}\n", outside, source),
+			want: []string{"config key execution.checkpointing.dir", outside}},
+		{name: "savepoint directory of the job", spec: fmt.Sprintf("name: j\nconfig:\n  execution.checkpointing.savepoint-dir: %s\noperators:\n%s  - {name: out, type: discard}\n", outside, source),
+			want: []string{"config key execution.checkpointing.savepoint-dir", outside}},
+		{name: "restore path", restore: filepath.Join(outside, "savepoint-x"),
+			spec: fmt.Sprintf("name: j\nconfig:\n  execution.checkpointing.interval: 1 s\noperators:\n%s  - {name: out, type: discard}\n", source),
+			want: []string{"restore path (-s)", filepath.Join(outside, "savepoint-x")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(tc.spec), RestorePath: tc.restore})
+			checkRefused(t, "Submit", err, codes.PermissionDenied, append(tc.want, "path not allowed", "io.allowed-paths ["+allowed+"]")...)
+			if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+				t.Errorf("List() after a refused submission = %v, %v; want no jobs", jobs, err)
+			}
+		})
+	}
+	if entries, err := os.ReadDir(outside); err != nil || len(entries) != 1 {
+		t.Errorf("the refused jobs wrote into %s: %v, %v; want ca.pem alone", outside, entries, err)
+	}
+
+	// Inside the allowed directory the same job runs; its savepoints stay confined too.
+	id := submit(t, ctx, cl, fmt.Sprintf("name: ok\nconfig:\n  execution.checkpointing.interval: 1 h\n  execution.checkpointing.dir: %s/cp\noperators:\n"+
+		"  - {name: numbers, type: sequence, from: 1, rate: 100}\n  - {name: out, type: file, path: %s/in/../out}\n", allowed, allowed))
+	waitRunning(t, ctx, cl, id, 1)
+	_, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: outside})
+	checkRefused(t, "TriggerSavepoint(outside)", err, codes.PermissionDenied, "savepoint directory", outside, "io.allowed-paths")
+	err = cl.DisposeSavepoint(ctx, filepath.Join(outside, "savepoint-x"))
+	checkRefused(t, "DisposeSavepoint(outside)", err, codes.PermissionDenied, "savepoint path", outside, "io.allowed-paths")
+	sp, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: filepath.Join(allowed, "sp")})
+	if err != nil {
+		t.Fatalf("TriggerSavepoint(allowed) = %v", err)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+	if err := cl.DisposeSavepoint(ctx, sp.GetSavepointPath()); err != nil {
+		t.Errorf("DisposeSavepoint(allowed) = %v", err)
+	}
+}
+
+// TestSubmitRefusesASinkDirectoryInUse: a directory holds the output of one sink. A job whose
+// sink names the directory of another of its sinks, or of a sink of a job that has not ended
+// (however the path is spelled), is refused: it would delete that sink's pending files as
+// lingering ones. Once the other job ended, the directory is free.
+func TestSubmitRefusesASinkDirectoryInUse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cl := confinedCluster(t, dir, minicluster.Options{Slots: 2})
+	spec := func(name string, paths ...string) string {
+		s := fmt.Sprintf("name: %s\nconfig:\n  execution.checkpointing.interval: 200ms\n  execution.checkpointing.dir: %s/cp\noperators:\n  - {name: numbers, type: sequence, from: 1, rate: 100}\n", name, dir)
+		for i, p := range paths {
+			s += fmt.Sprintf("  - {name: out%d, type: file, inputs: [numbers], path: %s}\n", i, p)
+		}
+		return s
+	}
+	_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec("twice", out, out+"/."))})
+	checkRefused(t, "Submit(two sinks, one directory)", err, codes.FailedPrecondition,
+		"sink directory in use", `operator "out1"`, `also the output of operator "out0"`)
+
+	first := submit(t, ctx, cl, spec("first", out))
+	waitRunning(t, ctx, cl, first, 1)
+	for _, p := range []string{out, filepath.Join(dir, "link", "out"), dir + "/cp/../out"} {
+		_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec("second", p))})
+		checkRefused(t, "Submit(second job, "+p+")", err, codes.FailedPrecondition,
+			"sink directory in use", `operator "out0"`, "of job "+first+" (first), which is RUNNING")
+	}
+	if err := cl.Cancel(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, first)
+	second := submit(t, ctx, cl, spec("second", out))
+	waitRunning(t, ctx, cl, second, 1)
+	if err := cl.Cancel(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, second)
 }

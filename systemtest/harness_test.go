@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/proccluster"
 
 	"go.uber.org/goleak"
@@ -87,7 +89,11 @@ func startCluster(t *testing.T, tms, slots int, jmArgs ...string) *cluster {
 func startClusterOf(t *testing.T, opts proccluster.Options) *cluster {
 	t.Helper()
 	opts.Bin, opts.Dir = binDir, t.TempDir()
-	opts.JobManagerArgs = append([]string{"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"}, opts.JobManagerArgs...)
+	// The tests' sink and checkpoint directories are other t.TempDir()s than the processes'
+	// working directory (Dir): allow the temporary directory they are all in.
+	allowed := []string{"-D", config.AllowedPaths + "=" + os.TempDir()}
+	opts.JobManagerArgs = append(append([]string{"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=2s"}, allowed...), opts.JobManagerArgs...)
+	opts.TaskManagerArgs = append(slices.Clone(allowed), opts.TaskManagerArgs...)
 	c, err := proccluster.Start(opts)
 	t.Cleanup(func() {
 		c.Stop()

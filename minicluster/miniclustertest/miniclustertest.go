@@ -6,11 +6,13 @@ package miniclustertest
 import (
 	"bytes"
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/minicluster"
 )
 
@@ -23,6 +25,7 @@ const readyTimeout = 30 * time.Second
 // the same DataDir.
 func StartT(t testing.TB, opts minicluster.Options) (*minicluster.Cluster, *client.Client) {
 	t.Helper()
+	opts.Settings = WithAllowedPaths(opts.Settings)
 	c, err := minicluster.Start(opts)
 	if err != nil {
 		t.Fatalf("start mini cluster: %v", err)
@@ -43,6 +46,23 @@ func StartT(t testing.TB, opts minicluster.Options) (*minicluster.Cluster, *clie
 		t.Fatal(err)
 	}
 	return c, cl
+}
+
+// WithAllowedPaths returns a copy of settings (nil: none) in which io.allowed-paths is set:
+// as in settings if it sets it, else to the temporary directory, where t.TempDir() puts the
+// tests' sink, checkpoint and savepoint directories, and the working directory. StartT
+// applies it; tests that start a cluster otherwise use it for theirs.
+func WithAllowedPaths(settings *config.Config) *config.Config {
+	s := config.New()
+	if settings != nil {
+		s = settings.Clone()
+	}
+	if !s.IsSet(config.AllowedPaths) {
+		if err := s.Set(config.AllowedPaths, os.TempDir()+config.ListSeparator+"."); err != nil {
+			panic(err) // two non-empty paths are a valid list
+		}
+	}
+	return s
 }
 
 // Buffer is a bytes.Buffer safe for concurrent use: a cluster's print sinks (Options.Stdout)

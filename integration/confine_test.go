@@ -200,3 +200,51 @@ func TestSubmitRefusesASinkDirectoryInUse(t *testing.T) {
 	}
 	watchEnd(t, ctx, cl, second)
 }
+
+// TestTaskManagerConfinesPathsItself: a TaskManager checks the paths of a task's job against
+// its own io.allowed-paths before it builds or opens any operator, whatever the JobManager
+// allowed: the TaskManager's setting is what counts on its machine. A refusal fails the job
+// (a restart would be refused again), naming the operator, the field and the TaskManager's
+// allowed directories, and nothing is written or read outside.
+func TestTaskManagerConfinesPathsItself(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tmAllowed, jmOnly := t.TempDir(), t.TempDir()
+	ca := filepath.Join(jmOnly, "ca.pem")
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmSettings := config.New()
+	if err := tmSettings.Set(config.AllowedPaths, tmAllowed); err != nil {
+		t.Fatal(err)
+	}
+	// The JobManager allows the whole temporary directory (StartT's default).
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagerSettings: tmSettings})
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{name: "file sink", spec: fmt.Sprintf("name: j\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 10}\n  - {name: out, type: file, path: %s/out}\n", jmOnly),
+			want: []string{`operator "out"`, "field path", filepath.Join(jmOnly, "out")}},
+		{name: "kafka CA file", spec: fmt.Sprintf("name: j\noperators:\n  - {name: in, type: kafka, brokers: [127.0.0.1:1], topic: t, properties: {security.protocol: SSL, ssl.ca.location: %s}}\n  - {name: out, type: discard}\n", ca),
+			want: []string{`operator "in"`, "field properties.ssl.ca.location", ca}},
+		{name: "checkpoint directory of the job", spec: fmt.Sprintf("name: j\nconfig:\n  execution.checkpointing.interval: 1 h\n  execution.checkpointing.dir: %s/cp\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 10}\n  - {name: out, type: discard}\n", jmOnly),
+			want: []string{"config key execution.checkpointing.dir", filepath.Join(jmOnly, "cp")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := submit(t, ctx, cl, tc.spec)
+			last := watchEnd(t, ctx, cl, id)
+			if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED || last.GetRestarts() != 0 {
+				t.Fatalf("job ended %v after %d restarts (%s), want FAILED without restarts", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+			}
+			for _, w := range append(tc.want, "path not allowed on this taskmanager", "io.allowed-paths ["+tmAllowed+"]") {
+				if !strings.Contains(last.GetFailureCause(), w) {
+					t.Errorf("failure cause %q does not say %q", last.GetFailureCause(), w)
+				}
+			}
+		})
+	}
+	if entries, err := os.ReadDir(jmOnly); err != nil || len(entries) != 1 {
+		t.Errorf("the refused tasks wrote into %s: %v, %v; want ca.pem alone", jmOnly, entries, err)
+	}
+}

@@ -34,6 +34,9 @@ type Options struct {
 	Slots        int // per TaskManager, default 1
 	// Settings is the cluster configuration (shared by the JobManager and TaskManagers).
 	Settings *config.Config
+	// TaskManagerSettings, when set, are merged over Settings for the TaskManagers alone: a
+	// TaskManager configured unlike its JobManager (a narrower io.allowed-paths).
+	TaskManagerSettings *config.Config
 	// DataDir holds the JobManager's Raft files; a temporary directory when empty.
 	DataDir string
 	Stdout  io.Writer // print sinks (default os.Stdout)
@@ -164,6 +167,9 @@ func (c *Cluster) Leader() int {
 // AddTaskManager starts one more TaskManager.
 func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 	settings := c.opts.Settings.Clone()
+	if c.opts.TaskManagerSettings != nil {
+		settings.Merge(c.opts.TaskManagerSettings)
+	}
 	if err := settings.Set(config.TaskSlots, fmt.Sprint(c.opts.Slots)); err != nil {
 		return nil, err
 	}

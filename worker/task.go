@@ -12,6 +12,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/expression"
+	"github.com/goflink/goflink/internal/confine"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -35,6 +36,7 @@ type taskEnv struct {
 	ack           func(*pb.AcknowledgeCheckpointRequest)
 	decline       func(*pb.DeclineCheckpointRequest)
 	operators     *operator.Registry
+	allowed       *confine.Dirs // io.allowed-paths
 	stdout        *lockedWriter
 	log           *slog.Logger
 	credits       int
@@ -312,6 +314,9 @@ type noOutput struct{ name string }
 func (n noOutput) Emit(record.Row) error { return fmt.Errorf("sink %q cannot emit records", n.name) }
 
 func (t *task) setup() error {
+	if err := t.checkPaths(); err != nil {
+		return err
+	}
 	g := t.req.GetJobGraph()
 	for i, e := range t.outEdges {
 		w, err := newRecordWriter(t.ctx, e, g.GetVertices()[e.GetTarget()], int(t.id.GetSubtask()), t.partitions[i], &t.out, &t.time.stamp)

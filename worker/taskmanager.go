@@ -28,6 +28,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka"
 	"github.com/goflink/goflink/connector/nexmark"
+	"github.com/goflink/goflink/internal/confine"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/internal/netaddr"
@@ -167,7 +168,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.env = &taskEnv{
 		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
 		ack: tm.sendAck, decline: tm.sendDecline,
-		operators: ops, stdout: &lockedWriter{w: stdout}, log: tm.log,
+		operators: ops, allowed: confine.FromSettings(settings, ""), stdout: &lockedWriter{w: stdout}, log: tm.log,
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
 	}

@@ -1,0 +1,45 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/operator"
+)
+
+// errPathNotAllowed is wrapped by a task's failure when a path its job names lies outside this
+// TaskManager's io.allowed-paths.
+var errPathNotAllowed = errors.New("path not allowed on this taskmanager")
+
+// checkPaths confines the local paths the task's job names before any operator of it is built
+// (the Kafka sink reads its files then) or opened: its operators' (operator.PathNamer) and
+// the checkpoint and savepoint directories the job's own configuration sets. The JobManager
+// checked them at submit against its own io.allowed-paths; this TaskManager's are what count
+// on its machine. A refusal is unrecoverable: a restart would be refused the same way.
+func (t *task) checkPaths() error {
+	var errs []error
+	jobCfg := t.req.GetJobGraph().GetJobConfig()
+	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
+		if v, ok := jobCfg[key]; ok {
+			if _, err := t.env.allowed.Check(v); err != nil {
+				errs = append(errs, &operator.UserError{Operator: t.vertex.GetName(), Unrecoverable: true,
+					Err: fmt.Errorf("%w: config key %s: %w", errPathNotAllowed, key, err)})
+			}
+		}
+	}
+	for _, op := range t.vertex.GetOperators() {
+		paths, err := t.env.operators.LocalPaths(op)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, lp := range paths {
+			if _, err := t.env.allowed.Check(lp.Path); err != nil {
+				errs = append(errs, &operator.UserError{Operator: op.GetName(), Unrecoverable: true,
+					Err: fmt.Errorf("%w: field %s: %w", errPathNotAllowed, lp.Field, err)})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

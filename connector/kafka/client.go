@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/internal/confine"
 )
 
 // clientOpts are the seed brokers and the client options of a role's properties (checked by
@@ -50,9 +50,9 @@ func securityOpts(c kafkaspec.Client) ([]kgo.Opt, error) {
 	if c.TLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.CA != "" {
-			pem, err := os.ReadFile(c.CA)
+			pem, err := readPEM("ssl.ca.location", c.CA)
 			if err != nil {
-				return nil, fmt.Errorf("property ssl.ca.location: %w", err)
+				return nil, err
 			}
 			cfg.RootCAs = x509.NewCertPool()
 			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
@@ -60,7 +60,15 @@ func securityOpts(c kafkaspec.Client) ([]kgo.Opt, error) {
 			}
 		}
 		if c.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			certPEM, err := readPEM("ssl.certificate.location", c.CertFile)
+			if err != nil {
+				return nil, err
+			}
+			keyPEM, err := readPEM("ssl.key.location", c.KeyFile)
+			if err != nil {
+				return nil, err
+			}
+			cert, err := tls.X509KeyPair(certPEM, keyPEM)
 			if err != nil {
 				return nil, fmt.Errorf("properties ssl.certificate.location and ssl.key.location: %w", err)
 			}
@@ -81,4 +89,15 @@ func securityOpts(c kafkaspec.Client) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// readPEM reads the PEM file a property names: a regular file of at most
+// confine.MaxCredentialFileBytes (the TaskManager has confined its path), so that /dev/zero, a
+// FIFO or a huge file fails the operator instead of hanging the task or exhausting memory.
+func readPEM(property, path string) ([]byte, error) {
+	b, err := confine.ReadFile(path, confine.MaxCredentialFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("property %s: %w", property, err)
+	}
+	return b, nil
 }

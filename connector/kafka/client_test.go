@@ -8,17 +8,20 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
+	"github.com/goflink/goflink/internal/confine"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/operator/operatortest"
 	"github.com/goflink/goflink/record"
@@ -146,5 +149,62 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 			t.Errorf("%s: Open = %v, want an error with %q", name, err, tc.want)
 		}
 		_ = k.Close()
+	}
+}
+
+// TestKafkaCredentialFilesAreBounded: the PEM files the properties name are read only when
+// they are regular files of at most confine.MaxCredentialFileBytes. A FIFO (which would block
+// the task forever), a directory or a huge file fails with an error naming the property. (Not
+// /dev/zero here: without the bound it would be read until memory runs out.)
+func TestKafkaCredentialFilesAreBounded(t *testing.T) {
+	pki := newTestPKI(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.pem")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A reader stuck in opening the FIFO (a build without the bound) is released at the end.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	huge := filepath.Join(dir, "huge.pem")
+	if err := os.WriteFile(huge, make([]byte, confine.MaxCredentialFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		property, path, want string
+	}{
+		{"ssl.ca.location", fifo, "is not a regular file (it is a FIFO)"},
+		{"ssl.ca.location", huge, fmt.Sprintf("has %d bytes, more than the limit of %d", confine.MaxCredentialFileBytes+1, confine.MaxCredentialFileBytes)},
+		{"ssl.ca.location", dir, "is not a regular file (it is a directory)"},
+		{"ssl.certificate.location", fifo, "is not a regular file (it is a FIFO)"},
+		{"ssl.key.location", huge, "more than the limit"},
+	} {
+		props := map[string]string{"security.protocol": "SSL", "ssl.ca.location": pki.caFile,
+			"ssl.certificate.location": pki.certFile, "ssl.key.location": pki.keyFile}
+		props[tc.property] = tc.path
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := clientOpts("source", []string{"127.0.0.1:1"}, props, false)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if want := "property " + tc.property + ": "; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s = %s: clientOpts() = %v, want an error with %q and %q", tc.property, tc.path, err, want, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close() // release the reader
+			}
+			<-done
+			t.Errorf("%s = %s: clientOpts() blocked reading the file", tc.property, tc.path)
+		}
+	}
+	if _, _, err := clientOpts("source", []string{"127.0.0.1:1"}, map[string]string{"security.protocol": "SSL", "ssl.ca.location": pki.caFile,
+		"ssl.certificate.location": pki.certFile, "ssl.key.location": pki.keyFile}, false); err != nil {
+		t.Errorf("clientOpts(regular PEM files) = %v", err)
 	}
 }

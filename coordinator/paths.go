@@ -3,11 +3,11 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/confine"
+	"github.com/goflink/goflink/internal/dirsync"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -37,7 +37,7 @@ func newJobPaths(dataDir string, settings *config.Config) (jobPaths, error) {
 	if err != nil {
 		return jobPaths{}, fmt.Errorf("jobmanager: default checkpoint directory: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
+	if err := dirsync.MkdirAll(abs, 0o700); err != nil {
 		return jobPaths{}, fmt.Errorf("jobmanager: default checkpoint directory: %w", err)
 	}
 	return jobPaths{defaultCheckpointDir: abs, allowed: confine.FromSettings(settings, abs)}, nil

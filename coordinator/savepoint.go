@@ -15,6 +15,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/failover"
+	"github.com/goflink/goflink/internal/dirsync"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
@@ -39,7 +40,7 @@ func (m *jobMaster) savepointRequest(r *pb.TriggerSavepointRequest) (*savepointR
 	if err != nil {
 		return nil, fmt.Errorf("savepoint of job %s: %w: %w", m.id, ErrInvalidArgument, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("savepoint of job %s: %w: cannot create the savepoint directory: %w", m.id, ErrInvalidArgument, err)
 	}
 	m.log.Info("triggering savepoint", "dir", dir, "stop", r.GetStop(), "drain", r.GetDrain())

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goflink/goflink/internal/dirsync"
 	"github.com/goflink/goflink/record"
 )
 
@@ -144,7 +145,8 @@ func (s *fileSink) pending(t *fileTxn) string { return filepath.Join(s.dir, "."+
 func (s *fileSink) final(t *fileTxn) string   { return filepath.Join(s.dir, t.Name+committedSuffix) }
 
 func (s *fileSink) Open(ctx *Context, out Output) error {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	// Durably: a committed file is durable only if the directory holding it is.
+	if err := dirsync.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	return s.TwoPhaseSink.Open(ctx, out)
@@ -347,15 +349,7 @@ func (s *fileSink) AbortLingering(referenced []*fileTxn) error {
 }
 
 // syncDir fsyncs a directory so renames in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	d.Close()
-	return err
-}
+func syncDir(dir string) error { return dirsync.Sync(dir) }
 
 var (
 	_ TwoPhaseCommitter[*fileTxn] = (*fileSink)(nil)

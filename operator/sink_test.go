@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/goflink/goflink/internal/dirsync"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
@@ -374,5 +376,33 @@ func TestFileSinkDecodeRejectsBadNames(t *testing.T) {
 	}
 	if txn, err := s.Decode([]byte(`{"name":"part-3-0001-00000002","size":5,"prepared":true}`)); err != nil || txn.Name != "part-3-0001-00000002" || txn.Size != 5 || !txn.Prepared {
 		t.Errorf("Decode of a valid transaction = %+v, %v", txn, err)
+	}
+}
+
+// TestFileSinkDirectoryIsDurable: the sink creates its directory (and missing parents) with
+// the parent of each fsynced, so committed files cannot vanish with their directory's entry in
+// a crash; renames in the directory are fsynced too.
+func TestFileSinkDirectoryIsDurable(t *testing.T) {
+	var mu sync.Mutex
+	var synced []string
+	t.Cleanup(dirsync.SetSyncHook(func(dir string) { mu.Lock(); synced = append(synced, dir); mu.Unlock() }))
+	base := t.TempDir()
+	dir := filepath.Join(base, "nested", "out")
+	op, _ := build(t, fileSinkOp(dir), &Context{OperatorName: "file", Parallelism: 1})
+	if err := op.Process(kv("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.EndInput(); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range []string{base, filepath.Join(base, "nested"), dir} {
+		if !slices.Contains(synced, d) {
+			t.Errorf("%s was not fsynced after an entry was created in it; fsynced: %q", d, synced)
+		}
 	}
 }

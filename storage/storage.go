@@ -31,6 +31,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goflink/goflink/internal/dirsync"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -89,7 +90,9 @@ func createFile(root, sub, name string) (*FileWriter, error) {
 		return nil, fmt.Errorf("storage: invalid state file name %q", name)
 	}
 	dir := filepath.Join(root, sub)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The job's and the checkpoint's directories are durable before anything is written in
+	// them; the state files' own entries are made durable with _metadata (writeMetadata).
+	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -250,7 +253,7 @@ func writeMetadata(dir string, md *pb.CheckpointMetadata) error {
 		return fmt.Errorf("marshal metadata: %w", err)
 	}
 	b = binary.BigEndian.AppendUint32(b, Checksum(b))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+MetadataFile+"-*.tmp")
@@ -366,14 +369,8 @@ func Discard(jobDir string, id int64) error {
 
 // syncDir fsyncs a directory so the entries created or renamed in it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := dirsync.Sync(dir); err != nil {
 		return fmt.Errorf("storage: %w", err)
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("storage: fsync %s: %w", dir, err)
 	}
 	return nil
 }

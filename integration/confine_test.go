@@ -248,3 +248,64 @@ func TestTaskManagerConfinesPathsItself(t *testing.T) {
 		t.Errorf("the refused tasks wrote into %s: %v, %v; want ca.pem alone", jmOnly, entries, err)
 	}
 }
+
+// TestSinkDirectoryHeldAcrossClusters: the JobManager's check at submit knows its own jobs
+// only; a job of another cluster (or one that slipped past the check) pointed at the
+// directory of a running job's file sink is refused by its TaskManager before its sink
+// deletes anything — the running job's pending files would be deleted as lingering ones —
+// and the running job goes on unharmed.
+func TestSinkDirectoryHeldAcrossClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out")
+	_, first := miniclustertest.StartT(t, minicluster.Options{})
+	_, second := miniclustertest.StartT(t, minicluster.Options{})
+	spec := func(name, extra string) string {
+		return fmt.Sprintf("name: %s\nconfig:\n  execution.checkpointing.interval: 100ms\n%soperators:\n"+
+			"  - {name: numbers, type: sequence, from: 1, rate: 200}\n  - {name: out, type: file, path: %s}\n", name, extra, out)
+	}
+	running := submit(t, ctx, first, spec("running", ""))
+	waitRunning(t, ctx, first, running, 1)
+	if _, err := first.TriggerCheckpoint(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+
+	intruder := submit(t, ctx, second, spec("intruder", "  restart-strategy.type: none\n"))
+	last := watchEnd(t, ctx, second, intruder)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED {
+		t.Fatalf("job of the other cluster ended %v (%s), want FAILED: its sink must not write into a running job's directory", last.GetStatus(), last.GetFailureCause())
+	}
+	for _, w := range []string{"file sink", "directory in use", out, `operator "out" of job ` + running + ", which is running"} {
+		if !strings.Contains(last.GetFailureCause(), w) {
+			t.Errorf("failure cause %q does not say %q", last.GetFailureCause(), w)
+		}
+	}
+
+	// The running job lost nothing: its next checkpoints complete, it never restarted, and
+	// what it committed is 1, 2, … each once.
+	for range 2 {
+		if _, err := first.TriggerCheckpoint(ctx, running); err != nil {
+			t.Fatalf("checkpoint of the running job after the intrusion: %v", err)
+		}
+	}
+	d, err := first.Job(ctx, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING || d.GetRestarts() != 0 {
+		t.Errorf("running job is %v after %d restarts (%s), want RUNNING without restarts", d.GetStatus(), d.GetRestarts(), d.GetFailureCause())
+	}
+	if err := first.Cancel(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, first, running)
+	values := committedValues(t, out)
+	for v := int64(1); v <= int64(len(values)); v++ {
+		if values[v] != 1 {
+			t.Fatalf("committed output holds %d %d times, want once (values 1..%d each once): %v", v, values[v], len(values), values)
+		}
+	}
+	if len(values) == 0 {
+		t.Errorf("the running job committed nothing")
+	}
+}

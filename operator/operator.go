@@ -49,6 +49,9 @@ type Source interface {
 type Context struct {
 	JobID        string
 	OperatorName string
+	// OperatorUID identifies the operator's state in snapshots: its uid, by default its name
+	// ("" reads as OperatorName).
+	OperatorUID string
 	Subtask      int
 	Parallelism  int
 	// MaxParallelism is the vertex's max parallelism (its number of key groups): the most

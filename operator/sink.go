@@ -2,6 +2,7 @@ package operator
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goflink/goflink/internal/dirowner"
 	"github.com/goflink/goflink/internal/dirsync"
 	"github.com/goflink/goflink/record"
 )
@@ -110,12 +112,16 @@ func planFile(p *Planner) (fileConfig, *Shape) {
 //
 // The directory belongs to one file sink of one job: on start and on restore, a subtask
 // deletes the hidden files of its subtask index (modulo the parallelism) that the restored
-// state does not reference. Without checkpointing, output appears only when a bounded job
-// finishes.
+// state does not reference. So each subtask holds the directory (dirowner) from Open to
+// Close, and one of another sink, or of another job while an instance of this one runs
+// anywhere, is refused before it deletes anything; a job restored from this one's savepoint
+// takes the directory over once this one has ended. Without checkpointing, output appears
+// only when a bounded job finishes.
 type fileSink struct {
 	TwoPhaseSink[*fileTxn]
 	schema *record.Schema
 	dir    string
+	claim  *dirowner.Claim // the directory, held from Open to Close
 	seq    int // next transaction number to try
 	buf    []byte
 }
@@ -149,7 +155,24 @@ func (s *fileSink) Open(ctx *Context, out Output) error {
 	if err := dirsync.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
+	// Before recovery, which deletes the hidden files it does not know as lingering ones:
+	// they may be another running sink's pending transactions.
+	claim, err := dirowner.Acquire(s.dir, dirowner.Owner{Job: ctx.JobID, Operator: cmp.Or(ctx.OperatorUID, ctx.OperatorName)})
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	s.claim = claim
 	return s.TwoPhaseSink.Open(ctx, out)
+}
+
+// Close aborts the open transaction and gives up the directory.
+func (s *fileSink) Close() error {
+	err := s.TwoPhaseSink.Close()
+	if rerr := s.claim.Release(); err == nil && rerr != nil {
+		err = fmt.Errorf("file sink: %w", rerr)
+	}
+	s.claim = nil
+	return err
 }
 
 // BeginTransaction starts a transaction; its file is created with the first record.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/goflink/goflink/internal/dirowner"
 	"github.com/goflink/goflink/internal/dirsync"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -18,7 +19,8 @@ func fileSinkOp(dir string) *pb.Operator {
 	return &pb.Operator{Name: "file", InputSchema: kvSchema.Proto(), Type: "file", Config: cfg(fileConfig{Path: dir})}
 }
 
-// dirNames lists a directory: visible (committed) and hidden file names, sorted.
+// dirNames lists a directory: visible (committed) and hidden file names, sorted, without the
+// files that record the directory's owner.
 func dirNames(t *testing.T, dir string) (visible, hidden []string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -26,6 +28,9 @@ func dirNames(t *testing.T, dir string) (visible, hidden []string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
+		if e.Name() == dirowner.OwnerFile || e.Name() == dirowner.LockFile {
+			continue
+		}
 		if strings.HasPrefix(e.Name(), ".") {
 			hidden = append(hidden, e.Name())
 		} else {

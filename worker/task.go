@@ -364,7 +364,7 @@ func (t *task) setup() error {
 	for i := len(built) - 1; i >= 0; i-- {
 		spec := opSpecs[i]
 		octx := &operator.Context{
-			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), Subtask: int(t.id.GetSubtask()),
+			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), OperatorUID: t.chain[i].uid, Subtask: int(t.id.GetSubtask()),
 			Parallelism: int(t.vertex.GetParallelism()), MaxParallelism: int(t.vertex.GetMaxParallelism()), Attempt: int(t.id.GetAttempt()),
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
 			Checkpointing: t.checkpointing(),

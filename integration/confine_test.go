@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -307,5 +309,62 @@ func TestSinkDirectoryHeldAcrossClusters(t *testing.T) {
 	}
 	if len(values) == 0 {
 		t.Errorf("the running job committed nothing")
+	}
+}
+
+// TestTaskManagerScratchFilesInDataDir: a TaskManager keeps its tasks' working files (the
+// bbolt backend's database) in its data dir, not in the shared temporary directory; a task's
+// are removed when it ends, the process's when it closes, and those a process that died left
+// behind when the next one starts on the data dir.
+func TestTaskManagerScratchFilesInDataDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	dataDir := t.TempDir()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the processes' temporary files would go
+	scratch := filepath.Join(dataDir, "taskmanager-0", "scratch")
+	leftover := filepath.Join(scratch, "0123456789abcdef", "task-1")
+	if err := os.MkdirAll(leftover, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(leftover, "goflink-state-1.db"), []byte("left by a killed taskmanager"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, cl := miniclustertest.StartT(t, minicluster.Options{DataDir: dataDir})
+	if _, err := os.Stat(filepath.Dir(leftover)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("scratch files of a dead taskmanager are still there after a start: %v", err)
+	}
+	id := submit(t, ctx, cl, `name: bbolt-scratch
+config:
+  state.backend.type: bbolt
+operators:
+  - {name: numbers, type: sequence, from: 1, rate: 100}
+  - {name: by, type: key-by, key: "value % 3"}
+  - {name: counts, type: count}
+  - {name: out, type: discard}
+`)
+	waitRunning(t, ctx, cl, id, 2)
+	dbs, err := filepath.Glob(filepath.Join(scratch, "*", "task-*", "goflink-state-*.db"))
+	if err != nil || len(dbs) != 1 {
+		t.Errorf("bbolt files in the taskmanager's data dir: %q, %v; want one", dbs, err)
+	}
+	if inTmp, _ := filepath.Glob(filepath.Join(tmp, "goflink-state-*.db")); len(inTmp) != 0 {
+		t.Errorf("bbolt files in the temporary directory: %q", inTmp)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+	poll.Until(t, 10*time.Second, "the ended task's scratch dir to be removed", func() error {
+		if left, _ := filepath.Glob(filepath.Join(scratch, "*", "task-*")); len(left) != 0 {
+			return fmt.Errorf("left: %q", left)
+		}
+		return nil
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(scratch); err != nil || len(left) != 0 {
+		t.Errorf("scratch dir after the taskmanager closed: %v, %v; want it empty", left, err)
 	}
 }

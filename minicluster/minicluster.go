@@ -37,7 +37,9 @@ type Options struct {
 	// TaskManagerSettings, when set, are merged over Settings for the TaskManagers alone: a
 	// TaskManager configured unlike its JobManager (a narrower io.allowed-paths).
 	TaskManagerSettings *config.Config
-	// DataDir holds the JobManager's Raft files; a temporary directory when empty.
+	// DataDir holds the JobManagers' Raft files (in jobmanager/, or jm-<i>/ for a group) and
+	// the TaskManagers' local files (taskmanager-<i>/, i counting from 0 in start order); a
+	// temporary directory when empty.
 	DataDir string
 	Stdout  io.Writer // print sinks (default os.Stdout)
 	Logger  *slog.Logger
@@ -175,6 +177,7 @@ func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 	}
 	tm, err := worker.Start(worker.Config{
 		Addr: "127.0.0.1:0", JobManagers: c.jmAddrs(), Settings: settings,
+		DataDir:   filepath.Join(c.dataDir, fmt.Sprintf("taskmanager-%d", len(c.TMs))),
 		Operators: c.opts.Operators, Stdout: c.opts.Stdout, Logger: c.opts.Logger,
 	})
 	if err != nil {

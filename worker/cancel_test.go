@@ -60,8 +60,8 @@ func newTaskRecorder() *taskRecorder {
 }
 
 // testEnv is a task environment that records into rec, with local address self.
-func testEnv(rec *taskRecorder, self string) *taskEnv {
-	return &taskEnv{
+func testEnv(t *testing.T, rec *taskRecorder, self string) *taskEnv {
+	return &taskEnv{scratch: testScratch(t),
 		selfAddr: self, partitions: newPartitionRegistry(), operators: operator.MustRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
 		log: slog.New(slog.NewTextHandler(rec, nil)), credits: 2, queueCapacity: 2, partTimeout: 5 * time.Second,
 		report: rec.report,
@@ -90,7 +90,7 @@ func TestTaskCanceledWhenItsTaskManagerStops(t *testing.T) {
 	rec := newTaskRecorder()
 	tmCtx, stopTM := context.WithCancel(context.Background())
 	defer stopTM()
-	tk, err := newTask(tmCtx, testEnv(rec, "tm"), &pb.SubmitTaskRequest{RegistrationId: "r", JobGraph: g, Execution: &pb.ExecutionAttemptID{JobId: "j"}})
+	tk, err := newTask(tmCtx, testEnv(t, rec, "tm"), &pb.SubmitTaskRequest{RegistrationId: "r", JobGraph: g, Execution: &pb.ExecutionAttemptID{JobId: "j"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ operators:
 	for _, remote := range []bool{false, true} {
 		t.Run(fmt.Sprintf("remote=%v", remote), func(t *testing.T) {
 			rec := newTaskRecorder()
-			prodEnv := testEnv(rec, "this-tm")
+			prodEnv := testEnv(t, rec, "this-tm")
 			consEnv, prodAddr := prodEnv, prodEnv.selfAddr
 			if remote {
 				lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,7 +145,7 @@ operators:
 					t.Fatal(err)
 				}
 				defer conn.Close()
-				consEnv = testEnv(rec, "other-tm")
+				consEnv = testEnv(t, rec, "other-tm")
 				consEnv.dataClient = func(string) (pb.DataExchangeServiceClient, error) { return pb.NewDataExchangeServiceClient(conn), nil }
 			}
 			ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"time"
 
@@ -102,8 +101,13 @@ func (t *task) initState(keyType keyInfo) error {
 	}
 	maxP := int(t.vertex.GetMaxParallelism())
 	kr := state.RangeForOperator(int(t.id.GetSubtask()), maxP, int(t.vertex.GetParallelism()))
+	dir, err := t.env.scratch.taskDir()
+	if err != nil {
+		return err
+	}
+	t.closers = append(t.closers, closer{"scratch dir", dir}) // closed after the backend
 	kb, err := state.NewKeyedBackend(state.KeyedBackendOptions{
-		Kind: t.jobCfg.String(config.StateBackend), KeyType: keyType.typ, MaxParallelism: maxP, Range: kr, Dir: os.TempDir(),
+		Kind: t.jobCfg.String(config.StateBackend), KeyType: keyType.typ, MaxParallelism: maxP, Range: kr, Dir: string(dir),
 	})
 	if err != nil {
 		return fmt.Errorf("keyed state backend: %w", err)

@@ -52,7 +52,7 @@ operators:
 			}
 			var mu sync.Mutex
 			var reports []*pb.UpdateTaskExecutionStateRequest
-			env := &taskEnv{
+			env := &taskEnv{scratch: testScratch(t),
 				partitions: newPartitionRegistry(), operators: operator.MustRegistry(), stdout: &lockedWriter{w: io.Discard}, now: time.Now,
 				log: slog.New(slog.NewTextHandler(io.Discard, nil)), credits: 2, queueCapacity: 2, partTimeout: time.Second,
 				report: func(r *pb.UpdateTaskExecutionStateRequest) {

@@ -37,6 +37,7 @@ type taskEnv struct {
 	decline       func(*pb.DeclineCheckpointRequest)
 	operators     *operator.Registry
 	allowed       *confine.Dirs // io.allowed-paths
+	scratch       *scratch      // the TaskManager's working files
 	stdout        *lockedWriter
 	log           *slog.Logger
 	credits       int

@@ -48,7 +48,9 @@ type Config struct {
 	// leader among them: it tries them in turn and follows the leader address that a JobManager
 	// which does not lead names, also to a JobManager that is not listed.
 	JobManagers []string
-	// DataDir holds the TaskManager's local files.
+	// DataDir holds the TaskManager's local files: in scratch/ the working files of its tasks
+	// (the bbolt state backend's), removed when the task ends, and at the next start when the
+	// process died. Empty: a temporary directory, removed by Close.
 	DataDir string
 	// Settings is the process configuration (slots, network buffers); nil means defaults.
 	Settings *config.Config
@@ -91,9 +93,10 @@ type TaskManager struct {
 	sec      *security.Security
 	log      *slog.Logger
 
-	srv    *grpc.Server
-	health *health.Server
-	env    *taskEnv
+	srv     *grpc.Server
+	health  *health.Server
+	env     *taskEnv
+	scratch *scratch
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -157,9 +160,15 @@ func Start(cfg Config) (*TaskManager, error) {
 	id := cmp.Or(cfg.ID, "tm-"+addr)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	instance := hex.EncodeToString(b[:])
+	scr, err := openScratch(cfg.DataDir, instance, log.With("tm_id", id))
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tm := &TaskManager{
-		cfg: cfg, id: id, instance: hex.EncodeToString(b[:]), addr: addr, slots: settings.Int(config.TaskSlots),
+		cfg: cfg, id: id, instance: instance, addr: addr, slots: settings.Int(config.TaskSlots), scratch: scr,
 		log: log.With("tm_id", id), ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
 		reportCh: make(chan struct{}, 1), sec: sec,
@@ -168,7 +177,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.env = &taskEnv{
 		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
 		ack: tm.sendAck, decline: tm.sendDecline,
-		operators: ops, allowed: confine.FromSettings(settings, ""), stdout: &lockedWriter{w: stdout}, log: tm.log,
+		operators: ops, allowed: confine.FromSettings(settings, ""), scratch: scr, stdout: &lockedWriter{w: stdout}, log: tm.log,
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
 	}
@@ -247,6 +256,9 @@ func (tm *TaskManager) Close() error {
 		c.Close()
 	}
 	tm.conns = map[string]*grpc.ClientConn{}
+	if err := tm.scratch.close(); err != nil {
+		return fmt.Errorf("taskmanager: remove scratch files: %w", err)
+	}
 	return nil
 }
 

@@ -41,7 +41,7 @@ func main() {
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to listen on and advertise")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default tm-<advertised address>)")
 	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")
-	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files")
+	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files: the tasks' working files (bbolt state) in scratch/, removed when a task ends")
 	cmd.AddCommand(process.HealthCommand("127.0.0.1:6122", "TaskManager"))
 	process.Execute(cmd)
 }

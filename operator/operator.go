@@ -52,8 +52,8 @@ type Context struct {
 	// OperatorUID identifies the operator's state in snapshots: its uid, by default its name
 	// ("" reads as OperatorName).
 	OperatorUID string
-	Subtask      int
-	Parallelism  int
+	Subtask     int
+	Parallelism int
 	// MaxParallelism is the vertex's max parallelism (its number of key groups): the most
 	// subtasks it can ever be rescaled to.
 	MaxParallelism int

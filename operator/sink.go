@@ -122,7 +122,7 @@ type fileSink struct {
 	schema *record.Schema
 	dir    string
 	claim  *dirowner.Claim // the directory, held from Open to Close
-	seq    int // next transaction number to try
+	seq    int             // next transaction number to try
 	buf    []byte
 }
 

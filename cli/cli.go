@@ -650,6 +650,15 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	if f.slotsGiven && (f.slots < 1 || f.slots > config.MaxTaskSlots) {
 		return nil, usageErr("--slots must be between 1 and %d, got %d", config.MaxTaskSlots, f.slots)
 	}
+	// io.allowed-paths configures processes, and no job may set it; the embedded cluster runs
+	// in this process for the user who runs flinkctl, so -D sets it for that cluster.
+	settings := config.New()
+	if v, ok := req.GetConfig()[config.AllowedPaths]; ok {
+		if err := settings.Set(config.AllowedPaths, v); err != nil {
+			return nil, usageErr("-D %v", err)
+		}
+		delete(req.Config, config.AllowedPaths)
+	}
 	graph, err := job.Build(job.Request{Spec: req.GetSpec(), SpecName: req.GetSpecName(), Overrides: req.GetConfig(), Parallelism: int(req.GetParallelism())}, job.Env{Operators: operator.MustRegistry(coordinator.ConnectorTypes...)})
 	if err != nil {
 		return nil, err
@@ -684,7 +693,7 @@ func startLocal(ctx context.Context, g *globals, f *runFlags, req *pb.SubmitJobR
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cluster, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: f.taskmanagers, Slots: slots, Stdout: sinks, Logger: logger})
+	cluster, err := minicluster.StartReady(wctx, minicluster.Options{TaskManagers: f.taskmanagers, Slots: slots, Settings: settings, Stdout: sinks, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("start local cluster: %w", err)
 	}

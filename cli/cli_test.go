@@ -328,3 +328,25 @@ func TestRunLocalLogLevel(t *testing.T) {
 		t.Errorf("run --local -v = exit %d, stderr:\n%s\nwant the cluster's INFO and WARN logs", code, stderr)
 	}
 }
+
+// run --local confines the job's paths like any cluster (the working directory by default),
+// and takes -D io.allowed-paths for its embedded cluster: the process key no job may set.
+func TestRunLocalAllowedPaths(t *testing.T) {
+	dir := t.TempDir() // not under the working directory
+	out := filepath.Join(dir, "out")
+	spec := writeSpec(t, "file.yaml", fmt.Sprintf("name: to-file\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 5}\n  - {name: out, type: file, path: %s}\n", out))
+	code, _, stderr := execute(t, "run", "--local", spec)
+	if code != ExitFailure || !strings.Contains(stderr, "path not allowed") || !strings.Contains(stderr, `operator "out" (line 4), field path`) {
+		t.Errorf("run --local (sink outside the working directory) = exit %d, stderr:\n%s\nwant exit %d and the path refused", code, stderr, ExitFailure)
+	}
+	code, stdout, stderr := execute(t, "run", "--local", "-D", "io.allowed-paths="+dir, spec)
+	if code != ExitOK {
+		t.Fatalf("run --local -D io.allowed-paths=%s = exit %d; stdout:\n%s\nstderr:\n%s", dir, code, stdout, stderr)
+	}
+	if files, err := filepath.Glob(filepath.Join(out, "part-*")); err != nil || len(files) == 0 {
+		t.Errorf("committed files in %s: %v, %v; want the job's output", out, files, err)
+	}
+	if code, _, stderr := execute(t, "run", "--local", "-D", "io.allowed-paths=/a;;/b", spec); code != ExitUsage || !strings.Contains(stderr, "io.allowed-paths") {
+		t.Errorf("run --local -D io.allowed-paths=/a;;/b = exit %d, stderr:\n%s\nwant a usage error naming the key", code, stderr)
+	}
+}

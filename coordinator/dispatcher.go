@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -42,9 +43,11 @@ type dispatcher struct {
 	historySize int
 	paths       jobPaths
 
-	// submitMu serializes submissions from the check that their sink directories are free
-	// to their record in Raft, so that two jobs cannot both take one directory.
+	// submitMu guards reserved: the sink directories of the submissions between the check
+	// that no job writes into them and their record in Raft, so that two submissions at once
+	// cannot both take one directory.
 	submitMu sync.Mutex
+	reserved map[string]string // resolved directory → the name of the job being submitted
 
 	mu      sync.Mutex
 	ctx     context.Context // the current leadership; nil while not leading
@@ -58,7 +61,7 @@ type dispatcher struct {
 
 func newDispatcher(node *raftNode, f *fsm, rm *resourceManager, log *slog.Logger, defaults *config.Config, ops *operator.Registry, paths jobPaths) *dispatcher {
 	return &dispatcher{node: node, fsm: f, rm: rm, log: log, defaults: defaults, operators: ops, paths: paths,
-		masters: map[string]*jobMaster{}, changed: make(chan struct{})}
+		masters: map[string]*jobMaster{}, reserved: map[string]string{}, changed: make(chan struct{})}
 }
 
 // leaderInfo names a leadership: the leading JobManager's Raft node ID and its term.
@@ -174,7 +177,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	}
 	id := randomHex(16)
 	cmd := &pb.RaftCommand{Op: &pb.RaftCommand_SubmitJob{SubmitJob: &pb.SubmitJobCommand{JobId: id, Graph: graph, Restore: restore}}}
-	if err := d.record(cmd, outputs); err != nil {
+	if err := d.record(cmd, graph.GetName(), outputs); err != nil {
 		return "", err
 	}
 	rec, ok := d.fsm.job(id)
@@ -188,16 +191,47 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	return id, nil
 }
 
-// record commits a job submission through Raft, once no job that has not ended writes into
-// its sinks' directories.
-func (d *dispatcher) record(cmd *pb.RaftCommand, outputs []outputDir) error {
+// record commits a job submission through Raft, once no job that has not ended, and no
+// other submission under way, writes into its sinks' directories. They stay reserved until
+// the job is in the replicated state (or its record failed).
+func (d *dispatcher) record(cmd *pb.RaftCommand, name string, outputs []outputDir) error {
+	if err := d.reserve(name, outputs); err != nil {
+		return err
+	}
+	defer func() {
+		d.submitMu.Lock()
+		for _, o := range outputs {
+			delete(d.reserved, o.dir)
+		}
+		d.submitMu.Unlock()
+	}()
+	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
+		return fmt.Errorf("record job: %w", err)
+	}
+	return nil
+}
+
+// reserve checks that no job that has not ended and no submission under way writes into
+// outputs, and reserves them.
+func (d *dispatcher) reserve(name string, outputs []outputDir) error {
 	d.submitMu.Lock()
 	defer d.submitMu.Unlock()
+	// Under submitMu: a submission that reserved before is in the list once it unreserved.
 	if err := d.paths.checkOutputsFree(outputs, d.fsm.list(), d.operators); err != nil {
 		return err
 	}
-	if _, err := d.node.apply(cmd, applyTimeout); err != nil {
-		return fmt.Errorf("record job: %w", err)
+	var errs []error
+	for _, o := range outputs {
+		if other, ok := d.reserved[o.dir]; ok {
+			errs = append(errs, fmt.Errorf("%w: operator %q (line %d), field %s: %s is the output of a sink of job %q, which is being submitted",
+				ErrOutputInUse, o.operator, o.line, o.field, o.dir, other))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, o := range outputs {
+		d.reserved[o.dir] = name
 	}
 	return nil
 }

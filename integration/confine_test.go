@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -366,5 +367,44 @@ operators:
 	}
 	if left, err := os.ReadDir(scratch); err != nil || len(left) != 0 {
 		t.Errorf("scratch dir after the taskmanager closed: %v, %v; want it empty", left, err)
+	}
+}
+
+// TestConcurrentSubmissionsOfOneSinkDirectory: of submissions at once whose sinks name one
+// directory, exactly one is accepted: each reserves its directories from the check until its
+// record is in Raft.
+func TestConcurrentSubmissionsOfOneSinkDirectory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out")
+	_, cl := miniclustertest.StartT(t, minicluster.Options{Slots: 8})
+	const n = 8
+	ids, errs := make(chan string, n), make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: fmt.Appendf(nil,
+				"name: j%d\noperators:\n  - {name: numbers, type: sequence, from: 1, rate: 10}\n  - {name: out, type: file, path: %s}\n", i, out)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids <- id
+		})
+	}
+	wg.Wait()
+	close(ids)
+	close(errs)
+	if len(ids) != 1 {
+		t.Errorf("%d of %d submissions naming one sink directory were accepted, want 1", len(ids), n)
+	}
+	for err := range errs {
+		checkRefused(t, "Submit", err, codes.FailedPrecondition, "sink directory in use")
+	}
+	for id := range ids {
+		if err := cl.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		watchEnd(t, ctx, cl, id)
 	}
 }

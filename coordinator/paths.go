@@ -68,8 +68,9 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 	var errs []error
 	var outputs []outputDir
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
-		if v, ok := g.GetJobConfig()[key]; ok {
-			if _, err := p.check("config key "+key, v); err != nil {
+		// The job's own setting, as resolveCheckpointDir made it absolute (tasks use that).
+		if _, ok := g.GetJobConfig()[key]; ok {
+			if _, err := p.check("config key "+key, g.GetConfig()[key]); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -19,10 +19,11 @@ var errPathNotAllowed = errors.New("path not allowed on this taskmanager")
 // on its machine. A refusal is unrecoverable: a restart would be refused the same way.
 func (t *task) checkPaths() error {
 	var errs []error
-	jobCfg := t.req.GetJobGraph().GetJobConfig()
+	g := t.req.GetJobGraph()
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
-		if v, ok := jobCfg[key]; ok {
-			if _, err := t.env.allowed.Check(v); err != nil {
+		// The job's own setting, as the JobManager made it absolute: the directory it uses.
+		if _, ok := g.GetJobConfig()[key]; ok {
+			if _, err := t.env.allowed.Check(g.GetConfig()[key]); err != nil {
 				errs = append(errs, &operator.UserError{Operator: t.vertex.GetName(), Unrecoverable: true,
 					Err: fmt.Errorf("%w: config key %s: %w", errPathNotAllowed, key, err)})
 			}

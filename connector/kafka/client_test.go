@@ -199,8 +199,8 @@ func TestKafkaCredentialFilesAreBounded(t *testing.T) {
 			if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 				f.Close() // release the reader
 			}
-			<-done
-			t.Errorf("%s = %s: clientOpts() blocked reading the file", tc.property, tc.path)
+			err := <-done
+			t.Errorf("%s = %s: clientOpts() blocked reading the file (released, it returned %v)", tc.property, tc.path, err)
 		}
 	}
 	if _, _, err := clientOpts("source", []string{"127.0.0.1:1"}, map[string]string{"security.protocol": "SSL", "ssl.ca.location": pki.caFile,

@@ -137,11 +137,11 @@ func Resolve(path string) (string, error) {
 		if prefix == vol {
 			prefix += string(filepath.Separator)
 		}
-		real, err := filepath.EvalSymlinks(prefix)
+		resolved, err := filepath.EvalSymlinks(prefix)
 		if err != nil {
 			continue // does not exist (or cannot be looked at): a shorter prefix
 		}
-		return filepath.Join(append([]string{real}, parts[n:]...)...), nil
+		return filepath.Join(append([]string{resolved}, parts[n:]...)...), nil
 	}
 	return filepath.Clean(path), nil
 }

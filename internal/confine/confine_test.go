@@ -81,13 +81,13 @@ func TestCheckRelative(t *testing.T) {
 	if err := os.Mkdir("out", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	real, err := filepath.EvalSymlinks(wd)
+	resolvedWD, err := filepath.EvalSymlinks(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := New(".")
-	if got, err := d.Check("out/odd-even"); err != nil || got != filepath.Join(real, "out", "odd-even") {
-		t.Errorf("Check(out/odd-even) = %q, %v; want it under the working directory %s", got, err, real)
+	if got, err := d.Check("out/odd-even"); err != nil || got != filepath.Join(resolvedWD, "out", "odd-even") {
+		t.Errorf("Check(out/odd-even) = %q, %v; want it under the working directory %s", got, err, resolvedWD)
 	}
 	if _, err := d.Check("../elsewhere"); !errors.Is(err, ErrOutside) {
 		t.Errorf("Check(../elsewhere) = %v, want ErrOutside", err)

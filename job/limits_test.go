@@ -98,3 +98,31 @@ func TestProblemsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A sliding window of more panes than window.MaxPanes is refused at its slide: each window is
+// computed from its panes, so a day sliding by a millisecond cost 86,400,000 steps a record.
+func TestWindowPanesBounded(t *testing.T) {
+	const spec = `name: w
+operators:
+  - {name: n, type: sequence, from: 1, to: 5, watermark: {timestamp: "value"}}
+  - {name: k, type: key-by, key: "value %% 2"}
+  - {name: w, type: window, size: %s, slide: %s, aggregates: {c: "count()"}}
+  - {name: o, type: print}
+`
+	for _, tc := range []struct{ size, slide, want string }{
+		{"1d", "1ms", `line 5: operators[2] "w".slide: cuts each window of 24h0m0s into 86400000 panes of 1ms (size / gcd(size, slide)); the limit is 1048576`},
+		{"7d", "1s", ""},
+		{"1048576ms", "1ms", ""},
+		{"1048577ms", "1ms", "into 1048577 panes of 1ms"},
+		{"3d", "7ms", "into 259200000 panes of 1ms"},
+		{"7d", "1ms", "into 604800000 panes of 1ms"},
+	} {
+		_, err := Build(Request{Spec: []byte(fmt.Sprintf(spec, tc.size, tc.slide))}, Env{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("size %s slide %s: %v", tc.size, tc.slide, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("size %s slide %s: Build = %v, want a problem containing %q", tc.size, tc.slide, err, tc.want)
+		}
+	}
+}

@@ -93,6 +93,7 @@ func planWindowJoin(p *Planner) (joinConfig, *Shape) {
 		if slide > size && size > 0 {
 			p.At("slide").Problemf("slide (%v) is larger than the size (%v)", ms(slide), ms(size))
 		}
+		checkPanes(p, size, slide)
 	}
 	if t, ok := p.Choice("time", "event", "event", "processing"); ok {
 		c.Processing = t == "processing"
@@ -310,7 +311,10 @@ func newWindowJoin(c joinConfig, _, _ *record.Schema) (any, error) {
 		return nil, err
 	}
 	j := &windowJoin{joinBase: base, sliding: window.Sliding{Size: c.Size, Slide: c.Slide, Offset: c.Offset}}
-	return j, j.sliding.Validate()
+	if err := j.sliding.Validate(); err != nil {
+		return nil, err
+	}
+	return j, j.sliding.CheckPanes()
 }
 
 func (j *windowJoin) ProcessInput(input int, row record.Row) error {

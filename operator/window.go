@@ -70,6 +70,7 @@ func planWindow(all bool) func(p *Planner) (windowConfig, *Shape) {
 		if hasSlide && hasSize && slide > size && size > 0 {
 			p.At("slide").Problemf("slide (%v) is larger than the size (%v)", ms(slide), ms(size))
 		}
+		checkPanes(p, size, slide)
 		if lateness < 0 {
 			p.At("allowed-lateness").Problemf("must not be negative, got %v", ms(lateness))
 		}
@@ -112,6 +113,15 @@ func windowDuration(p *Planner, key string, positive bool) (int64, bool) {
 		e.Problemf("must be a whole number of milliseconds, got %v", d)
 	}
 	return d.Milliseconds(), true
+}
+
+// checkPanes reports a sliding window of more than window.MaxPanes panes at its slide.
+func checkPanes(p *Planner, size, slide int64) {
+	sl := window.Sliding{Size: size, Slide: slide}
+	if sl.Validate() != nil || sl.CheckPanes() == nil {
+		return
+	}
+	p.At("slide").Problemf("cuts each window of %v into %d panes of %v (size / gcd(size, slide)); the limit is %d", ms(size), size/sl.Pane(), ms(sl.Pane()), window.MaxPanes)
 }
 
 // windowOffset reads the offset of tumbling and sliding windows in whole milliseconds. It may
@@ -235,6 +245,9 @@ func newWindowOp(c windowConfig, in, _ *record.Schema) (any, error) {
 	if c.Gap == 0 {
 		w.sliding = window.Sliding{Size: c.Size, Slide: c.Slide, Offset: c.Offset}
 		if err := w.sliding.Validate(); err != nil {
+			return nil, err
+		}
+		if err := w.sliding.CheckPanes(); err != nil {
 			return nil, err
 		}
 	} else if c.Gap < 0 {

@@ -59,6 +59,20 @@ func StartOf(ts, offset, size int64) int64 {
 // come near these bounds.
 type Sliding struct{ Size, Slide, Offset int64 }
 
+// MaxPanes bounds the panes of a window (Size / gcd(Size, Slide)) that the window operators
+// accept (CheckPanes): a window is computed from its panes, so a day's window sliding by a
+// millisecond would cost 86,400,000 steps for one record. A week sliding by a second is
+// 604,800 panes.
+const MaxPanes = 1 << 20
+
+// CheckPanes checks that a window of s has at most MaxPanes panes (s is valid).
+func (s Sliding) CheckPanes() error {
+	if n := s.Size / s.Pane(); n > MaxPanes {
+		return fmt.Errorf("slide %d ms cuts each window of %d ms into %d panes of %d ms; the limit is %d", s.Slide, s.Size, n, s.Pane(), MaxPanes)
+	}
+	return nil
+}
+
 // Validate checks that Size > 0, Slide > 0 and Slide <= Size. Errors name the field
 // ("size", "slide") as written in job specs.
 func (s Sliding) Validate() error {

@@ -6,4 +6,9 @@
 // expressions (fields, literals, arithmetic, comparisons, logic, ternaries, string
 // concatenation) run as native Go closures that allocate nothing; everything else runs on a
 // reused expr VM with identical semantics.
+//
+// Nothing an expression says can crash or hang its process: its text is bounded (MaxLength,
+// MaxNesting) before expr parses it, and each evaluation has a budget (budget.go) that the
+// builtins which allocate in proportion to an argument, string concatenation and loops charge
+// before they work (MaxBuiltBytes, MaxSteps), besides expr's own bound on ranges and arrays.
 package expression

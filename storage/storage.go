@@ -322,7 +322,7 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	seen := map[string]*pb.FileHandle{} // verified files by path
 	for _, st := range md.GetStates() {
 		k := st.GetKeyed()
 		h := k.GetFile()
@@ -335,10 +335,15 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 					ErrCorrupt, st.GetOperator(), st.GetSubtask(), off, h.GetPath(), h.GetSize())
 			}
 		}
-		if seen[h.GetPath()] {
+		// Subtasks of a chain share their file; every handle of it must say the same.
+		if prev := seen[h.GetPath()]; prev != nil {
+			if prev.GetSize() != h.GetSize() || prev.GetCrc32C() != h.GetCrc32C() {
+				return nil, fmt.Errorf("storage: %w: keyed state of %s subtask %d names %s with %d bytes and crc32c %08x, an earlier handle with %d bytes and crc32c %08x",
+					ErrCorrupt, st.GetOperator(), st.GetSubtask(), h.GetPath(), h.GetSize(), h.GetCrc32C(), prev.GetSize(), prev.GetCrc32C())
+			}
 			continue
 		}
-		seen[h.GetPath()] = true
+		seen[h.GetPath()] = h
 		if err := verifyFile(jobDir, h); err != nil {
 			return nil, err
 		}

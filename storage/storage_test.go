@@ -328,6 +328,29 @@ func TestVerifyDetectsBadOffsets(t *testing.T) {
 	wantCorrupt(t, err, "chk-3/sum-0")
 }
 
+// Chained operators share a state file; a second handle of it must agree with the first, which
+// alone is read.
+func TestVerifyDetectsDisagreeingHandles(t *testing.T) {
+	jobDir := t.TempDir()
+	md := sampleMetadata(t, jobDir, 3)
+	same := proto.CloneOf(md.States[0])
+	same.Operator = "chained"
+	md.States = append(md.States, same)
+	chk, err := WriteMetadata(jobDir, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(jobDir, chk); err != nil {
+		t.Fatalf("Verify with two equal handles of one file = %v", err)
+	}
+	same.Keyed.File.Size++
+	if _, err := WriteMetadata(jobDir, md); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Verify(jobDir, chk)
+	wantCorrupt(t, err, "chk-3/sum-0")
+}
+
 func TestDiscard(t *testing.T) {
 	base := t.TempDir()
 	jobDir := JobDir(base, "job")

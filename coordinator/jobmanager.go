@@ -99,10 +99,17 @@ func ParsePeers(s string) ([]Peer, error) {
 	return peers, nil
 }
 
-// DefaultConfig returns a Config with Flink's default ports.
+// Flink's default ports of a JobManager.
+const (
+	DefaultRPCPort  = 6123
+	DefaultRaftPort = 6124
+)
+
+// DefaultConfig returns a Config with Flink's default ports, on loopback (the jobmanager
+// command binds every interface only with internal TLS or when given an address).
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return Config{NodeID: "jm-" + host, RPCAddr: ":6123", RaftAddr: ":6124", DataDir: "data/jobmanager", Settings: config.New()}
+	return Config{NodeID: "jm-" + host, RPCAddr: "127.0.0.1:6123", RaftAddr: "127.0.0.1:6124", DataDir: "data/jobmanager", Settings: config.New()}
 }
 
 // Validate checks the configuration.
@@ -258,7 +265,11 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	if cfg.Settings.Bool(config.RPCReflection) {
 		reflection.Register(jm.srv)
 	}
-	warnInsecure(log, sec, lis.Addr())
+	raftBound := cfg.RaftAddr
+	if cfg.RaftListener != nil {
+		raftBound = cfg.RaftListener.Addr().String()
+	}
+	warnInsecure(log, sec, lis.Addr().String(), raftBound)
 
 	jm.wg.Go(jm.advertise)
 	jm.wg.Go(func() {
@@ -562,16 +573,19 @@ func rpcClass(method string) security.Class {
 	return security.Client
 }
 
-// warnInsecure says at start what the security settings leave open on a port that is not
+// warnInsecure says at start what the security settings leave open on the ports that are not
 // loopback only.
-func warnInsecure(log *slog.Logger, sec *security.Security, addr net.Addr) {
-	if netaddr.IsLoopback(addr) {
+func warnInsecure(log *slog.Logger, sec *security.Security, rpcAddr, raftAddr string) {
+	if !sec.InternalTLS() && !netaddr.IsLoopback(raftAddr) {
+		log.Warn("serving Raft without security.ssl.internal.enabled on a network address: anyone who reaches it can forge the JobManagers' replicated state", "addr", raftAddr)
+	}
+	if netaddr.IsLoopback(rpcAddr) {
 		return
 	}
 	if !sec.InternalTLS() {
-		log.Warn("serving without security.ssl.internal.enabled on a network address: cluster RPCs and Raft are neither encrypted nor authenticated", "addr", addr.String())
+		log.Warn("serving without security.ssl.internal.enabled on a network address: cluster RPCs are neither encrypted nor authenticated", "addr", rpcAddr)
 	}
 	if !sec.ClientAuthConfigured() {
-		log.Warn("serving clients without security.auth.token-file or client certificates on a network address: anyone who reaches it can submit and cancel jobs", "addr", addr.String())
+		log.Warn("serving clients without security.auth.token-file or client certificates on a network address: anyone who reaches it can submit and cancel jobs", "addr", rpcAddr)
 	}
 }

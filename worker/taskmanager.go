@@ -62,9 +62,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns a Config with Flink's default TaskManager port.
+// DefaultPort is Flink's default TaskManager port.
+const DefaultPort = 6122
+
+// DefaultConfig returns a Config with Flink's default TaskManager port, on loopback (the
+// taskmanager command binds every interface only with internal TLS or when given an address).
 func DefaultConfig() Config {
-	return Config{Addr: ":6122", JobManagers: []string{"localhost:6123"}, Settings: config.New()}
+	return Config{Addr: "127.0.0.1:6122", JobManagers: []string{"localhost:6123"}, Settings: config.New()}
 }
 
 // Validate checks the configuration.
@@ -184,7 +188,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	// Only cluster processes call a TaskManager: with internal TLS, a caller without the
 	// internal certificate fails the handshake.
 	tm.srv = grpc.NewServer(append(sec.InternalServerCreds(), grpc.MaxRecvMsgSize(maxRecordBytes+1<<20))...)
-	if !sec.InternalTLS() && !netaddr.IsLoopback(lis.Addr()) {
+	if !sec.InternalTLS() && !netaddr.IsLoopback(lis.Addr().String()) {
 		tm.log.Warn("serving without security.ssl.internal.enabled on a network address: anyone who reaches it can submit tasks and read their data", "addr", lis.Addr().String())
 	}
 	pb.RegisterTaskExecutorServiceServer(tm.srv, &executorServer{tm: tm})

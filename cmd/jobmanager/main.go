@@ -19,13 +19,15 @@ func main() {
 				return err
 			}
 			cfg.Settings, cfg.Logger = env.Settings, env.Logger
+			cfg.RPCAddr = process.ListenAddr(env.Settings, cfg.RPCAddr, coordinator.DefaultRPCPort)
+			cfg.RaftAddr = process.ListenAddr(env.Settings, cfg.RaftAddr, coordinator.DefaultRaftPort)
 			cfg.RPCListener, cfg.RaftListener = env.Sockets["rpc"], env.Sockets["raft"]
 			return coordinator.Run(ctx, cfg)
 		})
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "stable ID of this JobManager in the Raft group")
-	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "host:port for clients and TaskManagers")
-	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "host:port for Raft")
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", "", "host:port for clients and TaskManagers ("+process.ListenHelp(coordinator.DefaultRPCPort)+")")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", "", "host:port for Raft ("+process.ListenHelp(coordinator.DefaultRaftPort)+")")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
 	fs.StringVar(&peers, "peers", "", "the Raft group of JobManagers, this one included: id=raft-host:port,… (empty: a single JobManager)")
 	cmd.AddCommand(process.HealthCommand("127.0.0.1:6123", "JobManager"))

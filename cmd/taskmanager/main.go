@@ -33,12 +33,13 @@ func main() {
 				return fmt.Errorf("--jobmanager: %w", err)
 			}
 			cfg.Settings, cfg.Logger = env.Settings, env.Logger
+			cfg.Addr = process.ListenAddr(env.Settings, cfg.Addr, worker.DefaultPort)
 			return worker.Run(ctx, cfg)
 		})
 	fs := cmd.Flags()
 	fs.StringSliceVar(&jobmanagers, "jobmanager", cfg.JobManagers,
 		"JobManager RPC address(es), host:port; comma-separated or repeated. The TaskManager finds and follows the leader among them")
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to listen on and advertise")
+	fs.StringVar(&cfg.Addr, "addr", "", "host:port to listen on and advertise ("+process.ListenHelp(worker.DefaultPort)+")")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default tm-<advertised address>)")
 	fs.IntVar(&slots, "slots", 1, "task slots ("+config.TaskSlots+")")
 	fs.StringVar(&cfg.DataDir, "data-dir", "data/taskmanager", "directory for local files: the tasks' working files (bbolt state) in scratch/, removed when a task ends")

@@ -31,9 +31,10 @@ func Advertised(listen string, bound net.Addr) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// IsLoopback reports whether a bound address accepts loopback connections only.
-func IsLoopback(a net.Addr) bool {
-	host, _, err := net.SplitHostPort(a.String())
+// IsLoopback reports whether a bound address (host:port) accepts loopback connections only:
+// a loopback IP or localhost; an empty host, 0.0.0.0 or :: is every interface.
+func IsLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return false
 	}

@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/internal/security"
 )
 
@@ -123,6 +124,9 @@ func (f *Flags) ServeDebug(ctx context.Context, log *slog.Logger, lis net.Listen
 		}
 	}()
 	log.Info("serving pprof", "addr", lis.Addr().String())
+	if !netaddr.IsLoopback(lis.Addr().String()) {
+		log.Warn("serving pprof on a network address: it has no authentication, and a profile shows the process's memory", "addr", lis.Addr().String())
+	}
 	return nil
 }
 

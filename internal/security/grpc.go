@@ -276,11 +276,3 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 }
 
 func (tokenCreds) RequireTransportSecurity() bool { return false }
-
-// WarnInsecure logs what a process's settings leave open, once at start.
-func (s *Security) WarnInsecure(log interface{ Warn(string, ...any) }, what string, addr string) {
-	if !s.InternalTLS() {
-		log.Warn(what+" without security.ssl.internal.enabled: cluster RPCs, the data exchange and Raft are neither encrypted nor authenticated; anyone who reaches "+addr+" can act as a cluster process",
-			"addr", addr)
-	}
-}

@@ -7,6 +7,8 @@ IMAGE   ?= goflink:latest
 # docker compose (v2 plugin) or docker-compose (v1), whichever the machine has.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_RUN := $(COMPOSE) -p goflink -f deploy/docker-compose.yml
+# Where make up puts the compose cluster's CA, token and client certificate for flinkctl.
+CERTS_DIR := deploy/.certs
 
 .PHONY: help build test test-short run chaos fuzz bench proto proto-check lint tidy-check ci clean images up down logs e2e
 
@@ -86,9 +88,14 @@ images: ## static binaries (CGO_ENABLED=0) into FROM-scratch image $(IMAGE); not
 	docker build -q -t $(IMAGE) deploy/
 	@docker image ls $(IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 
-up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose (flinkctl -m localhost:6123: any one JobManager serves)
+up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose, mutual TLS and a token; copies the CA and token to deploy/.certs/ for flinkctl
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) up -d
-	@echo "cluster up: bin/flinkctl -m localhost:6123 cluster (any JobManager: 6123, 6133, 6143; all three to survive losing one)"
+	@set -e; id=$$(docker ps -aq --filter label=com.docker.compose.project=goflink --filter label=com.docker.compose.service=certs | head -n 1); \
+		test -n "$$id" || { echo "make up: no certs container" >&2; exit 1; }; \
+		mkdir -p -m 700 $(CERTS_DIR); \
+		for f in ca.pem token client.pem client-key.pem; do docker cp -q "$$id:/certs/$$f" $(CERTS_DIR)/$$f; done
+	@echo "cluster up, secured: bin/flinkctl -m localhost:6123 --ca $(CERTS_DIR)/ca.pem --token-file $(CERTS_DIR)/token cluster"
+	@echo "  (or export FLINKCTL_CA=$(CERTS_DIR)/ca.pem FLINKCTL_TOKEN=\$$(cat $(CERTS_DIR)/token); any JobManager: 6123, 6133, 6143; all three to survive losing one)"
 
 down: ## stop the compose cluster and remove its containers, network and volume
 	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,18 +44,21 @@ func certCmd(g *globals) *cobra.Command {
 	var dir string
 	var hosts []string
 	var validFor time.Duration
+	var ifMissing bool
 	cmd := &cobra.Command{
 		Use:   "cert",
 		Short: "Make a CA, a certificate for the cluster's processes, a client certificate and a token",
 		Long: "cert writes into --dir: ca.pem (and ca-key.pem), cluster.pem/cluster-key.pem (every JobManager and TaskManager: " +
 			"server and client certificate for --host), client.pem/client-key.pem (flinkctl --cert/--key) and token " +
-			"(security.auth.token-file, flinkctl --token-file), and prints the configuration that uses them.",
+			"(security.auth.token-file, flinkctl --token-file), and prints the configuration that uses them. " +
+			"It refuses to replace files that exist (a cluster's CA replaced by accident locks its processes out); " +
+			"with --if-missing a complete set already in --dir is kept and only the configuration printed.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if validFor <= 0 {
 				return usageErr("--valid-for must be positive, got %v", validFor)
 			}
-			gen, err := security.Generate(dir, hosts, validFor)
+			gen, err := generateCerts(dir, hosts, validFor, ifMissing)
 			if err != nil {
 				return err
 			}
@@ -74,5 +80,33 @@ security.auth.token-file: %s
 	cmd.Flags().StringVar(&dir, "dir", "certs", "directory to write into (created 0700)")
 	cmd.Flags().StringSliceVar(&hosts, "host", []string{"localhost", "127.0.0.1", "::1"}, "host names and IP addresses clients dial the JobManagers by (repeatable or comma-separated)")
 	cmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "validity of the certificates")
+	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "keep the files when --dir holds every one of them already (make up runs it on every start)")
 	return cmd
+}
+
+// generateCerts writes a new set into dir unless any of its files exists: with ifMissing a
+// complete set is kept, otherwise, or when the set is partial, it is an error naming a file.
+func generateCerts(dir string, hosts []string, validFor time.Duration, ifMissing bool) (security.Generated, error) {
+	files := security.GeneratedFiles(dir)
+	var exist, missing []string
+	for _, p := range files.Paths() {
+		switch _, err := os.Lstat(p); {
+		case err == nil:
+			exist = append(exist, p)
+		case errors.Is(err, fs.ErrNotExist):
+			missing = append(missing, p)
+		default:
+			return security.Generated{}, err
+		}
+	}
+	switch {
+	case len(exist) == 0:
+		return security.Generate(dir, hosts, validFor)
+	case ifMissing && len(missing) == 0:
+		return files, nil
+	case ifMissing:
+		return security.Generated{}, fmt.Errorf("%s holds %s but not %s: remove the partial set", dir, filepath.Base(exist[0]), filepath.Base(missing[0]))
+	default:
+		return security.Generated{}, fmt.Errorf("%s exists: flinkctl cert does not replace certificates (remove them first, or --if-missing to keep a complete set)", exist[0])
+	}
 }

@@ -349,6 +349,31 @@ func (e *e2e) up() {
 		e.t.Fatal(err)
 	}
 	e.logf("compose up -d: %.1fs (health-gated: TaskManagers start once every JobManager is healthy)", time.Since(at).Seconds())
+	e.secure()
+}
+
+// secure copies the CA and the token the compose service certs made out of its volume (as
+// make up does) and has every later flinkctl use them; first it checks that the published
+// port refuses flinkctl in plaintext and over TLS without the token.
+func (e *e2e) secure() {
+	id := e.docker("ps", "-aq", "--filter", projectLabel, "--filter", "label=com.docker.compose.service=certs")
+	dir := e.t.TempDir()
+	for _, f := range []string{"ca.pem", "token"} {
+		e.docker("cp", "-q", id+":/certs/"+f, filepath.Join(dir, f))
+	}
+	token, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if out, err := e.run(30*time.Second, e.flinkctl, "-m", singleAddr, "list"); err == nil {
+		e.t.Errorf("flinkctl in plaintext against the compose cluster succeeded: %s", out)
+	}
+	if out, err := e.run(30*time.Second, e.flinkctl, "-m", singleAddr, "--ca", filepath.Join(dir, "ca.pem"), "list"); err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
+		e.t.Errorf("flinkctl without the token = %v (%s), want Unauthenticated", err, out)
+	}
+	e.t.Setenv("FLINKCTL_CA", filepath.Join(dir, "ca.pem"))
+	e.t.Setenv("FLINKCTL_TOKEN", strings.TrimSpace(string(token)))
+	e.logf("secured: mutual TLS between the containers; flinkctl with the CA and token of the certs volume (plaintext and token-less refused)")
 }
 
 // down removes the compose project's containers, network and volume; once.

@@ -38,13 +38,7 @@ func Generate(dir string, hosts []string, validFor time.Duration) (Generated, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Generated{}, err
 	}
-	g := Generated{
-		CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem"),
-		Cluster: filepath.Join(dir, "cluster.pem"), ClusterKey: filepath.Join(dir, "cluster-key.pem"),
-		ClientCA: filepath.Join(dir, "client-ca.pem"), ClientCAKey: filepath.Join(dir, "client-ca-key.pem"),
-		Client: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
-		Token: filepath.Join(dir, "token"),
-	}
+	g := GeneratedFiles(dir)
 	now := time.Now()
 	makeCA := func(cn, certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -113,6 +107,22 @@ func Generate(dir string, hosts []string, validFor time.Duration) (Generated, er
 		return Generated{}, err
 	}
 	return g, nil
+}
+
+// GeneratedFiles names the files Generate writes into dir.
+func GeneratedFiles(dir string) Generated {
+	return Generated{
+		CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem"),
+		Cluster: filepath.Join(dir, "cluster.pem"), ClusterKey: filepath.Join(dir, "cluster-key.pem"),
+		ClientCA: filepath.Join(dir, "client-ca.pem"), ClientCAKey: filepath.Join(dir, "client-ca-key.pem"),
+		Client: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+		Token: filepath.Join(dir, "token"),
+	}
+}
+
+// Paths lists the files in the order Generate writes them.
+func (g Generated) Paths() []string {
+	return []string{g.CA, g.CAKey, g.ClientCA, g.ClientCAKey, g.Cluster, g.ClusterKey, g.Client, g.ClientKey, g.Token}
 }
 
 func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, key *ecdsa.PrivateKey) ([]byte, *x509.Certificate, error) {

@@ -261,7 +261,7 @@ func run(o options) error {
 
 // runOnTwo runs the sections that use a JobManager and 2 TaskManager processes with 1 slot each.
 func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 1, 2, 1)
+	c, err := startCluster(o.bin, 1, 2, 1, false)
 	if err != nil {
 		return err
 	}

@@ -103,6 +103,7 @@ type options struct {
 
 	tlsN           int64
 	tlsRuns        int
+	tlsCpJobs      int
 	tlsCpKeys      int
 	tlsInterval    time.Duration
 	tlsCheckpoints int
@@ -156,7 +157,8 @@ func main() {
 	flag.IntVar(&o.rescaleRate, "rescale-rate", 300_000, "rescale: records/s of the job's source")
 	flag.DurationVar(&o.rescaleInterval, "rescale-interval", time.Second, "rescale: checkpoint interval")
 	flag.Int64Var(&o.tlsN, "tls-n", 20_000_000, "tls: records per throughput run")
-	flag.IntVar(&o.tlsRuns, "tls-runs", 3, "tls: throughput runs and checkpoint-duration jobs per variant (interleaved; medians compared)")
+	flag.IntVar(&o.tlsRuns, "tls-runs", 5, "tls: throughput runs per variant (interleaved; medians compared)")
+	flag.IntVar(&o.tlsCpJobs, "tls-duration-jobs", 3, "tls: checkpoint-duration jobs per variant (interleaved)")
 	flag.IntVar(&o.tlsCpKeys, "tls-duration-keys", 10_000, "tls: distinct keys of the checkpoint-duration job")
 	flag.DurationVar(&o.tlsInterval, "tls-interval", 200*time.Millisecond, "tls: checkpoint interval of the checkpoint-duration job")
 	flag.IntVar(&o.tlsCheckpoints, "tls-checkpoints", 10, "tls: checkpoints to measure per checkpoint-duration job")
@@ -181,7 +183,7 @@ func (o *options) validate() error {
 		{"kafka-n", o.kafkaN}, {"kafka-runs", int64(o.kafkaRuns)},
 		{"nexmark-events", o.nexmarkEvents}, {"nexmark-event-rate", o.nexmarkEventRate}, {"nexmark-runs", int64(o.nexmarkRuns)},
 		{"sliding-n", o.slidingN}, {"sliding-keys", int64(o.slidingKeys)}, {"sliding-per-ms", int64(o.slidingPerMs)}, {"sliding-runs", int64(o.slidingRuns)},
-		{"tls-n", o.tlsN}, {"tls-runs", int64(o.tlsRuns)}, {"tls-duration-keys", int64(o.tlsCpKeys)}, {"tls-checkpoints", int64(o.tlsCheckpoints)},
+		{"tls-n", o.tlsN}, {"tls-runs", int64(o.tlsRuns)}, {"tls-duration-jobs", int64(o.tlsCpJobs)}, {"tls-duration-keys", int64(o.tlsCpKeys)}, {"tls-checkpoints", int64(o.tlsCheckpoints)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))

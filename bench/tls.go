@@ -79,9 +79,9 @@ func tlsSection(o options, v *verdicts) (err error) {
 	fmt.Printf("  TLS: ratio to the same round's plaintext run: median %.3f (each: %s)\n", median(paired), strings.Join(each, ", "))
 
 	fmt.Printf("\ncheckpoint duration: the duration section's job (sequence from 0, unbounded, %d records/s -> key-by value %% %d -> count -> discard,\n", o.cpdRate, o.tlsCpKeys)
-	fmt.Printf("parallelism 2), hashmap, EXACTLY_ONCE every %s, %d jobs per variant counting %d checkpoints each (those triggered after the\n", durText(o.tlsInterval), o.tlsRuns, o.tlsCheckpoints)
+	fmt.Printf("parallelism 2), hashmap, EXACTLY_ONCE every %s, %d jobs per variant counting %d checkpoints each (those triggered after the\n", durText(o.tlsInterval), o.tlsCpJobs, o.tlsCheckpoints)
 	fmt.Printf("state held all keys); duration_ms of flinkctl checkpoints, p50/p99 (nearest rank) over the checkpoints of all jobs\n\n")
-	err = interleaved(o.tlsRuns, len(variants), func(i int) (string, error) {
+	err = interleaved(o.tlsCpJobs, len(variants), func(i int) (string, error) {
 		vr := variants[i]
 		r, err := measureCheckpoints(vr.c, o, o.tlsCpKeys, "hashmap", o.tlsInterval, o.tlsCheckpoints, filepath.Join(vr.c.dir, "checkpoints"))
 		if err != nil {

@@ -67,9 +67,12 @@ func handleInterrupts() {
 
 // startCluster starts jms JobManagers jm1 … jm<jms> (more than one form a Raft group; the
 // TaskManagers are given every address) and TaskManagers tm-0 … tm-<tms-1> with slots slots
-// each, and waits until all TaskManagers registered with the leader. On error it prints the
-// end of the logs and leaves nothing behind.
-func startCluster(bin string, jms, tms, slots int) (*cluster, error) {
+// each, and waits until all TaskManagers registered with the leader. A secure cluster runs
+// mutual TLS on every connection between its processes and asks clients for its token
+// (proccluster.Options.Secure: certificates and token generated under its directory); the
+// cluster's flinkctl calls bring its CA and token. On error it prints the end of the logs and
+// leaves nothing behind.
+func startCluster(bin string, jms, tms, slots int, secure bool) (*cluster, error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -84,7 +87,7 @@ func startCluster(bin string, jms, tms, slots int) (*cluster, error) {
 	defer unregister()
 	quiet := []string{"--log-level", "warn"}
 	pc, err := proccluster.Start(proccluster.Options{Bin: abs, Dir: dir, JobManagers: jms, TaskManagers: tms, Slots: slots,
-		JobManagerArgs: quiet, TaskManagerArgs: quiet, Debug: true})
+		JobManagerArgs: quiet, TaskManagerArgs: quiet, Debug: true, Secure: secure})
 	c := &cluster{Cluster: pc, dir: dir}
 	if err != nil {
 		c.dumpLog()

@@ -65,7 +65,7 @@ var haRows = []row[haResult]{
 // to its first new committed output. One job runs through all rounds; the killed JobManager
 // is started again (same data directory and ports) after each round.
 func haRecovery(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, haJobManagers, haTaskManagers, haSlots)
+	c, err := startCluster(o.bin, haJobManagers, haTaskManagers, haSlots, false)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,10 @@
 //   - nexmark: the Nexmark queries of examples/nexmark (q0, q1, q2, q5, q7, q8) on the nexmark
 //     source, events/s and events per CPU second next to Flink 1.13's published figures;
 //   - sliding: sliding-window throughput at size/slide 1, 10 and 100;
+//   - tls: the throughput job on a cluster with mutual TLS between all its processes (and the
+//     token for the client) as a ratio to the same job on a plaintext cluster, and checkpoint
+//     duration p50/p99 on both, the two clusters running side by side and the variants
+//     interleaved;
 //   - rescale: a keyed count rescaled in place 2 → 4 → 2 (command to all tasks RUNNING at the
 //     new parallelism, and to the first committed output of the redeployed tasks) and then
 //     stopped with a savepoint, for 10 thousand and 1 million keys on each state backend;
@@ -96,29 +100,36 @@ type options struct {
 	rescaleKeys     []int
 	rescaleRate     int
 	rescaleInterval time.Duration
+
+	tlsN           int64
+	tlsRuns        int
+	tlsCpJobs      int
+	tlsCpKeys      int
+	tlsInterval    time.Duration
+	tlsCheckpoints int
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "recovery", "rescale", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "recovery", "rescale", "ha"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "directory with jobmanager, taskmanager and flinkctl")
 	flag.StringVar(&o.only, "only", "", "comma-separated sections to run (default all): "+strings.Join(sections, ","))
 	flag.Int64Var(&o.n, "n", 50_000_000, "throughput: records per run")
-	flag.IntVar(&o.keys, "keys", 1024, "throughput and overhead: distinct keys")
+	flag.IntVar(&o.keys, "keys", 1024, "throughput, overhead and tls: distinct keys of the throughput job")
 	flag.IntVar(&o.runs, "runs", 3, "throughput: engine runs (the median is reported)")
 	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
 	flag.IntVar(&o.ovhRuns, "overhead-runs", 5, "overhead: runs per variant (interleaved; medians are compared)")
 	flag.StringVar(&o.cpdKeys, "duration-keys", "1,10000,1000000", "duration: comma-separated key counts (1 shows the fixed cost of a checkpoint)")
-	flag.IntVar(&o.cpdRate, "duration-rate", 200_000, "duration: records/s of the rate-limited source")
+	flag.IntVar(&o.cpdRate, "duration-rate", 200_000, "duration and tls: records/s of the rate-limited source")
 	flag.IntVar(&o.cpdLargeFrom, "duration-large-from", 100_000, "duration: key counts from this on use the -duration-large-* settings")
 	flag.DurationVar(&o.cpdSmallInterval, "duration-interval", 200*time.Millisecond, "duration: checkpoint interval for small key counts")
 	flag.IntVar(&o.cpdSmallCount, "duration-checkpoints", 30, "duration: checkpoints to measure for small key counts")
 	flag.DurationVar(&o.cpdLargeInterval, "duration-large-interval", time.Second, "duration: checkpoint interval for large key counts")
 	flag.IntVar(&o.cpdLargeCount, "duration-large-checkpoints", 10, "duration: checkpoints to measure for large key counts")
-	flag.DurationVar(&o.cpdTimeout, "duration-timeout", 90*time.Second, "duration: give up on one measurement after this long (reporting what completed)")
+	flag.DurationVar(&o.cpdTimeout, "duration-timeout", 90*time.Second, "duration and tls: give up on one measurement after this long (reporting what completed)")
 	flag.IntVar(&o.snapRuns, "snapshot-runs", 5, "duration: in-process state.MeasureSnapshot runs per backend for small key counts (the median is reported)")
 	flag.IntVar(&o.snapLargeRuns, "snapshot-large-runs", 3, "duration: the same for large key counts")
 	flag.IntVar(&o.recRuns, "recovery-runs", 7, "recovery: TaskManager kills per failover strategy (full, region) of the forward-only job (median and max are reported)")
@@ -145,6 +156,12 @@ func main() {
 	flag.StringVar(&o.rescaleKeysText, "rescale-keys", "10000,1000000", "rescale: comma-separated key counts")
 	flag.IntVar(&o.rescaleRate, "rescale-rate", 300_000, "rescale: records/s of the job's source")
 	flag.DurationVar(&o.rescaleInterval, "rescale-interval", time.Second, "rescale: checkpoint interval")
+	flag.Int64Var(&o.tlsN, "tls-n", 20_000_000, "tls: records per throughput run")
+	flag.IntVar(&o.tlsRuns, "tls-runs", 5, "tls: throughput runs per variant (interleaved; medians compared)")
+	flag.IntVar(&o.tlsCpJobs, "tls-duration-jobs", 3, "tls: checkpoint-duration jobs per variant (interleaved)")
+	flag.IntVar(&o.tlsCpKeys, "tls-duration-keys", 10_000, "tls: distinct keys of the checkpoint-duration job")
+	flag.DurationVar(&o.tlsInterval, "tls-interval", 200*time.Millisecond, "tls: checkpoint interval of the checkpoint-duration job")
+	flag.IntVar(&o.tlsCheckpoints, "tls-checkpoints", 10, "tls: checkpoints to measure per checkpoint-duration job")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -166,6 +183,7 @@ func (o *options) validate() error {
 		{"kafka-n", o.kafkaN}, {"kafka-runs", int64(o.kafkaRuns)},
 		{"nexmark-events", o.nexmarkEvents}, {"nexmark-event-rate", o.nexmarkEventRate}, {"nexmark-runs", int64(o.nexmarkRuns)},
 		{"sliding-n", o.slidingN}, {"sliding-keys", int64(o.slidingKeys)}, {"sliding-per-ms", int64(o.slidingPerMs)}, {"sliding-runs", int64(o.slidingRuns)},
+		{"tls-n", o.tlsN}, {"tls-runs", int64(o.tlsRuns)}, {"tls-duration-jobs", int64(o.tlsCpJobs)}, {"tls-duration-keys", int64(o.tlsCpKeys)}, {"tls-checkpoints", int64(o.tlsCheckpoints)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -175,7 +193,7 @@ func (o *options) validate() error {
 		name string
 		d    time.Duration
 	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}, {"kafka-interval", o.kafkaInterval},
-		{"rescale-interval", o.rescaleInterval}} {
+		{"rescale-interval", o.rescaleInterval}, {"tls-interval", o.tlsInterval}} {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
@@ -239,6 +257,11 @@ func run(o options) error {
 			return err
 		}
 	}
+	if want["tls"] {
+		if err := tlsSection(o, v); err != nil {
+			return err
+		}
+	}
 	if want["recovery"] {
 		if err := recovery(o, v); err != nil {
 			return err
@@ -261,7 +284,7 @@ func run(o options) error {
 
 // runOnTwo runs the sections that use a JobManager and 2 TaskManager processes with 1 slot each.
 func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 1, 2, 1)
+	c, err := startCluster(o.bin, 1, 2, 1, false)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ const recoveryTarget = 500 * time.Millisecond
 // index its own pipelined region) and for a keyed job (one region). Every kill is a new job on
 // two busy TaskManagers plus a spare; the kills of the variants are interleaved.
 func recovery(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 1, recoveryBusyTMs, recoverySlots)
+	c, err := startCluster(o.bin, 1, recoveryBusyTMs, recoverySlots, false)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ type rescaleResult struct {
 // (command to all tasks RUNNING at the new parallelism, and to the first committed output of
 // the redeployed tasks), then stopped with a savepoint (command to FINISHED).
 func rescaleSection(o options, v *verdicts) (err error) {
-	c, err := startCluster(o.bin, 1, 2, 4)
+	c, err := startCluster(o.bin, 1, 2, 4, false)
 	if err != nil {
 		return err
 	}

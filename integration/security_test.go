@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -317,4 +319,129 @@ func TestCertificatesReload(t *testing.T) {
 	})
 	cl := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
 	runCountJob(t, ctx, cl, cl, dir, 1000, 3, 2)
+}
+
+// servedCertificate returns the leaf certificate the server at addr presents to a client
+// asking for serverName ("": none, as when dialing an IP address).
+func servedCertificate(t *testing.T, addr, serverName string) []byte {
+	t.Helper()
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config: &tls.Config{InsecureSkipVerify: true, ServerName: serverName}} //nolint:gosec // only looks at the certificate
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("TLS to %s as %q: %v", addr, serverName, err)
+	}
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].Raw
+}
+
+// certificateDER returns the first certificate of a PEM file.
+func certificateDER(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", path)
+	}
+	return block.Bytes
+}
+
+// TestSeparateRESTCertificate: with security.ssl.rest.enabled the JobManagers' RPC port
+// presents a REST certificate of its own CA to clients and the internal certificate to cluster
+// processes (they ask for InternalServerName). Clients that trust the REST CA are served (with
+// the token or a client certificate of security.ssl.rest.ca), clients that trust only the
+// internal CA fail the handshake, a client certificate still opens no cluster RPC, and the
+// REST certificate passes for a cluster process nowhere. The TaskManagers, the JobManagers'
+// forwarding and Raft keep working on the internal certificate.
+func TestSeparateRESTCertificate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	settings, gen := securedSettings(t, filepath.Join(dir, "certs"))
+	// The REST side: a CA of its own and a server certificate for localhost and 127.0.0.1.
+	rest := generateCerts(t, filepath.Join(dir, "rest"))
+	setAll(t, settings, map[string]string{
+		config.SSLRestEnabled: "true", config.SSLRestCert: rest.Cluster, config.SSLRestKey: rest.ClusterKey,
+	})
+	// StartT waits until every TaskManager registered: they dial the JobManagers' port as
+	// cluster processes and verify its certificate against the internal CA (6).
+	c, member := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 2, Slots: 2, Settings: settings})
+	tok := readToken(t, gen.Token)
+	var leader int
+	poll.Until(t, 30*time.Second, "a leader", func() error {
+		if leader = c.Leader(); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	addr, followerAddr := c.JMs[leader].Addr(), c.JMs[(leader+1)%len(c.JMs)].Addr()
+
+	// The SNI switch on every JobManager: the REST certificate to clients, the internal one to
+	// cluster processes.
+	restDER, internalDER := certificateDER(t, rest.Cluster), certificateDER(t, gen.Cluster)
+	for _, jm := range c.JMs {
+		for _, name := range []string{"", "localhost"} {
+			if !bytes.Equal(servedCertificate(t, jm.Addr(), name), restDER) {
+				t.Errorf("%s asked for %q: not the REST certificate", jm.Addr(), name)
+			}
+		}
+		if !bytes.Equal(servedCertificate(t, jm.Addr(), security.InternalServerName), internalDER) {
+			t.Errorf("%s asked for %q: not the internal certificate", jm.Addr(), security.InternalServerName)
+		}
+	}
+
+	// (2) A client that trusts only the internal CA is served the REST certificate, which it
+	// cannot verify: the handshake fails, the token notwithstanding.
+	internalOnly := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
+	internalOnly.Wait = 0
+	if err := checkListRefused(t, ctx, "a client trusting only the internal CA", internalOnly, codes.Unavailable); !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("a client trusting only the internal CA: %v, want the REST certificate unverified", err)
+	}
+	// (4) The REST CA alone: TLS works, the call is not authorized.
+	checkListRefused(t, ctx, "the REST CA without a token or certificate", dialAs(t, security.ClientOptions{CA: rest.CA}, addr), codes.Unauthenticated)
+
+	// (1) The REST CA and the token, through a follower (which forwards to the leader over an
+	// internal connection): a job submitted runs on the TaskManagers (6), across their TLS
+	// data exchange, to its end.
+	withToken := dialAs(t, security.ClientOptions{CA: rest.CA, Token: tok}, followerAddr)
+	// (3) The REST CA and a client certificate, no token.
+	withCert := dialAs(t, security.ClientOptions{CA: rest.CA, Cert: gen.Client, Key: gen.ClientKey}, addr)
+	for name, cl := range map[string]*client.Client{"the token": withToken, "a client certificate": withCert} {
+		if _, err := cl.List(ctx); err != nil {
+			t.Fatalf("List with the REST CA and %s = %v", name, err)
+		}
+	}
+	id := runCountJob(t, ctx, withToken, withCert, dir, 2000, 4, 3)
+	jobs, err := withToken.List(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].GetId() != id {
+		t.Errorf("List with the token = %v, %v; want job %s", jobs, err, id)
+	}
+	if _, err := member.Job(ctx, id); err != nil {
+		t.Errorf("the cluster's own client: %v", err)
+	}
+	info, err := member.Cluster(ctx)
+	if err != nil || len(info.GetTaskmanagers()) != 2 {
+		t.Errorf("Cluster = %v, %v; want 2 TaskManagers", info, err)
+	}
+
+	// (5) A client certificate opens client RPCs only: the cluster's RPCs are PermissionDenied.
+	conn := grpcConn(t, addr, security.ClientOptions{CA: rest.CA, Cert: gen.Client, Key: gen.ClientKey, Token: tok})
+	checkRegisterTaskManager(t, ctx, "a client certificate", conn, codes.PermissionDenied)
+	_, err = pb.NewClusterServiceClient(conn).RegisterJobManager(ctx, &pb.RegisterJobManagerRequest{NodeId: "rogue", RpcAddress: "127.0.0.1:1"})
+	checkClusterRPCRefused(t, "RegisterJobManager with a client certificate", err, codes.PermissionDenied)
+
+	// (7) The REST certificate does not pass for a cluster process: not on the JobManagers'
+	// port (asking for the internal certificate, as a JobManager forwarding a call does), not on
+	// a TaskManager's, not on Raft.
+	restKeyPair, err := tls.LoadX509KeyPair(rest.Cluster, rest.ClusterKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asPeer := &tls.Config{Certificates: []tls.Certificate{restKeyPair}, InsecureSkipVerify: true, ServerName: security.InternalServerName} //nolint:gosec // the test's rogue peer
+	checkHandshakeRefused(t, addr, "the JobManagers' port with the REST certificate", asPeer)
+	checkHandshakeRefused(t, c.JMs[leader].RaftAddr(), "Raft with the REST certificate", asPeer)
+	checkHandshakeRefused(t, c.TMs[0].Addr(), "a TaskManager with the REST certificate", asPeer)
 }

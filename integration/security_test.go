@@ -89,17 +89,19 @@ func readToken(t *testing.T, path string) string {
 }
 
 // checkListRefused checks that cl's List fails, with code want unless want is codes.Unknown
-// (a failed handshake, which gRPC reports as Unavailable), and returns the error.
-func checkListRefused(t *testing.T, ctx context.Context, name string, cl *client.Client, want codes.Code) error {
+// (a failed handshake, which gRPC reports as Unavailable), and with an error that says wantMsg
+// (unless it is empty).
+func checkListRefused(t *testing.T, ctx context.Context, name string, cl *client.Client, want codes.Code, wantMsg string) {
 	t.Helper()
 	_, err := cl.List(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		t.Fatalf("%s: List succeeded, want refused", name)
-	}
-	if want != codes.Unknown && status.Code(err) != want {
+	case want != codes.Unknown && status.Code(err) != want:
 		t.Errorf("%s: List = %v, want %v", name, err, want)
+	case !strings.Contains(err.Error(), wantMsg):
+		t.Errorf("%s: List = %v, want an error saying %q", name, err, wantMsg)
 	}
-	return err
 }
 
 // runCountJob submits a keyed count of n values over keys keys through submitter, follows it to
@@ -206,12 +208,12 @@ func TestSecuredCluster(t *testing.T) {
 	}
 	plain.Wait = 0
 	defer plain.Close()
-	checkListRefused(t, ctx, "plaintext", plain, codes.Unknown)
-	checkListRefused(t, ctx, "TLS without a token", dialAs(t, security.ClientOptions{CA: gen.CA}, addr), codes.Unauthenticated)
-	checkListRefused(t, ctx, "a wrong token", dialAs(t, security.ClientOptions{CA: gen.CA, Token: "not-" + tok}, addr), codes.Unauthenticated)
+	checkListRefused(t, ctx, "plaintext", plain, codes.Unknown, "")
+	checkListRefused(t, ctx, "TLS without a token", dialAs(t, security.ClientOptions{CA: gen.CA}, addr), codes.Unauthenticated, "")
+	checkListRefused(t, ctx, "a wrong token", dialAs(t, security.ClientOptions{CA: gen.CA, Token: "not-" + tok}, addr), codes.Unauthenticated, "")
 	// A certificate from another CA fails the handshake.
 	other := generateCerts(t, filepath.Join(dir, "other"))
-	checkListRefused(t, ctx, "a foreign client certificate", dialAs(t, security.ClientOptions{CA: gen.CA, Cert: other.Client, Key: other.ClientKey, Token: tok}, addr), codes.Unknown)
+	checkListRefused(t, ctx, "a foreign client certificate", dialAs(t, security.ClientOptions{CA: gen.CA, Cert: other.Client, Key: other.ClientKey, Token: tok}, addr), codes.Unknown, "")
 
 	withToken := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
 	withCert := dialAs(t, security.ClientOptions{CA: gen.CA, Cert: gen.Client, Key: gen.ClientKey}, addr)
@@ -397,11 +399,9 @@ func TestSeparateRESTCertificate(t *testing.T) {
 	// cannot verify: the handshake fails, the token notwithstanding.
 	internalOnly := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
 	internalOnly.Wait = 0
-	if err := checkListRefused(t, ctx, "a client trusting only the internal CA", internalOnly, codes.Unavailable); !strings.Contains(err.Error(), "certificate signed by unknown authority") {
-		t.Errorf("a client trusting only the internal CA: %v, want the REST certificate unverified", err)
-	}
+	checkListRefused(t, ctx, "a client trusting only the internal CA", internalOnly, codes.Unavailable, "certificate signed by unknown authority")
 	// (4) The REST CA alone: TLS works, the call is not authorized.
-	checkListRefused(t, ctx, "the REST CA without a token or certificate", dialAs(t, security.ClientOptions{CA: rest.CA}, addr), codes.Unauthenticated)
+	checkListRefused(t, ctx, "the REST CA without a token or certificate", dialAs(t, security.ClientOptions{CA: rest.CA}, addr), codes.Unauthenticated, "")
 
 	// (1) The REST CA and the token, through a follower (which forwards to the leader over an
 	// internal connection): a job submitted runs on the TaskManagers (6), across their TLS

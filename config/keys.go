@@ -234,7 +234,7 @@ var options = []Option{
 	{Key: SSLInternalCA, Kind: KindString, Scope: ScopeProcess,
 		Description: "PEM CA certificate(s) a cluster process's peer certificate must chain to (host names are not checked, as in Flink); reloaded when the file changes."},
 	{Key: SSLRestEnabled, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
-		Description: "TLS for clients (flinkctl, grpcurl) on the JobManager's RPC port, with security.ssl.rest.cert and .key; without it, the port serves clients with the internal certificate when internal TLS is on."},
+		Description: "TLS for clients (flinkctl, grpcurl) on the JobManager's RPC port, with security.ssl.rest.cert and .key; needs security.ssl.internal.enabled (the port serves cluster processes too). Without it, the port serves clients with the internal certificate when internal TLS is on."},
 	{Key: SSLRestCert, Kind: KindString, Scope: ScopeProcess,
 		Description: "PEM certificate (chain) the JobManager presents to clients; it must name the host clients dial. Reloaded when the file changes."},
 	{Key: SSLRestKey, Kind: KindString, Scope: ScopeProcess,

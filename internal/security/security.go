@@ -81,6 +81,11 @@ func New(opts Options, log *slog.Logger) (*Security, error) {
 		}
 	}
 	if opts.REST.Enabled {
+		// The JobManager's one port serves cluster processes too, and they dial it with TLS only
+		// when internal TLS is on: a port that is TLS for clients alone would refuse them all.
+		if !opts.Internal.Enabled {
+			return nil, fmt.Errorf("%s needs %s: the JobManager's RPC port serves TaskManagers and the other JobManagers too, and they speak TLS to it only with the internal certificate", config.SSLRestEnabled, config.SSLInternalEnabled)
+		}
 		if s.rest, _, err = loadSide(opts.REST, false, onError); err != nil {
 			return nil, err
 		}

@@ -55,6 +55,8 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		{"empty token file", map[string]string{config.AuthTokenFile: empty}, "empty"},
 		{"token file a device", map[string]string{config.AuthTokenFile: "/dev/zero"}, "not a regular file"},
 		{"client auth without CA", map[string]string{config.SSLRestClientAuth: "true"}, "needs security.ssl.rest.ca"},
+		{"REST TLS without internal TLS", map[string]string{config.SSLRestEnabled: "true", config.SSLRestCert: g.Cluster, config.SSLRestKey: g.ClusterKey}, "security.ssl.rest.enabled needs security.ssl.internal.enabled"},
+		{"REST TLS without files", map[string]string{config.SSLInternalEnabled: "true", config.SSLInternalCert: g.Cluster, config.SSLInternalKey: g.ClusterKey, config.SSLInternalCA: g.CA, config.SSLRestEnabled: "true"}, "set security.ssl.rest.cert and security.ssl.rest.key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := config.New()

@@ -246,7 +246,7 @@ var options = []Option{
 	{Key: AuthTokenFile, Kind: KindString, Scope: ScopeProcess,
 		Description: "File holding the bearer token every client RPC must carry (flinkctl --token-file, FLINKCTL_TOKEN); reloaded when it changes. Unset: client RPCs need no token."},
 	{Key: RPCReflection, Kind: KindEnum, Default: "true", Scope: ScopeProcess, Enum: []string{"true", "false"},
-		Description: "Serve gRPC server reflection on the JobManager's RPC port (for grpcurl); like every client RPC it needs the token or a certificate when those are configured."},
+		Description: "Serve gRPC server reflection on the JobManager's RPC port and the TaskManagers' ports (for grpcurl); like every client RPC it needs the token or a certificate when those are configured."},
 	{Key: AllowedPaths, Kind: KindList, Scope: ScopeProcess,
 		Description: "Directories under which the local paths a job names must lie (file sink paths, Kafka ssl.*.location files, the job's own execution.checkpointing.dir and savepoint-dir, savepoint and restore paths of requests), after symlinks are resolved; separated by ;. " +
 			"The JobManager checks them at submit and each TaskManager again before a task opens them. Unset: the process's working directory, execution.checkpointing.dir and execution.checkpointing.savepoint-dir."},

@@ -159,6 +159,23 @@ func checkTaskManagerRefuses(t *testing.T, ctx context.Context, tmAddr, name str
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("CancelTask on a TaskManager with %s = %v, want a refused connection (Unavailable)", name, err)
 	}
+	// The data exchange (security review F11: anyone could subscribe to a producer's
+	// subpartition): the stream fails with the connection, before any record is read.
+	err = func() error {
+		stream, err := pb.NewDataExchangeServiceClient(conn).Subscribe(ctx)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: &pb.OpenSubpartition{}}}); err != nil {
+			_, err = stream.Recv() // Send reports io.EOF; Recv the stream's status
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}()
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Subscribe to a TaskManager's data exchange with %s = %v, want a refused connection (Unavailable)", name, err)
+	}
 }
 
 // checkHandshakeRefused checks that a TLS connection to addr with cfg is refused at the

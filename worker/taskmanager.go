@@ -195,7 +195,9 @@ func Start(cfg Config) (*TaskManager, error) {
 	pb.RegisterDataExchangeServiceServer(tm.srv, &dataServer{partitions: partitions, timeout: tm.env.partTimeout})
 	tm.health = health.NewServer()
 	healthpb.RegisterHealthServer(tm.srv, tm.health)
-	reflection.Register(tm.srv)
+	if settings.Bool(config.RPCReflection) {
+		reflection.Register(tm.srv)
+	}
 	tm.wg.Go(func() {
 		if err := tm.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			tm.log.Error("taskmanager server stopped", "err", err)

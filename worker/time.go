@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -166,14 +167,19 @@ func (t *task) periodicEmit() error {
 	return nil
 }
 
-// fireProcessingTimers fires the processing-time timers that are due.
+// fireProcessingTimers fires the processing-time timers that are due: those before the
+// clock's current millisecond. A timer at t fires only once the clock reads t+1 or later, as in
+// Flink (its timer service schedules a timer 1 ms after its time): a record the task
+// processes in millisecond t is assigned to t, so a window ending at t+1 fires after the last
+// of its records, not before some of them (which would open the window again and fire it twice).
 func (t *task) fireProcessingTimers() error {
 	t.time.procAt = 0
 	now := t.env.now().UnixMilli()
-	return t.time.timers.Fire(operator.ProcessingTime, now, t.time.onTimer)
+	return t.time.timers.Fire(operator.ProcessingTime, now-1, t.time.onTimer)
 }
 
-// armProcessingTimer sets the wake-up for the earliest processing-time timer.
+// armProcessingTimer sets the wake-up for the earliest processing-time timer, at the
+// millisecond after its time (see fireProcessingTimers).
 func (t *task) armProcessingTimer() {
 	if t.time.timers == nil {
 		return
@@ -183,7 +189,11 @@ func (t *task) armProcessingTimer() {
 		return
 	}
 	t.time.procAt = next
-	t.time.procTimer.Reset(time.Until(time.UnixMilli(next)))
+	at := next
+	if at < math.MaxInt64 {
+		at++
+	}
+	t.time.procTimer.Reset(time.Until(time.UnixMilli(at)))
 }
 
 // procTimerC is the channel of the processing-time wake-up (nil when there are no timers).

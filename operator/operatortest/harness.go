@@ -510,7 +510,9 @@ func (h *Harness) emitStatus(idle bool) error {
 }
 
 // SetProcessingTime moves the clock to now (epoch milliseconds; it never goes back) and fires
-// the processing-time timers due by then, in time order, as a task's wake-up does.
+// the processing-time timers at or before now, in time order. (A task fires a timer at t once
+// its clock reads t+1, after every record of millisecond t; the harness, like Flink's, fires it
+// at t, so a test can also put a record into the millisecond of a timer that fired.)
 func (h *Harness) SetProcessingTime(now int64) error {
 	if now < h.now {
 		return fmt.Errorf("processing time goes back from %d to %d", h.now, now)

@@ -88,19 +88,33 @@ func readToken(t *testing.T, path string) string {
 	return tok
 }
 
-// checkListRefused checks that cl's List fails, with code want unless want is codes.Unknown
-// (a failed handshake, which gRPC reports as Unavailable), and with an error that says wantMsg
-// (unless it is empty).
-func checkListRefused(t *testing.T, ctx context.Context, name string, cl *client.Client, want codes.Code, wantMsg string) {
+// checkClientRefused checks that cl's client RPCs fail — reads (List) and writes (Submit,
+// Cancel, Rescale, DisposeSavepoint) — with code want unless want is codes.Unknown (a failed
+// handshake, which gRPC reports as Unavailable), and with an error that says wantMsg (unless it
+// is empty).
+func checkClientRefused(t *testing.T, ctx context.Context, name string, cl *client.Client, want codes.Code, wantMsg string) {
 	t.Helper()
-	_, err := cl.List(ctx)
-	switch {
-	case err == nil:
-		t.Fatalf("%s: List succeeded, want refused", name)
-	case want != codes.Unknown && status.Code(err) != want:
-		t.Errorf("%s: List = %v, want %v", name, err, want)
-	case !strings.Contains(err.Error(), wantMsg):
-		t.Errorf("%s: List = %v, want an error saying %q", name, err, wantMsg)
+	spec := []byte("name: refused\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 10}\n  - {name: out, type: discard}\n")
+	calls := []struct {
+		rpc  string
+		call func() error
+	}{
+		{"List", func() error { _, err := cl.List(ctx); return err }},
+		{"Submit", func() error { _, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: spec}); return err }},
+		{"Cancel", func() error { return cl.Cancel(ctx, "0123456789abcdef0123456789abcdef") }},
+		{"Rescale", func() error { _, err := cl.Rescale(ctx, "0123456789abcdef0123456789abcdef", 2); return err }},
+		{"DisposeSavepoint", func() error { return cl.DisposeSavepoint(ctx, "/tmp") }},
+	}
+	for _, c := range calls {
+		err := c.call()
+		switch {
+		case err == nil:
+			t.Fatalf("%s: %s succeeded, want refused", name, c.rpc)
+		case want != codes.Unknown && status.Code(err) != want:
+			t.Errorf("%s: %s = %v, want %v", name, c.rpc, err, want)
+		case !strings.Contains(err.Error(), wantMsg):
+			t.Errorf("%s: %s = %v, want an error saying %q", name, c.rpc, err, wantMsg)
+		}
 	}
 }
 
@@ -225,12 +239,12 @@ func TestSecuredCluster(t *testing.T) {
 	}
 	plain.Wait = 0
 	defer plain.Close()
-	checkListRefused(t, ctx, "plaintext", plain, codes.Unknown, "")
-	checkListRefused(t, ctx, "TLS without a token", dialAs(t, security.ClientOptions{CA: gen.CA}, addr), codes.Unauthenticated, "")
-	checkListRefused(t, ctx, "a wrong token", dialAs(t, security.ClientOptions{CA: gen.CA, Token: "not-" + tok}, addr), codes.Unauthenticated, "")
+	checkClientRefused(t, ctx, "plaintext", plain, codes.Unknown, "")
+	checkClientRefused(t, ctx, "TLS without a token", dialAs(t, security.ClientOptions{CA: gen.CA}, addr), codes.Unauthenticated, "")
+	checkClientRefused(t, ctx, "a wrong token", dialAs(t, security.ClientOptions{CA: gen.CA, Token: "not-" + tok}, addr), codes.Unauthenticated, "")
 	// A certificate from another CA fails the handshake.
 	other := generateCerts(t, filepath.Join(dir, "other"))
-	checkListRefused(t, ctx, "a foreign client certificate", dialAs(t, security.ClientOptions{CA: gen.CA, Cert: other.Client, Key: other.ClientKey, Token: tok}, addr), codes.Unknown, "")
+	checkClientRefused(t, ctx, "a foreign client certificate", dialAs(t, security.ClientOptions{CA: gen.CA, Cert: other.Client, Key: other.ClientKey, Token: tok}, addr), codes.Unknown, "")
 
 	withToken := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
 	withCert := dialAs(t, security.ClientOptions{CA: gen.CA, Cert: gen.Client, Key: gen.ClientKey}, addr)
@@ -416,9 +430,9 @@ func TestSeparateRESTCertificate(t *testing.T) {
 	// cannot verify: the handshake fails, the token notwithstanding.
 	internalOnly := dialAs(t, security.ClientOptions{CA: gen.CA, Token: tok}, addr)
 	internalOnly.Wait = 0
-	checkListRefused(t, ctx, "a client trusting only the internal CA", internalOnly, codes.Unavailable, "certificate signed by unknown authority")
+	checkClientRefused(t, ctx, "a client trusting only the internal CA", internalOnly, codes.Unavailable, "certificate signed by unknown authority")
 	// (4) The REST CA alone: TLS works, the call is not authorized.
-	checkListRefused(t, ctx, "the REST CA without a token or certificate", dialAs(t, security.ClientOptions{CA: rest.CA}, addr), codes.Unauthenticated, "")
+	checkClientRefused(t, ctx, "the REST CA without a token or certificate", dialAs(t, security.ClientOptions{CA: rest.CA}, addr), codes.Unauthenticated, "")
 
 	// (1) The REST CA and the token, through a follower (which forwards to the leader over an
 	// internal connection): a job submitted runs on the TaskManagers (6), across their TLS

@@ -371,9 +371,10 @@ func (e *e2e) secure() {
 	if out, err := e.run(30*time.Second, e.flinkctl, "-m", singleAddr, "--ca", filepath.Join(dir, "ca.pem"), "list"); err == nil || !strings.Contains(err.Error(), "Unauthenticated") && !strings.Contains(err.Error(), "needs a token") {
 		e.t.Errorf("flinkctl without the token = %v (%s), want refused for want of the token", err, out)
 	}
+	e.checkLoopbackPorts()
 	e.t.Setenv("FLINKCTL_CA", filepath.Join(dir, "ca.pem"))
 	e.t.Setenv("FLINKCTL_TOKEN", strings.TrimSpace(string(token)))
-	e.logf("secured: mutual TLS between the containers; flinkctl with the CA and token of the certs volume (plaintext and token-less refused)")
+	e.logf("secured: mutual TLS between the containers; flinkctl with the CA and token of the certs volume (plaintext and token-less refused; ports on 127.0.0.1 only)")
 }
 
 // down removes the compose project's containers, network and volume; once.
@@ -880,6 +881,30 @@ func (e *e2e) container(service string) string {
 		e.t.Fatalf("container of %s: %q %v", service, out, err)
 	}
 	return out
+}
+
+// checkLoopbackPorts checks that the cluster publishes its ports on the host's loopback
+// only: every mapping of every running container of the project is on 127.0.0.1, and the
+// three JobManagers' client ports are among them.
+func (e *e2e) checkLoopbackPorts() {
+	var published []string
+	for _, id := range strings.Fields(e.docker("ps", "-q", "--filter", projectLabel)) {
+		for _, line := range strings.Split(e.docker("port", id), "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			_, host, _ := strings.Cut(line, " -> ")
+			if !strings.HasPrefix(host, "127.0.0.1:") {
+				e.t.Errorf("container %s publishes %q: want 127.0.0.1 only", id, line)
+			}
+			published = append(published, host)
+		}
+	}
+	for _, want := range []string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"} {
+		if !slices.Contains(published, want) {
+			e.t.Errorf("published ports %v, want %s among them", published, want)
+		}
+	}
 }
 
 // docker runs docker and returns its trimmed output; it fails the test on an error.

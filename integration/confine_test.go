@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -407,4 +408,31 @@ func TestConcurrentSubmissionsOfOneSinkDirectory(t *testing.T) {
 		}
 		watchEnd(t, ctx, cl, id)
 	}
+}
+
+// A Kafka connector's ssl.*.location inside io.allowed-paths that is not a regular file — a
+// FIFO here, which never ends like /dev/zero, or blocks the reader for ever — fails the job at
+// its start on the TaskManager with the field and the file's kind named; the TaskManager neither hangs nor reads
+// it, and it runs the next job.
+func TestCredentialFileMustBeARegularFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	allowed := t.TempDir()
+	fifo := filepath.Join(allowed, "ca.pem")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := confinedCluster(t, allowed, minicluster.Options{})
+	spec := fmt.Sprintf("name: j\noperators:\n  - {name: in, type: kafka, brokers: [127.0.0.1:1], topic: t, properties: {security.protocol: SSL, ssl.ca.location: %s}}\n  - {name: out, type: discard}\n", fifo)
+	last := watchEnd(t, ctx, cl, submit(t, ctx, cl, spec)) // the path is allowed: the TaskManager reads it
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FAILED {
+		t.Fatalf("job ended %v, want FAILED", last.GetStatus())
+	}
+	for _, want := range []string{"ssl.ca.location", fifo, "is not a regular file (it is a FIFO)"} {
+		if !strings.Contains(last.GetFailureCause(), want) {
+			t.Errorf("the job's failure %q does not say %q", last.GetFailureCause(), want)
+		}
+	}
+	id := submit(t, ctx, cl, "name: next\noperators:\n  - {name: numbers, type: sequence, from: 1, to: 100}\n  - {name: out, type: discard}\n")
+	watchFinished(t, ctx, cl, id, 0)
 }

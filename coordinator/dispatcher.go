@@ -462,12 +462,6 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)
 			}
 		}
-		// The job's end is committed in the replicated state before its master's view shows
-		// it: a caller that waited for the commit (stop-with-savepoint returns once the job is
-		// FINISHED there) must not read the job as running afterwards.
-		if rec, ok := d.fsm.job(id); ok && isTerminalJob(rec.GetStatus()) && !isTerminalJob(det.GetStatus()) {
-			det.Status, det.EndTime, det.FailureCause = rec.GetStatus(), rec.GetEndTime(), rec.GetFailureCause()
-		}
 		return det, nil
 	}
 	rec, ok := d.fsm.job(id)

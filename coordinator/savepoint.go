@@ -321,7 +321,14 @@ func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 			if s := rec.GetStatus(); s != pb.JobStatus_JOB_STATUS_FINISHED {
 				return nil, fmt.Errorf("job %s ended %s after its stop savepoint %s completed: %s", id, statusName(s), resp.GetSavepointPath(), rec.GetFailureCause())
 			}
-			return resp, nil
+			// The end is committed; the job master publishes it in the job's details (its
+			// tasks' final states too) as it stops: a caller reads the job FINISHED afterwards.
+			select {
+			case <-m.done:
+				return resp, nil
+			case <-ctx.Done():
+				return nil, fmt.Errorf("savepoint %s completed and the job finished; its job master was still stopping: %w", resp.GetSavepointPath(), ctx.Err())
+			}
 		}
 		select {
 		case <-w:

@@ -134,8 +134,16 @@ func TestSavepointStopResumeRescale(t *testing.T) {
 			if err != nil {
 				t.Fatalf("stop with savepoint = %v", err)
 			}
-			// The stop returns once FINISHED is committed; the job's view follows.
-			watchFinished(t, ctx, cl, id, -1)
+			// The stop returns once the job ended: its details say FINISHED, every task's too.
+			d, err := cl.Job(ctx, id)
+			if err != nil || d.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+				t.Fatalf("job after stop is %v (%v), want FINISHED", d.GetStatus(), err)
+			}
+			for _, task := range d.GetTasks() {
+				if task.GetStatus() != pb.ExecutionState_EXECUTION_STATE_FINISHED {
+					t.Fatalf("task %v after stop is %v, want FINISHED", task, task.GetStatus())
+				}
+			}
 			stopped := len(committedRows[countRow](t, out))
 			if stopped >= n {
 				t.Fatalf("the job finished its input (%d rows) before the stop; slow it down", stopped)

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
 
@@ -174,5 +176,37 @@ func BenchmarkSnapshotListOfRows(b *testing.B) {
 				snap.Release()
 			}
 		})
+	}
+}
+
+// BenchmarkRestore restores a full snapshot of int64 ValueState entries (from memory) into a
+// new backend, as a task restores its key groups after a rescale.
+func BenchmarkRestore(b *testing.B) {
+	for _, kind := range kinds {
+		for _, keys := range []int{10_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/%dk", kind, keys/1000), func(b *testing.B) {
+				be := newBackend(b, kind, record.Int64, fullRange, 0)
+				vs, err := NewValueState(be, "v", Int64Codec{})
+				must(b, err)
+				for i := range keys {
+					be.SetCurrentKey(record.IntValue(int64(i)))
+					must(b, vs.Update(int64(i)))
+				}
+				snap, err := be.Snapshot()
+				must(b, err)
+				var buf bytes.Buffer
+				offsets, err := snap.WriteSnapshot(&buf)
+				must(b, err)
+				snap.Release()
+				fs := files{"chk": buf.Bytes()}
+				h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk"}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
+				for b.Loop() {
+					b.StopTimer()
+					r := newBackend(b, kind, record.Int64, fullRange, 0)
+					b.StartTimer()
+					must(b, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				}
+			})
+		}
 	}
 }

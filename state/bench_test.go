@@ -69,13 +69,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	for _, kind := range kinds {
 		for _, keys := range []int{10_000, 1_000_000} {
 			b.Run(fmt.Sprintf("%s/%dk", kind, keys/1000), func(b *testing.B) {
-				be := newBackend(b, kind, record.Int64, fullRange, 0)
-				vs, err := NewValueState(be, "v", Int64Codec{})
-				must(b, err)
-				for i := range keys {
-					be.SetCurrentKey(record.IntValue(int64(i)))
-					must(b, vs.Update(int64(i)))
-				}
+				be, vs := filledValueState(b, kind, keys)
 				dir := b.TempDir()
 				var sync time.Duration
 				var size int64
@@ -185,13 +179,7 @@ func BenchmarkRestore(b *testing.B) {
 	for _, kind := range kinds {
 		for _, keys := range []int{10_000, 1_000_000} {
 			b.Run(fmt.Sprintf("%s/%dk", kind, keys/1000), func(b *testing.B) {
-				be := newBackend(b, kind, record.Int64, fullRange, 0)
-				vs, err := NewValueState(be, "v", Int64Codec{})
-				must(b, err)
-				for i := range keys {
-					be.SetCurrentKey(record.IntValue(int64(i)))
-					must(b, vs.Update(int64(i)))
-				}
+				be, _ := filledValueState(b, kind, keys)
 				snap, err := be.Snapshot()
 				must(b, err)
 				var buf bytes.Buffer
@@ -209,4 +197,17 @@ func BenchmarkRestore(b *testing.B) {
 			})
 		}
 	}
+}
+
+// filledValueState is a backend of kind with an int64 ValueState "v" holding keys keys 0..keys-1
+// (value = key).
+func filledValueState(b *testing.B, kind string, keys int) (KeyedBackend, *ValueState[int64]) {
+	be := newBackend(b, kind, record.Int64, fullRange, 0)
+	vs, err := NewValueState(be, "v", Int64Codec{})
+	must(b, err)
+	for i := range keys {
+		be.SetCurrentKey(record.IntValue(int64(i)))
+		must(b, vs.Update(int64(i)))
+	}
+	return be, vs
 }

@@ -3,33 +3,17 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/job"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
-
-// syncBuffer is a bytes.Buffer that the task goroutines write and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A processing-time window fires once, after the last record of its last millisecond: while
 // the clock stands still at the window's last millisecond the records keep going into the
@@ -52,8 +36,13 @@ operators:
 	clock.Store(windowEnd - 1)
 	env := testEnv(t, newTaskRecorder(), "tm")
 	env.now = func() time.Time { return time.UnixMilli(clock.Load()) }
-	out := &syncBuffer{}
-	env.stdout = &lockedWriter{w: out}
+	var buf bytes.Buffer
+	env.stdout = &lockedWriter{w: &buf}
+	output := func() string {
+		env.stdout.mu.Lock()
+		defer env.stdout.mu.Unlock()
+		return buf.String()
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -72,27 +61,31 @@ operators:
 	consumer.start()
 	defer func() { consumer.requestCancel(); <-consumer.done; producer.requestCancel(); <-producer.done }()
 
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting until %s; output:\n%s", what, out.String())
+	took := func(n int64) func() error {
+		return func() error {
+			if got := consumer.recordsIn.Load(); got < n {
+				return fmt.Errorf("%d records in", got)
 			}
+			return nil
 		}
 	}
 	// Many buffers of records arrive in the window's last millisecond.
-	waitFor("the window task took 100000 records", func() bool { return consumer.recordsIn.Load() >= 100_000 })
-	if got := out.String(); got != "" {
+	poll.Until(t, 20*time.Second, "the window task to take 100000 records", took(100_000))
+	if got := output(); got != "" {
 		t.Fatalf("the window fired in its own last millisecond:\n%s", got)
 	}
 	clock.Store(windowEnd)
-	waitFor("the window fired", func() bool { return strings.Contains(out.String(), "\n") })
-	// More records in the next window's last-but-99 millisecond fire nothing more.
-	in := consumer.recordsIn.Load()
-	waitFor("the window task took 100000 more records", func() bool { return consumer.recordsIn.Load() >= in+100_000 })
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	poll.Until(t, 20*time.Second, "the window to fire", func() error {
+		if !strings.Contains(output(), "\n") {
+			return errors.New("no result yet")
+		}
+		return nil
+	})
+	// More records in the next window's first millisecond fire nothing more.
+	poll.Until(t, 20*time.Second, "the window task to take 100000 more records", took(consumer.recordsIn.Load()+100_000))
+	lines := strings.Split(strings.TrimSpace(output()), "\n")
 	start := time.UnixMilli(windowEnd - 100).UTC().Format(time.RFC3339Nano)
 	if len(lines) != 1 || !strings.Contains(lines[0], `"window_start":"`+start+`"`) {
-		t.Fatalf("output:\n%s\nwant one result, of the window that starts at %s", out.String(), start)
+		t.Fatalf("output:\n%s\nwant one result, of the window that starts at %s", output(), start)
 	}
 }

@@ -26,7 +26,8 @@ type KeyedBackend interface {
 	// possibly on another goroutine while the backend keeps processing.
 	Snapshot() (Snapshot, error)
 	// Restore loads the key groups of this backend's range from keyed state handles of any
-	// parallelism. read returns a file's verified contents.
+	// parallelism. read returns a file's verified contents in a buffer of its own, which
+	// Restore may keep referring to until it returns.
 	Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error
 	// Close releases the backend (a bbolt backend removes its working file).
 	Close() error

@@ -452,11 +452,12 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.File
 		if err != nil {
 			return err
 		}
+		bkt.FillPercent = 1 // a restore writes each key group in one pass: full pages, not half-split ones
 		err = forEachEntry(entries, func(kp, val []byte) error {
 			key = binary.BigEndian.AppendUint16(key[:0], uint16(kg))
 			key = append(key, kp...)
 			n++
-			return bkt.Put(key, bytes.Clone(val))
+			return bkt.Put(key, val) // val points into read's buffer, which outlives the transaction
 		})
 		if err != nil {
 			return err

@@ -137,6 +137,17 @@ const (
 	RPCReflection      = "security.rpc.reflection.enabled"
 	// AllowedPaths confines the local paths jobs name (see the option's description).
 	AllowedPaths = "io.allowed-paths"
+
+	MetricsPort     = "metrics.reporter.prom.port"
+	RestPort        = "rest.port"
+	RestBindAddress = "rest.bind-address"
+)
+
+// Default metrics ports (Flink's): a JobManager's, and the range a TaskManager takes the first
+// free port of, so that several share a host.
+const (
+	DefaultJobManagerMetricsPort  = "9249"
+	DefaultTaskManagerMetricsPort = "9250-9260"
 )
 
 // MaxTaskSlots is the most slots a TaskManager may offer (taskmanager.numberOfTaskSlots), and
@@ -148,6 +159,12 @@ const MaxTaskSlots = 1024
 
 // options is the registry of every key goflink understands.
 var options = []Option{
+	{Key: MetricsPort, Kind: KindString, Scope: ScopeProcess,
+		Description: "Port of the Prometheus metrics (/metrics): a port, a range lo-hi whose first free port is taken, or 0 for any free one; on the RPC address's host. Default: JobManager 9249, TaskManager 9250-9260."},
+	{Key: RestPort, Kind: KindString, Default: "8081", Scope: ScopeProcess,
+		Description: "Port of the JobManager's web dashboard and JSON API: a port, a range lo-hi, or 0 for any free one."},
+	{Key: RestBindAddress, Kind: KindString, Scope: ScopeProcess,
+		Description: "Host the web dashboard listens on (default: the host of the JobManager's RPC address)."},
 	{Key: TaskSlots, Kind: KindInt, Default: "1", Scope: ScopeProcess, Min: 1, Max: MaxTaskSlots,
 		Description: "Slots a TaskManager offers (at most 1024); one slot holds one subtask of each operator of a job."},
 	{Key: HeartbeatInterval, Kind: KindDuration, Default: "1 s", Scope: ScopeProcess, Min: 1,

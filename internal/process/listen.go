@@ -1,8 +1,11 @@
 package process
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/goflink/goflink/config"
 )
@@ -25,4 +28,65 @@ func ListenAddr(settings *config.Config, given string, port int) string {
 func ListenHelp(port int) string {
 	p := strconv.Itoa(port)
 	return "default 127.0.0.1:" + p + ", or :" + p + " (every interface) with security.ssl.internal.enabled"
+}
+
+// ListenPorts listens on host at the first free port of spec: a port ("9249"), a range
+// ("9250-9260"), or "0" for any free one. key names the setting spec came from, for errors.
+func ListenPorts(host, spec, key string) (net.Listener, error) {
+	lo, hi, err := parsePorts(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	var errs []error
+	for p := lo; p <= hi; p++ {
+		lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err == nil {
+			return lis, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("%s: no free port in %s on %q: %w", key, spec, host, errors.Join(errs...))
+}
+
+// parsePorts parses "N" or "LO-HI".
+func parsePorts(spec string) (lo, hi int, err error) {
+	a, b, isRange := strings.Cut(strings.TrimSpace(spec), "-")
+	if lo, err = parsePort(a); err != nil {
+		return 0, 0, fmt.Errorf("%q: %w", spec, err)
+	}
+	if !isRange {
+		return lo, lo, nil
+	}
+	if hi, err = parsePort(b); err != nil {
+		return 0, 0, fmt.Errorf("%q: %w", spec, err)
+	}
+	if lo == 0 || hi < lo || hi-lo > maxPortRange {
+		return 0, 0, fmt.Errorf("%q is not a range lo-hi of at most %d ports above 0", spec, maxPortRange+1)
+	}
+	return lo, hi, nil
+}
+
+// maxPortRange bounds how many ports a range may try.
+const maxPortRange = 1000
+
+func parsePort(s string) (int, error) {
+	p, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || p < 0 || p > 65535 {
+		return 0, fmt.Errorf("%q is not a port (0-65535)", s)
+	}
+	return p, nil
+}
+
+// HTTPListener is a process's HTTP listener named name ("metrics", "rest"): the socket the
+// parent passed under that name, else one bound on host at the first free port of the setting
+// key (def when unset).
+func HTTPListener(env Env, name, host, key, def string) (net.Listener, error) {
+	if lis := env.Sockets[name]; lis != nil {
+		return lis, nil
+	}
+	spec := env.Settings.String(key)
+	if spec == "" {
+		spec = def
+	}
+	return ListenPorts(host, spec, key)
 }

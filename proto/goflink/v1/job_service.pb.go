@@ -1183,13 +1183,16 @@ func (x *JobSummary) GetEndTime() *timestamppb.Timestamp {
 type TaskDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// operator is the name of the task's vertex (its operator chain).
-	Operator      string         `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
-	Subtask       int32          `protobuf:"varint,2,opt,name=subtask,proto3" json:"subtask,omitempty"`
-	Attempt       int32          `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Status        ExecutionState `protobuf:"varint,4,opt,name=status,proto3,enum=goflink.v1.ExecutionState" json:"status,omitempty"`
-	Taskmanager   string         `protobuf:"bytes,5,opt,name=taskmanager,proto3" json:"taskmanager,omitempty"`
-	RecordsIn     int64          `protobuf:"varint,6,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
-	RecordsOut    int64          `protobuf:"varint,7,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	Operator    string         `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Subtask     int32          `protobuf:"varint,2,opt,name=subtask,proto3" json:"subtask,omitempty"`
+	Attempt     int32          `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Status      ExecutionState `protobuf:"varint,4,opt,name=status,proto3,enum=goflink.v1.ExecutionState" json:"status,omitempty"`
+	Taskmanager string         `protobuf:"bytes,5,opt,name=taskmanager,proto3" json:"taskmanager,omitempty"`
+	RecordsIn   int64          `protobuf:"varint,6,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	RecordsOut  int64          `protobuf:"varint,7,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	// The task's load, as its TaskManager measured it over its last heartbeat interval (Flink's
+	// task metrics): see TaskLoad.
+	Load          *TaskLoad `protobuf:"bytes,8,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1271,6 +1274,13 @@ func (x *TaskDetails) GetRecordsOut() int64 {
 		return x.RecordsOut
 	}
 	return 0
+}
+
+func (x *TaskDetails) GetLoad() *TaskLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
 }
 
 // ExceptionEntry is one failure in the job's exception history.
@@ -1597,7 +1607,7 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\x0e2\x15.goflink.v1.JobStatusR\x06status\x129\n" +
 	"\n" +
 	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xf3\x01\n" +
+	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x9d\x02\n" +
 	"\vTaskDetails\x12\x1a\n" +
 	"\boperator\x18\x01 \x01(\tR\boperator\x12\x18\n" +
 	"\asubtask\x18\x02 \x01(\x05R\asubtask\x12\x18\n" +
@@ -1607,7 +1617,8 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"records_in\x18\x06 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\a \x01(\x03R\n" +
-	"recordsOut\"\xdd\x02\n" +
+	"recordsOut\x12(\n" +
+	"\x04load\x18\b \x01(\v2\x14.goflink.v1.TaskLoadR\x04load\"\xdd\x02\n" +
 	"\x0eExceptionEntry\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12 \n" +
@@ -1706,6 +1717,7 @@ var file_goflink_v1_job_service_proto_goTypes = []any{
 	(JobStatus)(0),                    // 28: goflink.v1.JobStatus
 	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
 	(ExecutionState)(0),               // 30: goflink.v1.ExecutionState
+	(*TaskLoad)(nil),                  // 31: goflink.v1.TaskLoad
 }
 var file_goflink_v1_job_service_proto_depIdxs = []int32{
 	27, // 0: goflink.v1.TriggerSavepointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
@@ -1720,39 +1732,40 @@ var file_goflink_v1_job_service_proto_depIdxs = []int32{
 	29, // 9: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
 	29, // 10: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
 	30, // 11: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
-	29, // 12: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
-	1,  // 13: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
-	28, // 14: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
-	29, // 15: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
-	29, // 16: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
-	23, // 17: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
-	24, // 18: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
-	27, // 19: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
-	12, // 20: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
-	14, // 21: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
-	16, // 22: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
-	18, // 23: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
-	20, // 24: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
-	8,  // 25: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
-	10, // 26: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
-	2,  // 27: goflink.v1.JobService.TriggerSavepoint:input_type -> goflink.v1.TriggerSavepointRequest
-	4,  // 28: goflink.v1.JobService.DisposeSavepoint:input_type -> goflink.v1.DisposeSavepointRequest
-	6,  // 29: goflink.v1.JobService.RescaleJob:input_type -> goflink.v1.RescaleJobRequest
-	13, // 30: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
-	15, // 31: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
-	17, // 32: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
-	19, // 33: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
-	21, // 34: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
-	9,  // 35: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
-	11, // 36: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
-	3,  // 37: goflink.v1.JobService.TriggerSavepoint:output_type -> goflink.v1.TriggerSavepointResponse
-	5,  // 38: goflink.v1.JobService.DisposeSavepoint:output_type -> goflink.v1.DisposeSavepointResponse
-	7,  // 39: goflink.v1.JobService.RescaleJob:output_type -> goflink.v1.RescaleJobResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 12: goflink.v1.TaskDetails.load:type_name -> goflink.v1.TaskLoad
+	29, // 13: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 14: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
+	28, // 15: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
+	29, // 16: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
+	29, // 17: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
+	23, // 18: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
+	24, // 19: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
+	27, // 20: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
+	12, // 21: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
+	14, // 22: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
+	16, // 23: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
+	18, // 24: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
+	20, // 25: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
+	8,  // 26: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
+	10, // 27: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
+	2,  // 28: goflink.v1.JobService.TriggerSavepoint:input_type -> goflink.v1.TriggerSavepointRequest
+	4,  // 29: goflink.v1.JobService.DisposeSavepoint:input_type -> goflink.v1.DisposeSavepointRequest
+	6,  // 30: goflink.v1.JobService.RescaleJob:input_type -> goflink.v1.RescaleJobRequest
+	13, // 31: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
+	15, // 32: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
+	17, // 33: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
+	19, // 34: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
+	21, // 35: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
+	9,  // 36: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
+	11, // 37: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
+	3,  // 38: goflink.v1.JobService.TriggerSavepoint:output_type -> goflink.v1.TriggerSavepointResponse
+	5,  // 39: goflink.v1.JobService.DisposeSavepoint:output_type -> goflink.v1.DisposeSavepointResponse
+	7,  // 40: goflink.v1.JobService.RescaleJob:output_type -> goflink.v1.RescaleJobResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_job_service_proto_init() }

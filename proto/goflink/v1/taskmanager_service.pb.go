@@ -234,10 +234,12 @@ func (x *HeartbeatRequest) GetClosing() bool {
 
 // TaskReport is the heartbeat payload for one running task attempt.
 type TaskReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Execution     *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
-	RecordsIn     int64                  `protobuf:"varint,2,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
-	RecordsOut    int64                  `protobuf:"varint,3,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Execution  *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	RecordsIn  int64                  `protobuf:"varint,2,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	RecordsOut int64                  `protobuf:"varint,3,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	// load is measured since the previous heartbeat.
+	Load          *TaskLoad `protobuf:"bytes,4,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,6 +293,13 @@ func (x *TaskReport) GetRecordsOut() int64 {
 		return x.RecordsOut
 	}
 	return 0
+}
+
+func (x *TaskReport) GetLoad() *TaskLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
 }
 
 type HeartbeatResponse struct {
@@ -728,14 +737,15 @@ const file_goflink_v1_taskmanager_service_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12,\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x16.goflink.v1.TaskReportR\x05tasks\x12\x18\n" +
-	"\aclosing\x18\x03 \x01(\bR\aclosing\"\x8a\x01\n" +
+	"\aclosing\x18\x03 \x01(\bR\aclosing\"\xb4\x01\n" +
 	"\n" +
 	"TaskReport\x12<\n" +
 	"\texecution\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12\x1d\n" +
 	"\n" +
 	"records_in\x18\x02 \x01(\x03R\trecordsIn\x12\x1f\n" +
 	"\vrecords_out\x18\x03 \x01(\x03R\n" +
-	"recordsOut\"\x13\n" +
+	"recordsOut\x12(\n" +
+	"\x04load\x18\x04 \x01(\v2\x14.goflink.v1.TaskLoadR\x04load\"\x13\n" +
 	"\x11HeartbeatResponse\"\xa3\x03\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12<\n" +
@@ -797,37 +807,39 @@ var file_goflink_v1_taskmanager_service_proto_goTypes = []any{
 	(*DeclineCheckpointRequest)(nil),         // 9: goflink.v1.DeclineCheckpointRequest
 	(*DeclineCheckpointResponse)(nil),        // 10: goflink.v1.DeclineCheckpointResponse
 	(*ExecutionAttemptID)(nil),               // 11: goflink.v1.ExecutionAttemptID
-	(ExecutionState)(0),                      // 12: goflink.v1.ExecutionState
-	(*TaskStateSnapshot)(nil),                // 13: goflink.v1.TaskStateSnapshot
-	(*CheckpointMetrics)(nil),                // 14: goflink.v1.CheckpointMetrics
-	(CheckpointFailureReason)(0),             // 15: goflink.v1.CheckpointFailureReason
+	(*TaskLoad)(nil),                         // 12: goflink.v1.TaskLoad
+	(ExecutionState)(0),                      // 13: goflink.v1.ExecutionState
+	(*TaskStateSnapshot)(nil),                // 14: goflink.v1.TaskStateSnapshot
+	(*CheckpointMetrics)(nil),                // 15: goflink.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 16: goflink.v1.CheckpointFailureReason
 }
 var file_goflink_v1_taskmanager_service_proto_depIdxs = []int32{
 	3,  // 0: goflink.v1.HeartbeatRequest.tasks:type_name -> goflink.v1.TaskReport
 	11, // 1: goflink.v1.TaskReport.execution:type_name -> goflink.v1.ExecutionAttemptID
-	11, // 2: goflink.v1.UpdateTaskExecutionStateRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	12, // 3: goflink.v1.UpdateTaskExecutionStateRequest.state:type_name -> goflink.v1.ExecutionState
-	11, // 4: goflink.v1.UpdateTaskExecutionStateRequest.failed_producer:type_name -> goflink.v1.ExecutionAttemptID
-	11, // 5: goflink.v1.AcknowledgeCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	13, // 6: goflink.v1.AcknowledgeCheckpointRequest.state:type_name -> goflink.v1.TaskStateSnapshot
-	14, // 7: goflink.v1.AcknowledgeCheckpointRequest.metrics:type_name -> goflink.v1.CheckpointMetrics
-	11, // 8: goflink.v1.DeclineCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	15, // 9: goflink.v1.DeclineCheckpointRequest.reason:type_name -> goflink.v1.CheckpointFailureReason
-	0,  // 10: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
-	2,  // 11: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
-	5,  // 12: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
-	7,  // 13: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:input_type -> goflink.v1.AcknowledgeCheckpointRequest
-	9,  // 14: goflink.v1.TaskManagerService.DeclineCheckpoint:input_type -> goflink.v1.DeclineCheckpointRequest
-	1,  // 15: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
-	4,  // 16: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
-	6,  // 17: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
-	8,  // 18: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:output_type -> goflink.v1.AcknowledgeCheckpointResponse
-	10, // 19: goflink.v1.TaskManagerService.DeclineCheckpoint:output_type -> goflink.v1.DeclineCheckpointResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 2: goflink.v1.TaskReport.load:type_name -> goflink.v1.TaskLoad
+	11, // 3: goflink.v1.UpdateTaskExecutionStateRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	13, // 4: goflink.v1.UpdateTaskExecutionStateRequest.state:type_name -> goflink.v1.ExecutionState
+	11, // 5: goflink.v1.UpdateTaskExecutionStateRequest.failed_producer:type_name -> goflink.v1.ExecutionAttemptID
+	11, // 6: goflink.v1.AcknowledgeCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	14, // 7: goflink.v1.AcknowledgeCheckpointRequest.state:type_name -> goflink.v1.TaskStateSnapshot
+	15, // 8: goflink.v1.AcknowledgeCheckpointRequest.metrics:type_name -> goflink.v1.CheckpointMetrics
+	11, // 9: goflink.v1.DeclineCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	16, // 10: goflink.v1.DeclineCheckpointRequest.reason:type_name -> goflink.v1.CheckpointFailureReason
+	0,  // 11: goflink.v1.TaskManagerService.RegisterTaskManager:input_type -> goflink.v1.RegisterTaskManagerRequest
+	2,  // 12: goflink.v1.TaskManagerService.Heartbeat:input_type -> goflink.v1.HeartbeatRequest
+	5,  // 13: goflink.v1.TaskManagerService.UpdateTaskExecutionState:input_type -> goflink.v1.UpdateTaskExecutionStateRequest
+	7,  // 14: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:input_type -> goflink.v1.AcknowledgeCheckpointRequest
+	9,  // 15: goflink.v1.TaskManagerService.DeclineCheckpoint:input_type -> goflink.v1.DeclineCheckpointRequest
+	1,  // 16: goflink.v1.TaskManagerService.RegisterTaskManager:output_type -> goflink.v1.RegisterTaskManagerResponse
+	4,  // 17: goflink.v1.TaskManagerService.Heartbeat:output_type -> goflink.v1.HeartbeatResponse
+	6,  // 18: goflink.v1.TaskManagerService.UpdateTaskExecutionState:output_type -> goflink.v1.UpdateTaskExecutionStateResponse
+	8,  // 19: goflink.v1.TaskManagerService.AcknowledgeCheckpoint:output_type -> goflink.v1.AcknowledgeCheckpointResponse
+	10, // 20: goflink.v1.TaskManagerService.DeclineCheckpoint:output_type -> goflink.v1.DeclineCheckpointResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_taskmanager_service_proto_init() }

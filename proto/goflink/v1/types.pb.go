@@ -393,6 +393,127 @@ func (x *ExecutionAttemptID) GetAttempt() int32 {
 	return 0
 }
 
+// TaskLoad is a running task's throughput, busy and backpressured time, and watermarks.
+type TaskLoad struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	BytesIn             int64                  `protobuf:"varint,1,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`
+	BytesOut            int64                  `protobuf:"varint,2,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
+	RecordsInPerSecond  float64                `protobuf:"fixed64,3,opt,name=records_in_per_second,json=recordsInPerSecond,proto3" json:"records_in_per_second,omitempty"`
+	RecordsOutPerSecond float64                `protobuf:"fixed64,4,opt,name=records_out_per_second,json=recordsOutPerSecond,proto3" json:"records_out_per_second,omitempty"`
+	// The milliseconds per second the task processed (busy), waited for input (idle) and waited
+	// for room in its output (backpressured); they add up to about 1000.
+	BusyTimeMsPerSecond          float64 `protobuf:"fixed64,5,opt,name=busy_time_ms_per_second,json=busyTimeMsPerSecond,proto3" json:"busy_time_ms_per_second,omitempty"`
+	IdleTimeMsPerSecond          float64 `protobuf:"fixed64,6,opt,name=idle_time_ms_per_second,json=idleTimeMsPerSecond,proto3" json:"idle_time_ms_per_second,omitempty"`
+	BackPressuredTimeMsPerSecond float64 `protobuf:"fixed64,7,opt,name=back_pressured_time_ms_per_second,json=backPressuredTimeMsPerSecond,proto3" json:"back_pressured_time_ms_per_second,omitempty"`
+	// The task's input and output watermarks in epoch milliseconds; has_watermarks is false
+	// while it has none (no event time, or none received yet).
+	HasWatermarks   bool  `protobuf:"varint,8,opt,name=has_watermarks,json=hasWatermarks,proto3" json:"has_watermarks,omitempty"`
+	InputWatermark  int64 `protobuf:"varint,9,opt,name=input_watermark,json=inputWatermark,proto3" json:"input_watermark,omitempty"`
+	OutputWatermark int64 `protobuf:"varint,10,opt,name=output_watermark,json=outputWatermark,proto3" json:"output_watermark,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TaskLoad) Reset() {
+	*x = TaskLoad{}
+	mi := &file_goflink_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLoad) ProtoMessage() {}
+
+func (x *TaskLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLoad.ProtoReflect.Descriptor instead.
+func (*TaskLoad) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TaskLoad) GetBytesIn() int64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetBytesOut() int64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetRecordsInPerSecond() float64 {
+	if x != nil {
+		return x.RecordsInPerSecond
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetRecordsOutPerSecond() float64 {
+	if x != nil {
+		return x.RecordsOutPerSecond
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetBusyTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.BusyTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetIdleTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.IdleTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetBackPressuredTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.BackPressuredTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetHasWatermarks() bool {
+	if x != nil {
+		return x.HasWatermarks
+	}
+	return false
+}
+
+func (x *TaskLoad) GetInputWatermark() int64 {
+	if x != nil {
+		return x.InputWatermark
+	}
+	return 0
+}
+
+func (x *TaskLoad) GetOutputWatermark() int64 {
+	if x != nil {
+		return x.OutputWatermark
+	}
+	return 0
+}
+
 var File_goflink_v1_types_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_types_proto_rawDesc = "" +
@@ -408,7 +529,19 @@ const file_goflink_v1_types_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tvertex_id\x18\x02 \x01(\x05R\bvertexId\x12\x18\n" +
 	"\asubtask\x18\x03 \x01(\x05R\asubtask\x12\x18\n" +
-	"\aattempt\x18\x04 \x01(\x05R\aattempt*\xc5\x01\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\xda\x03\n" +
+	"\bTaskLoad\x12\x19\n" +
+	"\bbytes_in\x18\x01 \x01(\x03R\abytesIn\x12\x1b\n" +
+	"\tbytes_out\x18\x02 \x01(\x03R\bbytesOut\x121\n" +
+	"\x15records_in_per_second\x18\x03 \x01(\x01R\x12recordsInPerSecond\x123\n" +
+	"\x16records_out_per_second\x18\x04 \x01(\x01R\x13recordsOutPerSecond\x124\n" +
+	"\x17busy_time_ms_per_second\x18\x05 \x01(\x01R\x13busyTimeMsPerSecond\x124\n" +
+	"\x17idle_time_ms_per_second\x18\x06 \x01(\x01R\x13idleTimeMsPerSecond\x12G\n" +
+	"!back_pressured_time_ms_per_second\x18\a \x01(\x01R\x1cbackPressuredTimeMsPerSecond\x12%\n" +
+	"\x0ehas_watermarks\x18\b \x01(\bR\rhasWatermarks\x12'\n" +
+	"\x0finput_watermark\x18\t \x01(\x03R\x0einputWatermark\x12)\n" +
+	"\x10output_watermark\x18\n" +
+	" \x01(\x03R\x0foutputWatermark*\xc5\x01\n" +
 	"\tFieldType\x12\x1a\n" +
 	"\x16FIELD_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FIELD_TYPE_INT64\x10\x01\x12\x16\n" +
@@ -453,7 +586,7 @@ func file_goflink_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_goflink_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_goflink_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_goflink_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_goflink_v1_types_proto_goTypes = []any{
 	(FieldType)(0),             // 0: goflink.v1.FieldType
 	(JobStatus)(0),             // 1: goflink.v1.JobStatus
@@ -461,6 +594,7 @@ var file_goflink_v1_types_proto_goTypes = []any{
 	(*Field)(nil),              // 3: goflink.v1.Field
 	(*Schema)(nil),             // 4: goflink.v1.Schema
 	(*ExecutionAttemptID)(nil), // 5: goflink.v1.ExecutionAttemptID
+	(*TaskLoad)(nil),           // 6: goflink.v1.TaskLoad
 }
 var file_goflink_v1_types_proto_depIdxs = []int32{
 	0, // 0: goflink.v1.Field.type:type_name -> goflink.v1.FieldType
@@ -483,7 +617,7 @@ func file_goflink_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_types_proto_rawDesc), len(file_goflink_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -458,8 +458,11 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 		v := m.view()
 		det := proto.CloneOf(v.details) // the view is shared; fill a copy
 		for i, t := range det.GetTasks() {
-			if in, out, ok := d.rm.counters(v.regs[i], v.keys[i]); ok {
-				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, in), max(t.RecordsOut, out)
+			if r := d.rm.lastReport(v.regs[i], v.keys[i]); r != nil {
+				t.RecordsIn, t.RecordsOut = max(t.RecordsIn, r.GetRecordsIn()), max(t.RecordsOut, r.GetRecordsOut())
+				if t.GetStatus() == pb.ExecutionState_EXECUTION_STATE_RUNNING {
+					t.Load = proto.CloneOf(r.GetLoad())
+				}
 			}
 		}
 		return det, nil

@@ -204,16 +204,15 @@ func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) err
 	return nil
 }
 
-// counters returns the last reported record counters of an execution.
-func (rm *resourceManager) counters(regID, execKey string) (in, out int64, ok bool) {
+// lastReport returns the last heartbeat report of an execution (counters and load), nil
+// when there is none. It is shared: do not modify it.
+func (rm *resourceManager) lastReport(regID, execKey string) *pb.TaskReport {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if tm, found := rm.tms[regID]; found {
-		if r, found := tm.reports[execKey]; found {
-			return r.GetRecordsIn(), r.GetRecordsOut(), true
-		}
+		return tm.reports[execKey]
 	}
-	return 0, 0, false
+	return nil
 }
 
 // markLost removes a registration, releases its slots and tells onLost. It is idempotent.

@@ -200,6 +200,11 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 		return nil // out of order: a newer checkpoint was already taken
 	}
 	t.lastCheckpoint = id
+	t.meter.alignment.Store(int64(alignment))
+	if ms := b.GetTimestampMs(); ms > 0 {
+		delay := time.Since(time.UnixMilli(ms)) - alignment
+		t.meter.startDelay.Store(max(int64(delay), 0))
+	}
 	if t.aborted[id] {
 		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 	}

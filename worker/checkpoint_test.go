@@ -64,7 +64,7 @@ func TestTriggerBeforeInputEndIsDeferred(t *testing.T) {
 		ctx: t.Context(), id: &pb.ExecutionAttemptID{}, vertex: &pb.JobVertex{Parallelism: 1, MaxParallelism: 128},
 		env:     &taskEnv{ack: func(r *pb.AcknowledgeCheckpointRequest) { acks <- r.GetCheckpointId() }},
 		chain:   []chainMember{{name: "sum", store: state.NewOperatorStateStore()}},
-		aborted: map[int64]bool{},
+		aborted: map[int64]bool{}, meter: newTaskMeter(),
 	}
 	for _, id := range []int64{5, 4} {
 		if err := tk.triggerFromRPC(&pb.CheckpointBarrier{CheckpointId: id}); err != nil {

@@ -20,6 +20,7 @@ func (t *task) flushTicker() (<-chan time.Time, func()) {
 
 // runSource drives a source: emit a batch, look at the clock and the cancellation, repeat.
 func (t *task) runSource() error {
+	t.meter.start()
 	tick, stop := t.flushTicker()
 	defer stop()
 	wait := time.NewTimer(time.Hour)
@@ -119,6 +120,7 @@ func (t *task) awaitFinalCheckpoint() error {
 
 // runInputs processes buffers from the input channels until all of them ended.
 func (t *task) runInputs() error {
+	t.meter.start()
 	tick, stop := t.flushTicker()
 	defer stop()
 	t.open = len(t.channels)
@@ -141,11 +143,13 @@ func (t *task) runInputs() error {
 // step arms the wake-up for the earliest processing-time timer, then waits for one of: a
 // buffer from gate (dispatched, and flushed at once when tick is nil), mail (run), a
 // buffer-timeout tick (flush), a watermark tick, a processing-time timer, wake (woke is true)
-// or cancellation. A nil channel never fires.
+// or cancellation. A nil channel never fires. The wait is the task's idle time.
 func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke bool, err error) {
 	t.armProcessingTimer()
+	t.meter.idle.begin(meterNow())
 	select {
 	case it := <-gate:
+		t.meter.idle.end(meterNow())
 		if err := t.dispatch(it); err != nil {
 			return false, err
 		}
@@ -154,16 +158,22 @@ func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke boo
 		}
 		return false, nil
 	case f := <-t.mail:
+		t.meter.idle.end(meterNow())
 		return false, f()
 	case <-tick:
+		t.meter.idle.end(meterNow())
 		return false, t.flush()
 	case <-wake:
+		t.meter.idle.end(meterNow())
 		return true, nil
 	case <-t.wmTicks():
+		t.meter.idle.end(meterNow())
 		return false, t.periodicEmit()
 	case <-t.procTimerC():
+		t.meter.idle.end(meterNow())
 		return false, t.fireProcessingTimers()
 	case <-t.ctx.Done():
+		t.meter.idle.end(meterNow())
 		return false, t.ctx.Err()
 	}
 }
@@ -256,6 +266,7 @@ func (t *task) process(it gateItem) error {
 		}
 	}
 	t.in += int64(b.records)
+	t.meter.bytesIn.Add(int64(len(b.data)))
 	it.ch.release()
 	t.publish()
 	return nil

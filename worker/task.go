@@ -71,9 +71,9 @@ type task struct {
 
 	cancelRequested atomic.Bool
 	finished        atomic.Bool // the task ended successfully (its FINISHED report follows)
-	recordsIn       atomic.Int64
-	recordsOut      atomic.Int64
-	in, out         int64 // owned by the task goroutine; published to the atomics
+	meter           *taskMeter
+	in, out         int64 // owned by the task goroutine; published to the meter
+	droppers        []operator.LateDropper
 
 	// set up by invoke, owned by the task goroutine
 	ops      []operator.Operator
@@ -161,7 +161,7 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 		env:           env, req: req, id: id, vertex: v, registration: req.GetRegistrationId(),
 		name:   fmt.Sprintf("%s (%d/%d)#%d", v.GetName(), id.GetSubtask()+1, v.GetParallelism(), id.GetAttempt()),
 		parent: parent, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		time: eventTime{stamp: operator.NoTimestamp, outWM: operator.MinWatermark},
+		time: eventTime{stamp: operator.NoTimestamp, outWM: operator.MinWatermark}, meter: newTaskMeter(),
 	}
 	t.log = env.log.With("job_id", id.GetJobId(), "vertex_id", id.GetVertexId(), "subtask", id.GetSubtask(), "attempt", id.GetAttempt())
 	for i, e := range g.GetEdges() {
@@ -191,7 +191,7 @@ func (t *task) start() {
 func (t *task) report(s pb.ExecutionState, failure error) {
 	r := &pb.UpdateTaskExecutionStateRequest{
 		RegistrationId: t.registration, Execution: t.id, State: s,
-		RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load(),
+		RecordsIn: t.meter.recordsIn.Load(), RecordsOut: t.meter.recordsOut.Load(),
 		EndOfData: s == pb.ExecutionState_EXECUTION_STATE_RUNNING && t.ending,
 	}
 	if failure != nil {
@@ -245,8 +245,19 @@ func (t *task) requestCancel() {
 }
 
 func (t *task) publish() {
-	t.recordsIn.Store(t.in)
-	t.recordsOut.Store(t.out)
+	t.meter.recordsIn.Store(t.in)
+	t.meter.recordsOut.Store(t.out)
+	t.meter.outputWM.Store(t.time.outWM)
+	if len(t.ops) > 0 {
+		t.meter.inputWM.Store(t.opContext(0).CurrentWatermark())
+	}
+	if len(t.droppers) > 0 {
+		var n int64
+		for _, d := range t.droppers {
+			n += d.NumLateRecordsDropped()
+		}
+		t.meter.lateDropped.Store(n)
+	}
 }
 
 // invokeSafely runs invoke and turns a panic in an operator into a task failure, so one bad
@@ -324,6 +335,7 @@ func (t *task) setup() error {
 		if err != nil {
 			return fmt.Errorf("output %d: %w", i, err)
 		}
+		w.meter = t.meter
 		t.writers = append(t.writers, w)
 	}
 	// The chain's last operator writes its main output to the edges without a side output,
@@ -348,6 +360,9 @@ func (t *task) setup() error {
 		}
 		built[i] = o
 		t.chain = append(t.chain, chainMember{name: spec.GetName(), uid: storage.OperatorUID(spec), impl: o})
+		if d, ok := o.(operator.LateDropper); ok {
+			t.droppers = append(t.droppers, d)
+		}
 	}
 	ki, err := t.parseInputs()
 	if err != nil {

@@ -116,6 +116,7 @@ type TaskManager struct {
 
 	mu    sync.Mutex
 	tasks map[string]*task
+	loads *loadSampler // the heartbeats' (TaskReport.load)
 	// registration is the current registration ("" while there is none) and jmClient the
 	// JobManager that accepted it; reports and checkpoint messages go there.
 	registration string
@@ -174,7 +175,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm := &TaskManager{
 		cfg: cfg, id: id, instance: instance, addr: addr, slots: settings.Int(config.TaskSlots), scratch: scr,
 		log: log.With("tm_id", id), ctx: ctx, cancel: cancel,
-		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, tombstones: map[string]time.Time{},
+		conns: map[string]*grpc.ClientConn{}, tasks: map[string]*task{}, loads: newLoadSampler(), tombstones: map[string]time.Time{},
 		reportCh: make(chan struct{}, 1), sec: sec,
 	}
 	partitions := newPartitionRegistry()
@@ -569,8 +570,9 @@ func (tm *TaskManager) taskReports() []*pb.TaskReport {
 			continue // ended; its final state is reported separately
 		default:
 		}
-		out = append(out, &pb.TaskReport{Execution: t.id, RecordsIn: t.recordsIn.Load(), RecordsOut: t.recordsOut.Load()})
+		out = append(out, &pb.TaskReport{Execution: t.id, RecordsIn: t.meter.recordsIn.Load(), RecordsOut: t.meter.recordsOut.Load(), Load: tm.loads.sample(t.meter)})
 	}
+	tm.loads.forgetUnseen()
 	return out
 }
 

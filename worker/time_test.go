@@ -63,7 +63,7 @@ operators:
 
 	took := func(n int64) func() error {
 		return func() error {
-			if got := consumer.recordsIn.Load(); got < n {
+			if got := consumer.meter.recordsIn.Load(); got < n {
 				return fmt.Errorf("%d records in", got)
 			}
 			return nil
@@ -82,7 +82,7 @@ operators:
 		return nil
 	})
 	// More records in the next window's first millisecond fire nothing more.
-	poll.Until(t, 20*time.Second, "the window task to take 100000 more records", took(consumer.recordsIn.Load()+100_000))
+	poll.Until(t, 20*time.Second, "the window task to take 100000 more records", took(consumer.meter.recordsIn.Load()+100_000))
 	lines := strings.Split(strings.TrimSpace(output()), "\n")
 	start := time.UnixMilli(windowEnd - 100).UTC().Format(time.RFC3339Nano)
 	if len(lines) != 1 || !strings.Contains(lines[0], `"window_start":"`+start+`"`) {

@@ -37,6 +37,8 @@ type recordWriter struct {
 	// stamp is the task's current event timestamp, written before each record when the edge
 	// carries timestamps (nil otherwise).
 	stamp *int64
+	// meter, when set, counts the bytes written and the time spent waiting for room.
+	meter *taskMeter
 }
 
 // subpartitions is how many subpartitions a producer writes for edge e: one per consumer
@@ -151,6 +153,9 @@ func (w *recordWriter) flushChannel(c int) error {
 	}
 	b := &buffer{data: w.bufs[c], records: w.counts[c]}
 	w.bufs[c], w.counts[c] = nil, 0
+	if w.meter != nil {
+		w.meter.bytesOut.Add(int64(len(b.data)))
+	}
 	return w.enqueue(c, b)
 }
 
@@ -160,6 +165,11 @@ func (w *recordWriter) enqueue(c int, b *buffer) error {
 	case q <- b:
 		return nil
 	default:
+	}
+	// The queue is full: the task is backpressured until the consumer takes a buffer.
+	if w.meter != nil {
+		w.meter.backPressured.begin(meterNow())
+		defer func() { w.meter.backPressured.end(meterNow()) }()
 	}
 	select {
 	case q <- b:

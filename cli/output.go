@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +34,15 @@ type taskJSON struct {
 	TaskManager string `json:"taskmanager"`
 	RecordsIn   int64  `json:"records_in"`
 	RecordsOut  int64  `json:"records_out"`
+	// The load of a running task over its TaskManager's last heartbeat interval.
+	RecordsInPerSecond  float64 `json:"records_in_per_second"`
+	RecordsOutPerSecond float64 `json:"records_out_per_second"`
+	BusyRatio           float64 `json:"busy_ratio"`
+	BackPressuredRatio  float64 `json:"backpressured_ratio"`
+	IdleRatio           float64 `json:"idle_ratio"`
+	BytesIn             int64   `json:"bytes_in"`
+	BytesOut            int64   `json:"bytes_out"`
+	InputWatermark      *int64  `json:"input_watermark,omitempty"`
 }
 
 type exceptionJSON struct {
@@ -182,8 +193,17 @@ func statusJSON(d *pb.JobDetails) jobStatusJSON {
 		StartTime: timeJSON(d.GetStartTime()), EndTime: timeJSON(d.GetEndTime()), Restarts: d.GetRestarts(),
 		FailureCause: d.GetFailureCause(), RestoredCheckpointID: d.GetRestoredCheckpointId(),
 		Tasks: mapSlice(d.GetTasks(), func(t *pb.TaskDetails) taskJSON {
-			return taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
-				Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut()}
+			l := t.GetLoad()
+			tj := taskJSON{Operator: t.GetOperator(), Subtask: t.GetSubtask(), Attempt: t.GetAttempt(),
+				Status: execStateName(t.GetStatus()), TaskManager: t.GetTaskmanager(), RecordsIn: t.GetRecordsIn(), RecordsOut: t.GetRecordsOut(),
+				RecordsInPerSecond: l.GetRecordsInPerSecond(), RecordsOutPerSecond: l.GetRecordsOutPerSecond(),
+				BusyRatio: l.GetBusyTimeMsPerSecond() / 1000, BackPressuredRatio: l.GetBackPressuredTimeMsPerSecond() / 1000,
+				IdleRatio: l.GetIdleTimeMsPerSecond() / 1000, BytesIn: l.GetBytesIn(), BytesOut: l.GetBytesOut()}
+			if l.GetHasWatermarks() && l.GetInputWatermark() != math.MinInt64 {
+				wm := l.GetInputWatermark()
+				tj.InputWatermark = &wm
+			}
+			return tj
 		}),
 		Exceptions: mapSlice(d.GetExceptions(), func(e *pb.ExceptionEntry) exceptionJSON {
 			return exceptionJSON{Time: timeJSON(e.GetTime()), Task: e.GetTask(), TaskManager: e.GetTaskmanager(), Cause: e.GetCause(),
@@ -244,10 +264,12 @@ func writeStatus(w io.Writer, d *pb.JobDetails) error {
 	// A line without a tab ends a table: the tasks' columns are aligned on their own.
 	if len(d.GetTasks()) > 0 {
 		fmt.Fprintln(tw, "\nTasks:")
-		fmt.Fprintln(tw, "OPERATOR\tSUBTASK\tATTEMPT\tSTATUS\tTASKMANAGER\tRECORDS IN\tRECORDS OUT")
+		fmt.Fprintln(tw, "OPERATOR\tSUBTASK\tATTEMPT\tSTATUS\tTASKMANAGER\tRECORDS IN\tRECORDS OUT\tIN/S\tOUT/S\tBUSY\tBACKPRESSURED")
 		for _, t := range d.GetTasks() {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\n", t.GetOperator(), t.GetSubtask(), t.GetAttempt(), execStateName(t.GetStatus()),
-				t.GetTaskmanager(), t.GetRecordsIn(), t.GetRecordsOut())
+			l := t.GetLoad()
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", t.GetOperator(), t.GetSubtask(), t.GetAttempt(), execStateName(t.GetStatus()),
+				t.GetTaskmanager(), t.GetRecordsIn(), t.GetRecordsOut(), rateText(l, l.GetRecordsInPerSecond()), rateText(l, l.GetRecordsOutPerSecond()),
+				ratioText(l, l.GetBusyTimeMsPerSecond()), ratioText(l, l.GetBackPressuredTimeMsPerSecond()))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -480,4 +502,20 @@ func bytesText(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// rateText is a records/s figure of a task's load, "-" without one (the task is not running).
+func rateText(l *pb.TaskLoad, perSecond float64) string {
+	if l == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(perSecond, 'f', 0, 64)
+}
+
+// ratioText is a milliseconds-per-second figure of a task's load as a percentage.
+func ratioText(l *pb.TaskLoad, msPerSecond float64) string {
+	if l == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(msPerSecond/10, 'f', 0, 64) + "%"
 }

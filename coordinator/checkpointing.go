@@ -172,6 +172,8 @@ type checkpointCoordinator struct {
 
 	recentExpired []int64
 	history       []*pb.CheckpointInfo // newest last
+	// dropped counts the checkpoints that left the history, for the metrics' totals.
+	dropped checkpointCounts
 }
 
 func newCheckpointCoordinator(s checkpointSettings, io checkpointIO, now func() time.Time, retained []*pb.CompletedCheckpoint) *checkpointCoordinator {
@@ -596,6 +598,14 @@ func (c *checkpointCoordinator) onSuccess(id int64) {
 func (c *checkpointCoordinator) record(info *pb.CheckpointInfo) {
 	c.history = append(c.history, info)
 	if len(c.history) > maxHistory {
+		for _, old := range c.history[:len(c.history)-maxHistory] {
+			switch old.GetStatus() {
+			case pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED:
+				c.dropped.completed++
+			case pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED:
+				c.dropped.failed++
+			}
+		}
 		c.history = slices.Clone(c.history[len(c.history)-maxHistory:])
 	}
 }
@@ -641,3 +651,6 @@ func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
 		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
 }
+
+// checkpointCounts are numbers of completed and failed checkpoints.
+type checkpointCounts struct{ completed, failed int }

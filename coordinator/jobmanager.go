@@ -28,6 +28,7 @@ import (
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/connector/nexmark"
 	"github.com/goflink/goflink/internal/dirlock"
+	"github.com/goflink/goflink/internal/metrics"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
@@ -58,6 +59,9 @@ type Config struct {
 	// when empty, the listener's address is. Start owns them: they are closed by Close, or on
 	// error.
 	RPCListener, RaftListener net.Listener
+	// MetricsListener, when set, serves the Prometheus metrics (metrics.reporter.prom.port);
+	// Start owns it like the others.
+	MetricsListener net.Listener
 	// DataDir holds the Raft log, stable store and snapshots, and in checkpoints/ the
 	// checkpoints of jobs when execution.checkpointing.dir is not set.
 	DataDir string
@@ -173,11 +177,14 @@ type JobManager struct {
 
 	jobStore jobStoreSettings // how long, and how many, ended jobs are kept
 
-	leading atomic.Bool   // leadership established (after Barrier)
-	term    atomic.Uint64 // the Raft term of the current leadership: the fencing token of JM→TM commands
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	leading atomic.Bool // leadership established (after Barrier)
+	// leaderChanges counts the leadership changes this JobManager saw (the metric).
+	leaderChanges atomic.Uint64
+	metrics       *metrics.Server // nil without Config.MetricsListener
+	term          atomic.Uint64   // the Raft term of the current leadership: the fencing token of JM→TM commands
+	ctx           context.Context
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 // Start opens the Raft store, serves gRPC and starts following leadership.
@@ -188,7 +195,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 			for _, u := range slices.Backward(undo) {
 				_ = u() // best effort: the start failed already
 			}
-			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
+			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener, cfg.MetricsListener} {
 				if l != nil {
 					l.Close()
 				}
@@ -270,6 +277,12 @@ func Start(cfg Config) (_ *JobManager, err error) {
 		raftBound = cfg.RaftListener.Addr().String()
 	}
 	warnInsecure(log, sec, lis.Addr().String(), raftBound)
+	if cfg.MetricsListener != nil {
+		if jm.metrics, err = metrics.Serve(cfg.MetricsListener, sec, jm.log, newJMCollector(jm)); err != nil {
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+		undo = append(undo, jm.metrics.Close)
+	}
 
 	jm.wg.Go(jm.advertise)
 	jm.wg.Go(func() {
@@ -294,6 +307,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 // Addr returns the advertised RPC address.
 func (jm *JobManager) Addr() string { return jm.rpcAddr }
+
+// MetricsAddr returns where the JobManager serves its Prometheus metrics ("" when it does
+// not).
+func (jm *JobManager) MetricsAddr() string {
+	if jm.metrics == nil {
+		return ""
+	}
+	return jm.metrics.Addr()
+}
 
 // RaftAddr returns the address of the Raft transport.
 func (jm *JobManager) RaftAddr() string { return jm.node.addr }
@@ -346,6 +368,7 @@ func (jm *JobManager) monitorLeadership() {
 	for {
 		select {
 		case isLeader := <-leaderCh:
+			jm.leaderChanges.Add(1)
 			revoke()
 			if !isLeader {
 				continue
@@ -551,6 +574,7 @@ func (jm *JobManager) Close() error {
 		jm.srv.Stop()
 		<-stopped
 	}
+	_ = jm.metrics.Close()
 	jm.wg.Wait()
 	jm.peersMu.Lock()
 	for _, c := range jm.peers {

@@ -175,6 +175,8 @@ type jobMaster struct {
 	jobDir       string // checkpoint storage of this job
 	restartTimer *time.Timer
 	restoredID   int64 // checkpoint the current run restored from
+	restoredAt   time.Time
+	statusSince  time.Time // when status last changed
 	restore      *pb.CheckpointMetadata
 	// lastStates holds each subtask's states ("vertex/subtask") in the newest restored or
 	// completed checkpoint.
@@ -268,6 +270,11 @@ type jobView struct {
 	regs        []string
 	keys        []string
 	checkpoints []*pb.CheckpointInfo
+	// For the metrics: the checkpoints no longer in the history, when the job's status last
+	// changed, and when it last restored a checkpoint (zero: never).
+	dropped     checkpointCounts
+	statusSince time.Time
+	restoredAt  time.Time
 }
 
 func (m *jobMaster) view() *jobView { return m.published.Load() }
@@ -509,7 +516,7 @@ func (m *jobMaster) useRestore(c *restoreChoice) {
 	if c.cp == nil {
 		return
 	}
-	m.restore, m.restoredID = c.md, c.cp.GetId()
+	m.restore, m.restoredID, m.restoredAt = c.md, c.cp.GetId(), time.Now()
 	m.restoreDir = c.cp.GetBaseDir()
 	m.rememberStates(c.md.GetStates())
 	m.log.Info("restoring job from checkpoint", "checkpoint_id", c.cp.GetId(), "path", filepath.Join(c.cp.GetBaseDir(), c.cp.GetPath()))
@@ -840,7 +847,7 @@ func (m *jobMaster) setStatus(s pb.JobStatus, cause string) error {
 		m.cancel()
 		return err
 	}
-	m.status = s
+	m.status, m.statusSince = s, time.Now()
 	m.startTime, m.endTime = rec.GetStartTime(), rec.GetEndTime()
 	if s == pb.JobStatus_JOB_STATUS_RUNNING {
 		m.attempt = rec.GetRuns() - 1
@@ -881,7 +888,7 @@ func (m *jobMaster) publish() {
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
 		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID, Parallelism: maxParallelism(m.graph),
 	}
-	v := &jobView{details: d, checkpoints: m.cp.historyView()}
+	v := &jobView{details: d, checkpoints: m.cp.historyView(), dropped: m.cp.dropped, statusSince: m.statusSince, restoredAt: m.restoredAt}
 	for _, e := range m.execs {
 		d.Tasks = append(d.Tasks, &pb.TaskDetails{
 			Operator: e.vertex.GetName(), Subtask: e.id.GetSubtask(), Attempt: e.id.GetAttempt(),

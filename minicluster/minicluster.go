@@ -46,6 +46,9 @@ type Options struct {
 	// RaftLogger receives hashicorp/raft's own records; they are discarded when it is nil.
 	RaftLogger *slog.Logger
 	Operators  []operator.Type // custom operator types
+	// Metrics has every process serve its Prometheus metrics on a loopback port of its own
+	// (a JobManager on its first start only): see MetricsAddr.
+	Metrics bool
 }
 
 // Cluster is a running mini cluster.
@@ -111,6 +114,11 @@ func (c *Cluster) startJobManagers() error {
 		if cfg.RaftListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return err
 		}
+		if c.opts.Metrics {
+			if cfg.MetricsListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				return err
+			}
+		}
 		cfg.RPCAddr, cfg.RaftAddr = cfg.RPCListener.Addr().String(), cfg.RaftListener.Addr().String()
 		if n > 1 {
 			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: cfg.RaftAddr})
@@ -134,7 +142,7 @@ func (c *Cluster) StartJobManager(i int) error {
 		return fmt.Errorf("jobmanager %d is running", i)
 	}
 	cfg := c.jmCfgs[i]
-	c.jmCfgs[i].RPCListener, c.jmCfgs[i].RaftListener = nil, nil // Start owns them; a restart binds the addresses
+	c.jmCfgs[i].RPCListener, c.jmCfgs[i].RaftListener, c.jmCfgs[i].MetricsListener = nil, nil, nil // Start owns them; a restart binds the addresses
 	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLogger = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLogger
 	jm, err := coordinator.Start(cfg)
 	if err != nil {
@@ -175,8 +183,15 @@ func (c *Cluster) AddTaskManager() (*worker.TaskManager, error) {
 	if err := settings.Set(config.TaskSlots, fmt.Sprint(c.opts.Slots)); err != nil {
 		return nil, err
 	}
+	var metricsLis net.Listener
+	if c.opts.Metrics {
+		var err error
+		if metricsLis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+	}
 	tm, err := worker.Start(worker.Config{
-		Addr: "127.0.0.1:0", JobManagers: c.jmAddrs(), Settings: settings,
+		Addr: "127.0.0.1:0", JobManagers: c.jmAddrs(), Settings: settings, MetricsListener: metricsLis,
 		DataDir:   filepath.Join(c.dataDir, fmt.Sprintf("taskmanager-%d", len(c.TMs))),
 		Operators: c.opts.Operators, Stdout: c.opts.Stdout, Logger: c.opts.Logger,
 	})

@@ -31,6 +31,7 @@ import (
 	"github.com/goflink/goflink/internal/confine"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/leaderrpc"
+	"github.com/goflink/goflink/internal/metrics"
 	"github.com/goflink/goflink/internal/netaddr"
 	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
@@ -60,6 +61,9 @@ type Config struct {
 	// Stdout receives the print sink's output (default os.Stdout).
 	Stdout io.Writer
 	Logger *slog.Logger
+	// MetricsListener, when set, serves the Prometheus metrics (metrics.reporter.prom.port);
+	// the TaskManager owns it.
+	MetricsListener net.Listener
 }
 
 // DefaultPort is Flink's default TaskManager port.
@@ -98,6 +102,7 @@ type TaskManager struct {
 	log      *slog.Logger
 
 	srv     *grpc.Server
+	metrics *metrics.Server // nil without Config.MetricsListener
 	health  *health.Server
 	env     *taskEnv
 	scratch *scratch
@@ -139,6 +144,12 @@ type TaskManager struct {
 
 // Start listens, serves and starts registering with the JobManager.
 func Start(cfg Config) (*TaskManager, error) {
+	served := false // the metrics listener, which Start owns, is closed unless it is served
+	defer func() {
+		if !served && cfg.MetricsListener != nil {
+			cfg.MetricsListener.Close()
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -204,6 +215,13 @@ func Start(cfg Config) (*TaskManager, error) {
 			tm.log.Error("taskmanager server stopped", "err", err)
 		}
 	})
+	if cfg.MetricsListener != nil {
+		served = true // Serve owns it now
+		if tm.metrics, err = metrics.Serve(cfg.MetricsListener, sec, tm.log, newTMCollector(tm)); err != nil {
+			_ = tm.Close()
+			return nil, fmt.Errorf("taskmanager: %w", err)
+		}
+	}
 	tm.wg.Go(tm.connectLoop)
 	tm.wg.Go(tm.reportLoop)
 	tm.log.Info("taskmanager started", "addr", addr, "slots", tm.slots, "jobmanagers", strings.Join(cfg.JobManagers, ","))
@@ -226,17 +244,35 @@ func (tm *TaskManager) ID() string { return tm.id }
 // Addr returns the advertised address.
 func (tm *TaskManager) Addr() string { return tm.addr }
 
+// MetricsAddr returns where the TaskManager serves its Prometheus metrics ("" when it does
+// not).
+func (tm *TaskManager) MetricsAddr() string {
+	if tm.metrics == nil {
+		return ""
+	}
+	return tm.metrics.Addr()
+}
+
 // RunningTasks returns the execution keys (job/vertex/subtask/attempt) of the tasks that have
 // not ended yet.
 func (tm *TaskManager) RunningTasks() []string {
+	var out []string
+	for _, t := range tm.runningTasks() {
+		out = append(out, execid.Key(t.id))
+	}
+	return out
+}
+
+// runningTasks returns the tasks that have not ended yet.
+func (tm *TaskManager) runningTasks() []*task {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	var out []string
-	for k, t := range tm.tasks {
+	out := make([]*task, 0, len(tm.tasks))
+	for _, t := range tm.tasks {
 		select {
 		case <-t.done:
 		default:
-			out = append(out, k)
+			out = append(out, t)
 		}
 	}
 	return out
@@ -256,6 +292,7 @@ func (tm *TaskManager) Close() error {
 	}
 	tm.health.Shutdown()
 	tm.srv.Stop()
+	_ = tm.metrics.Close()
 	tm.wg.Wait()
 	tm.connMu.Lock()
 	defer tm.connMu.Unlock()

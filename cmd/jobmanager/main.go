@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 
+	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/internal/process"
 )
@@ -12,7 +13,7 @@ func main() {
 	cfg := coordinator.DefaultConfig()
 	var pf process.Flags
 	var peers string
-	cmd := pf.Command("jobmanager", "Run a goflink JobManager", []string{"rpc", "raft"}, nil,
+	cmd := pf.Command("jobmanager", "Run a goflink JobManager", []string{"rpc", "raft", "metrics"}, nil,
 		func(ctx context.Context, env process.Env) error {
 			var err error
 			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
@@ -22,6 +23,9 @@ func main() {
 			cfg.RPCAddr = process.ListenAddr(env.Settings, cfg.RPCAddr, coordinator.DefaultRPCPort)
 			cfg.RaftAddr = process.ListenAddr(env.Settings, cfg.RaftAddr, coordinator.DefaultRaftPort)
 			cfg.RPCListener, cfg.RaftListener = env.Sockets["rpc"], env.Sockets["raft"]
+			if cfg.MetricsListener, err = process.MetricsListener(env, cfg.RPCAddr, config.DefaultJobManagerMetricsPort); err != nil {
+				return err
+			}
 			return coordinator.Run(ctx, cfg)
 		})
 	fs := cmd.Flags()

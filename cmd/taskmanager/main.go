@@ -26,7 +26,7 @@ func main() {
 		}
 		return nil
 	}
-	cmd := pf.Command("taskmanager", "Run a goflink TaskManager", nil, slotsFlag,
+	cmd := pf.Command("taskmanager", "Run a goflink TaskManager", []string{"metrics"}, slotsFlag,
 		func(ctx context.Context, env process.Env) error {
 			var err error
 			if cfg.JobManagers, err = worker.ParseJobManagers(jobmanagers); err != nil {
@@ -34,6 +34,9 @@ func main() {
 			}
 			cfg.Settings, cfg.Logger = env.Settings, env.Logger
 			cfg.Addr = process.ListenAddr(env.Settings, cfg.Addr, worker.DefaultPort)
+			if cfg.MetricsListener, err = process.MetricsListener(env, cfg.Addr, config.DefaultTaskManagerMetricsPort); err != nil {
+				return err
+			}
 			return worker.Run(ctx, cfg)
 		})
 	fs := cmd.Flags()

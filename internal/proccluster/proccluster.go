@@ -83,9 +83,9 @@ type Cluster struct {
 
 // jobManager is how a JobManager is started, again after a kill.
 type jobManager struct {
-	addr    string
-	args    []string
-	sockets map[string]net.Listener // bound by Start for the first start; nil after it
+	addr, metricsAddr string
+	args              []string
+	sockets           map[string]net.Listener // bound by Start for the first start; nil after it
 }
 
 // Start starts the JobManagers, then the TaskManagers, and waits until every TaskManager
@@ -118,7 +118,7 @@ func Start(opts Options) (c *Cluster, err error) {
 		if err != nil {
 			return c, err
 		}
-		c.jms = append(c.jms, jobManager{addr: sockets["rpc"].Addr().String(), sockets: sockets,
+		c.jms = append(c.jms, jobManager{addr: sockets["rpc"].Addr().String(), metricsAddr: sockets["metrics"].Addr().String(), sockets: sockets,
 			args: append([]string{"--node-id", id, "--data-dir", filepath.Join(opts.Dir, id)}, args...)})
 		addrs = append(addrs, sockets["rpc"].Addr().String())
 		peers = append(peers, id+"="+sockets["raft"].Addr().String())
@@ -150,21 +150,23 @@ func Start(opts Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// JobManagerSockets binds a JobManager's RPC and Raft sockets on loopback and returns them by
-// the names the jobmanager binary takes them under, with the arguments that name their
-// addresses (--rpc-addr, --raft-addr), for Exec.
+// JobManagerSockets binds a JobManager's RPC, Raft and metrics sockets on loopback and
+// returns them by the names the jobmanager binary takes them under, with the arguments that
+// name their addresses (--rpc-addr, --raft-addr, metrics.reporter.prom.port: a restarted
+// JobManager binds them again), for Exec.
 func JobManagerSockets() (sockets map[string]net.Listener, args []string, err error) {
-	rpc, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
+	sockets = map[string]net.Listener{}
+	for _, name := range []string{"rpc", "raft", "metrics"} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll(sockets)
+			return nil, nil, err
+		}
+		sockets[name] = lis
 	}
-	raft, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		rpc.Close()
-		return nil, nil, err
-	}
-	return map[string]net.Listener{"rpc": rpc, "raft": raft},
-		[]string{"--rpc-addr", rpc.Addr().String(), "--raft-addr", raft.Addr().String()}, nil
+	_, metricsPort, _ := net.SplitHostPort(sockets["metrics"].Addr().String())
+	return sockets, []string{"--rpc-addr", sockets["rpc"].Addr().String(), "--raft-addr", sockets["raft"].Addr().String(),
+		"-D", config.MetricsPort + "=" + metricsPort}, nil
 }
 
 // JobManagerAddr returns JobManager i's RPC address.
@@ -180,6 +182,7 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.MetricsAddr = jm.metricsAddr
 	c.JMs[i] = p
 	return p, nil
 }
@@ -189,18 +192,25 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 func (c *Cluster) StartTaskManager(id string) (*Proc, error) {
 	args := append([]string{"--jobmanager", c.Addr, "--addr", "127.0.0.1:0", "--slots", strconv.Itoa(c.opts.Slots),
 		"--id", id, "--data-dir", filepath.Join(c.opts.Dir, id)}, c.opts.TaskManagerArgs...)
-	var sockets map[string]net.Listener
+	names := []string{"metrics"}
 	if c.opts.Debug {
-		debug, err := net.Listen("tcp", "127.0.0.1:0")
+		names = append(names, "debug")
+	}
+	sockets := map[string]net.Listener{}
+	for _, name := range names {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			closeAll(sockets)
 			return nil, err
 		}
-		sockets = map[string]net.Listener{"debug": debug}
+		sockets[name] = lis
 	}
+	metricsAddr := sockets["metrics"].Addr().String()
 	p, err := c.startProc(id, "taskmanager", sockets, args...)
 	if err != nil {
 		return nil, err
 	}
+	p.MetricsAddr = metricsAddr
 	if c.opts.Debug {
 		p.DebugAddr = sockets["debug"].Addr().String()
 	}
@@ -298,6 +308,8 @@ type Proc struct {
 	Log string
 	// DebugAddr is where it serves pprof (a TaskManager of a cluster with Options.Debug).
 	DebugAddr string
+	// MetricsAddr is where it serves its Prometheus metrics (host:port).
+	MetricsAddr string
 
 	done chan struct{} // closed once it was reaped
 }

@@ -45,8 +45,12 @@ func ListenPorts(host, spec, key string) (net.Listener, error) {
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("%s: no free port in %s on %q: %w", key, spec, host, errors.Join(errs...))
+	return nil, fmt.Errorf("%s: %w in %s on %q: %w", key, ErrPortsTaken, spec, host, errors.Join(errs...))
 }
+
+// ErrPortsTaken is ListenPorts' error when no port of the setting could be bound (as opposed
+// to a setting that is not a port or range).
+var ErrPortsTaken = errors.New("no free port")
 
 // parsePorts parses "N" or "LO-HI".
 func parsePorts(spec string) (lo, hi int, err error) {
@@ -89,4 +93,21 @@ func HTTPListener(env Env, name, host, key, def string) (net.Listener, error) {
 		spec = def
 	}
 	return ListenPorts(host, spec, key)
+}
+
+// MetricsListener is HTTPListener for the Prometheus metrics of a process whose RPC address is
+// rpcAddr: on its host, at metrics.reporter.prom.port (def when unset). As in Flink, a process
+// whose metrics ports are all taken runs without metrics (logged); a setting that is not a
+// port or range is an error.
+func MetricsListener(env Env, rpcAddr, def string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(rpcAddr)
+	if err != nil && env.Sockets["metrics"] == nil {
+		return nil, fmt.Errorf("metrics: rpc address %q: %w", rpcAddr, err)
+	}
+	lis, err := HTTPListener(env, "metrics", host, config.MetricsPort, def)
+	if errors.Is(err, ErrPortsTaken) {
+		env.Logger.Error("running without Prometheus metrics", "err", err)
+		return nil, nil
+	}
+	return lis, err
 }

@@ -42,7 +42,7 @@ type heldSource struct {
 }
 
 func (h *heldSource) Open(_ *operator.Context, out operator.Output) error { h.out = out; return nil }
-func (h *heldSource) Close() error                                       { return nil }
+func (h *heldSource) Close() error                                        { return nil }
 func (h *heldSource) Emit(limit int) (int, time.Duration, bool, error) {
 	if h.next >= h.n {
 		return 0, 20 * time.Millisecond, false, nil

@@ -2,7 +2,11 @@ package systemtest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +87,12 @@ operators:
 		t.Errorf("grpcurl in plaintext succeeded: %s", out)
 	}
 
+	// The metrics ports of the JobManager and a TaskManager: HTTPS with the cluster's
+	// certificate, and the token.
+	for _, p := range []*proccluster.Proc{c.JMs[0], c.TMs[0]} {
+		checkSecuredMetrics(t, c.Certs.CA, strings.TrimSpace(string(tok)), p)
+	}
+
 	// A TaskManager without the internal certificate: its registration fails the handshake,
 	// and the cluster keeps its two TaskManagers.
 	rogue := startProc(t, "rogue-tm", "taskmanager", nil, "--jobmanager", c.Addr, "--addr", "127.0.0.1:0",
@@ -115,4 +125,53 @@ func countLines(t *testing.T, dir string) int {
 		n += strings.Count(string(b), "\n")
 	}
 	return n
+}
+
+// checkSecuredMetrics scrapes p's metrics port of a Secure cluster: plaintext and a scrape
+// without the token are refused, one over TLS with the token is served.
+func checkSecuredMetrics(t *testing.T, caFile, token string, p *proccluster.Proc) {
+	t.Helper()
+	if p.MetricsAddr == "" {
+		t.Fatalf("%s has no metrics address", p.Name)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}}
+	url := "https://" + p.MetricsAddr + "/metrics"
+	get := func(c *http.Client, url, token string) (int, string, error) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	if code, _, err := get(&http.Client{Timeout: 10 * time.Second}, "http://"+p.MetricsAddr+"/metrics", token); err == nil && code == http.StatusOK {
+		t.Errorf("%s: plaintext scrape served", p.Name)
+	}
+	if code, _, err := get(tlsClient, url, ""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("%s: scrape without the token = %d %v, want 401", p.Name, code, err)
+	}
+	poll.Until(t, time.Minute, p.Name+"'s metrics with the token", func() error {
+		code, body, err := get(tlsClient, url, token)
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("scrape with the token = %d %v", code, err)
+		}
+		if !strings.Contains(body, "flink_") || !strings.Contains(body, "go_goroutines") {
+			return fmt.Errorf("no flink_ or go_ series in %d bytes", len(body))
+		}
+		return nil
+	})
 }

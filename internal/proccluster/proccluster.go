@@ -105,10 +105,12 @@ func Start(opts Options) (c *Cluster, err error) {
 		}
 		tls := []string{"-D", config.SSLInternalEnabled + "=true", "-D", config.SSLInternalCert + "=" + c.Certs.Cluster,
 			"-D", config.SSLInternalKey + "=" + c.Certs.ClusterKey, "-D", config.SSLInternalCA + "=" + c.Certs.CA}
-		jm := append(slices.Clone(tls), "-D", config.AuthTokenFile+"="+c.Certs.Token,
+		// Clients authenticate with the token or a client certificate: on the JobManagers' RPC
+		// port, and on every process's metrics port.
+		auth := append(tls, "-D", config.AuthTokenFile+"="+c.Certs.Token,
 			"-D", config.SSLRestClientAuth+"=true", "-D", config.SSLRestCA+"="+c.Certs.ClientCA)
-		opts.JobManagerArgs = append(jm, opts.JobManagerArgs...)
-		opts.TaskManagerArgs = append(slices.Clone(tls), opts.TaskManagerArgs...)
+		opts.JobManagerArgs = append(slices.Clone(auth), opts.JobManagerArgs...)
+		opts.TaskManagerArgs = append(slices.Clone(auth), opts.TaskManagerArgs...)
 		c.opts = opts
 	}
 	var addrs, peers []string

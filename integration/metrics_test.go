@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,18 @@ operators:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A second job reports operator metrics: its watermark and the file sink's commits.
+	stamped := fmt.Sprintf(`name: stamped
+config: {execution.checkpointing.interval: 100ms}
+operators:
+  - {name: ticks, type: sequence, from: 1, rate: 2000, parallelism: 1}
+  - {name: wm, type: watermark, timestamp: "value", max-out-of-orderness: 5ms}
+  - {name: out, type: file, path: %q}
+`, filepath.Join(t.TempDir(), "stamped"))
+	id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(stamped)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	jmURL := "http://" + c.JM.MetricsAddr() + "/metrics"
 	var tmURLs []string
 	for _, tm := range c.TMs {
@@ -175,8 +188,22 @@ operators:
 			}
 		}
 	}
+	out := map[string]string{"job_id": id2, "operator_name": "out"}
+	poll.Until(t, time.Minute, "the file sink's commits and watermark", func() error {
+		fams := scrapeAll(t, tmURLs)
+		if s := find(fams, "flink_taskmanager_job_task_operator_numCommittablesSuccess", out); len(s) != 1 || s[0] < 1 {
+			return fmt.Errorf("numCommittablesSuccess %v", s)
+		}
+		if s := find(fams, "flink_taskmanager_job_task_operator_currentInputWatermark", out); len(s) != 1 || s[0] < 1 {
+			return fmt.Errorf("currentInputWatermark %v", s)
+		}
+		return nil
+	})
 	for _, u := range append([]string{jmURL}, tmURLs...) {
 		checkWithPromtool(t, promtool, u)
+	}
+	if err := cl.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := cl.Cancel(ctx, id); err != nil {

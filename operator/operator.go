@@ -67,6 +67,8 @@ type Context struct {
 	// covering all its output completed (the final checkpoint), and two-phase-commit sinks
 	// commit only on checkpoint completion.
 	Checkpointing bool
+	// Metrics are the operator's metrics (nil outside a task: they go nowhere).
+	Metrics *Metrics
 
 	key record.Value
 

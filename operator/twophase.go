@@ -119,6 +119,10 @@ type TwoPhaseSink[Txn any] struct {
 	cur     Txn
 	hasCur  bool
 	pending []pendingTxn[Txn] // ascending checkpoint IDs
+
+	// Flink's committer metrics: commits that succeeded and failed (a failed one is retried),
+	// and the pre-committed transactions waiting for their checkpoint.
+	committedOK, committedFailed, pendingCount *Metric
 }
 
 // Bind names the sink in its errors (e.g. "file sink") and gives it the system it writes to;
@@ -166,6 +170,9 @@ func (s *TwoPhaseSink[Txn]) Open(ctx *Context, out Output) error {
 	if err := s.Base.Open(ctx, out); err != nil {
 		return err
 	}
+	s.committedOK = ctx.Metrics.Metric("numCommittablesSuccess")
+	s.committedFailed = ctx.Metrics.Metric("numCommittablesFailure")
+	s.pendingCount = ctx.Metrics.Metric("pendingCommittables")
 	if err := s.recover(); err != nil {
 		return err
 	}
@@ -266,6 +273,7 @@ func (s *TwoPhaseSink[Txn]) PrepareSnapshotPreBarrier(id int64) error {
 		return s.errorf("pre-commit for checkpoint %d: %w", id, err)
 	}
 	s.pending = append(s.pending, pendingTxn[Txn]{id, s.cur})
+	s.pendingCount.Set(float64(len(s.pending)))
 	s.hasCur = false
 	return s.begin()
 }
@@ -309,6 +317,7 @@ func (s *TwoPhaseSink[Txn]) commitUpTo(id int64) error {
 			continue
 		}
 		if err := s.committer.Commit(p.txn); err != nil {
+			s.committedFailed.Inc()
 			kept = append(kept, p)
 			if first == nil {
 				if p.checkpoint == endOfInput {
@@ -319,8 +328,10 @@ func (s *TwoPhaseSink[Txn]) commitUpTo(id int64) error {
 			}
 		}
 	}
+	s.committedOK.Set(s.committedOK.Value() + float64(len(s.pending)-len(kept)))
 	clear(s.pending[len(kept):])
 	s.pending = kept
+	s.pendingCount.Set(float64(len(kept)))
 	return first
 }
 

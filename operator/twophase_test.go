@@ -449,6 +449,7 @@ func TestTwoPhaseCommitErrors(t *testing.T) {
 	}
 	wantLog(t, "complete(2) with a failing commit", c, "commit 1 failed", "commit 2")
 	wantVisible(t, "after the failed commit", c, 2)
+	wantCommitMetrics(t, "after the failed commit", s, 1, 1, 1)
 
 	// The failed transaction stays pending: in the next snapshot and retried by the next
 	// notification.
@@ -475,6 +476,7 @@ func TestTwoPhaseCommitErrors(t *testing.T) {
 	s.complete(t, 2)
 	wantLog(t, "retry on the next notification", c, "commit 1")
 	wantVisible(t, "after the retry", c, 1, 2)
+	wantCommitMetrics(t, "after the retry", s, 2, 1, 0)
 
 	// EndInput reports commit errors too.
 	s.write(t, 3)
@@ -521,4 +523,13 @@ func TestTwoPhaseEndInputWaitsForFinalCheckpoint(t *testing.T) {
 	s.complete(t, 2)
 	wantLog(t, "final checkpoint", c, "precommit 2 [2]", "begin 3", "commit 1", "commit 2")
 	wantVisible(t, "after the final checkpoint", c, 1, 2)
+}
+
+// wantCommitMetrics checks the sink's committer metrics (numCommittablesSuccess,
+// numCommittablesFailure, pendingCommittables).
+func wantCommitMetrics(t *testing.T, when string, s *fakeSink, ok, failed, pending float64) {
+	t.Helper()
+	if got := []float64{s.committedOK.Value(), s.committedFailed.Value(), s.pendingCount.Value()}; !slices.Equal(got, []float64{ok, failed, pending}) {
+		t.Errorf("%s: committed, failed, pending = %v, want %v", when, got, []float64{ok, failed, pending})
+	}
 }

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +55,20 @@ type taskMeter struct {
 	// checkpointStartDelayNanos), in nanoseconds.
 	alignment, startDelay atomic.Int64
 	lateDropped           atomic.Int64
+	// operators are the chain's operators' metrics, in chain order, once the task set them up.
+	operators atomic.Pointer[[]operatorMetrics]
+}
+
+// operatorMetrics are one chained operator's metrics.
+type operatorMetrics struct {
+	name    string
+	metrics *operator.Metrics
+}
+
+// lateDropper is an operator that counts late records, and the metric it is exported as.
+type lateDropper struct {
+	operator.LateDropper
+	metric *operator.Metric
 }
 
 func newTaskMeter() *taskMeter {
@@ -143,5 +156,3 @@ func (s *loadSampler) forgetUnseen() {
 	clear(s.seen)
 }
 
-// noWatermark is how an absent watermark is exported (Flink's Long.MIN_VALUE).
-const noWatermark = math.MinInt64

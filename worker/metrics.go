@@ -2,6 +2,7 @@ package worker
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,8 +120,7 @@ func (c *tmCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		view := loadView{inPerSec: l.GetRecordsInPerSecond(), outPerSec: l.GetRecordsOutPerSecond(), bytesInPerSec: bin, bytesOutPerSec: bout,
 			busy: l.GetBusyTimeMsPerSecond(), idle: l.GetIdleTimeMsPerSecond(), bp: l.GetBackPressuredTimeMsPerSecond()}
-		id := t.id
-		labels := []string{id.GetJobId(), t.req.GetJobGraph().GetName(), t.vertex.GetName(), strconv.Itoa(int(id.GetSubtask())), strconv.Itoa(int(id.GetAttempt())), c.tm.id}
+		labels := c.tm.taskLabelValues(t)
 		for _, m := range taskMetrics {
 			if v, ok := m.value(t.meter, cur, view); ok {
 				metrics.Gauge(ch, m.desc, v, labels...)
@@ -128,4 +128,45 @@ func (c *tmCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.prev = seen // a finished task's metrics disappear with it
+}
+
+// opCollector exports the metrics operators report (operator.Metrics) as
+// flink_taskmanager_job_task_operator_<name>, with the task's labels, operator_name and the
+// metric's own. It is an unchecked collector: operators name their series at run time.
+type opCollector struct{ tm *TaskManager }
+
+func (opCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c opCollector) Collect(ch chan<- prometheus.Metric) {
+	descs := map[string]*prometheus.Desc{}
+	for _, t := range c.tm.runningTasks() {
+		ops := t.meter.operators.Load()
+		if ops == nil {
+			continue
+		}
+		labels := c.tm.taskLabelValues(t)
+		for _, op := range *ops {
+			op.metrics.Each(func(m *operator.Metric) {
+				own := m.Labels()
+				keys := append(append([]string{}, taskLabels...), "operator_name")
+				values := append(append([]string{}, labels...), op.name)
+				for i := 0; i+1 < len(own); i += 2 {
+					keys, values = append(keys, own[i]), append(values, own[i+1])
+				}
+				id := m.Name() + "\x00" + strings.Join(keys, "\x00")
+				d, ok := descs[id]
+				if !ok {
+					d = prometheus.NewDesc("flink_taskmanager_job_task_operator_"+m.Name(), "Operator metric "+m.Name()+".", keys, nil)
+					descs[id] = d
+				}
+				metrics.Gauge(ch, d, m.Value(), values...)
+			})
+		}
+	}
+}
+
+// taskLabelValues are the values of taskLabels for t.
+func (tm *TaskManager) taskLabelValues(t *task) []string {
+	id := t.id
+	return []string{id.GetJobId(), t.req.GetJobGraph().GetName(), t.vertex.GetName(), strconv.Itoa(int(id.GetSubtask())), strconv.Itoa(int(id.GetAttempt())), tm.id}
 }

@@ -73,7 +73,8 @@ type task struct {
 	finished        atomic.Bool // the task ended successfully (its FINISHED report follows)
 	meter           *taskMeter
 	in, out         int64 // owned by the task goroutine; published to the meter
-	droppers        []operator.LateDropper
+	droppers        []lateDropper
+	opWatermarks    []*operator.Metric // per t.ops: its currentInputWatermark, once it has one
 
 	// set up by invoke, owned by the task goroutine
 	ops      []operator.Operator
@@ -248,13 +249,25 @@ func (t *task) publish() {
 	t.meter.recordsIn.Store(t.in)
 	t.meter.recordsOut.Store(t.out)
 	t.meter.outputWM.Store(t.time.outWM)
-	if len(t.ops) > 0 {
-		t.meter.inputWM.Store(t.opContext(0).CurrentWatermark())
+	for i := range t.opWatermarks {
+		wm := t.opContext(i).CurrentWatermark()
+		if i == 0 {
+			t.meter.inputWM.Store(wm)
+		}
+		if wm == operator.MinWatermark {
+			continue
+		}
+		if t.opWatermarks[i] == nil {
+			t.opWatermarks[i] = t.opContext(i).Metrics.Metric("currentInputWatermark")
+		}
+		t.opWatermarks[i].Set(float64(wm))
 	}
 	if len(t.droppers) > 0 {
 		var n int64
 		for _, d := range t.droppers {
-			n += d.NumLateRecordsDropped()
+			k := d.NumLateRecordsDropped()
+			d.metric.Set(float64(k))
+			n += k
 		}
 		t.meter.lateDropped.Store(n)
 	}
@@ -360,10 +373,8 @@ func (t *task) setup() error {
 		}
 		built[i] = o
 		t.chain = append(t.chain, chainMember{name: spec.GetName(), uid: storage.OperatorUID(spec), impl: o})
-		if d, ok := o.(operator.LateDropper); ok {
-			t.droppers = append(t.droppers, d)
-		}
 	}
+	metered := make([]operatorMetrics, len(opSpecs))
 	ki, err := t.parseInputs()
 	if err != nil {
 		return err
@@ -383,7 +394,11 @@ func (t *task) setup() error {
 			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), OperatorUID: t.chain[i].uid, Subtask: int(t.id.GetSubtask()),
 			Parallelism: int(t.vertex.GetParallelism()), MaxParallelism: int(t.vertex.GetMaxParallelism()), Attempt: int(t.id.GetAttempt()),
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
-			Checkpointing: t.checkpointing(),
+			Checkpointing: t.checkpointing(), Metrics: &operator.Metrics{},
+		}
+		metered[i] = operatorMetrics{name: spec.GetName(), metrics: octx.Metrics}
+		if d, ok := built[i].(operator.LateDropper); ok {
+			t.droppers = append(t.droppers, lateDropper{d, octx.Metrics.Metric("numLateRecordsDropped")})
 		}
 		if i == len(built)-1 {
 			octx.BindSideOutputs(sides)
@@ -425,6 +440,8 @@ func (t *task) setup() error {
 	for _, c := range t.ctxs[1:] {
 		c.ShareSplits(t.ctxs[0]) // a source's splits reach the watermark field after it
 	}
+	t.meter.operators.Store(&metered)
+	t.opWatermarks = make([]*operator.Metric, len(t.ops))
 	t.startTime()
 	if t.source == nil {
 		return t.connectInputs()

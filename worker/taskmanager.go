@@ -217,7 +217,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	})
 	if cfg.MetricsListener != nil {
 		served = true // Serve owns it now
-		if tm.metrics, err = metrics.Serve(cfg.MetricsListener, sec, tm.log, newTMCollector(tm)); err != nil {
+		if tm.metrics, err = metrics.Serve(cfg.MetricsListener, sec, tm.log, newTMCollector(tm), opCollector{tm}); err != nil {
 			_ = tm.Close()
 			return nil, fmt.Errorf("taskmanager: %w", err)
 		}

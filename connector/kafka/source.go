@@ -95,6 +95,18 @@ type kafkaSource struct {
 
 	discovered  chan []kafkaOffset // new owned partitions from discover (nil: discovery off)
 	discoveries sync.WaitGroup
+
+	// ends are the partitions' end offsets (the last stable offset when reading committed
+	// records) as of their last fetch, for the pendingRecords metrics: per partition and in
+	// all.
+	ends     map[topicPartition]partitionEnd
+	lagTotal *operator.Metric
+}
+
+// partitionEnd is a partition's end offset and its pendingRecords metric.
+type partitionEnd struct {
+	offset int64
+	lag    *operator.Metric
 }
 
 func newKafkaSource(s *kafkaspec.SourceConfig) (*kafkaSource, error) {
@@ -463,6 +475,7 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		if ferr != nil {
 			return 0, 0, false, ferr
 		}
+		k.noteEnds(fetches)
 		k.pending = fetches.Records()
 		if len(k.pending) == 0 {
 			return 0, kafkaIdle, false, nil
@@ -488,7 +501,50 @@ func (k *kafkaSource) Emit(limit int) (int, time.Duration, bool, error) {
 		n++
 	}
 	k.rate.Emitted(n)
+	k.updateLag()
 	return n, 0, false, err
+}
+
+// noteEnds records the end offsets the fetched partitions reported.
+func (k *kafkaSource) noteEnds(fetches kgo.Fetches) {
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		end := p.HighWatermark
+		if k.spec.Isolation != "read_uncommitted" {
+			end = p.LastStableOffset
+		}
+		if end < 0 {
+			return // not reported
+		}
+		tp := topicPartition{p.Topic, p.Partition}
+		e, ok := k.ends[tp]
+		if !ok {
+			if k.ends == nil {
+				k.ends = map[topicPartition]partitionEnd{}
+				k.lagTotal = k.ctx.Metrics.Metric("pendingRecords")
+			}
+			e.lag = k.ctx.Metrics.Metric("pendingRecords", "topic", p.Topic, "partition", strconv.Itoa(int(p.Partition)))
+		}
+		e.offset = end
+		k.ends[tp] = e
+	})
+}
+
+// updateLag sets the pendingRecords metrics: the records between each partition's next offset
+// and its end (Flink's source lag).
+func (k *kafkaSource) updateLag() {
+	if len(k.ends) == 0 {
+		return
+	}
+	var total int64
+	for tp, e := range k.ends {
+		lag := int64(0)
+		if next, ok := k.next[tp]; ok {
+			lag = max(e.offset-next, 0)
+		}
+		e.lag.Set(float64(lag))
+		total += lag
+	}
+	k.lagTotal.Set(float64(total))
 }
 
 // declareSplit numbers a partition the source reads from now on and declares it to the

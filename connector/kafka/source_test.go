@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func openKafkaRun(t *testing.T, spec *kafkaspec.SourceConfig, sub, par int, rest
 		t.Fatalf("InitializeState: %v", err)
 	}
 	out := &operatortest.Capture{}
-	if err := k.Open(&operator.Context{OperatorName: "in", Subtask: sub, Parallelism: par, Now: time.Now}, out); err != nil {
+	if err := k.Open(&operator.Context{OperatorName: "in", Subtask: sub, Parallelism: par, Now: time.Now, Metrics: &operator.Metrics{}}, out); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = k.Close() })
@@ -145,6 +146,43 @@ func TestKafkaSourceReadsFromEarliest(t *testing.T) {
 		if row[5].Time().IsZero() || time.Since(row[5].Time()) > time.Minute {
 			t.Errorf("timestamp %v", row[5].Time())
 		}
+	}
+}
+
+// The source reports its lag (Flink's pendingRecords) per partition and in all: records
+// between the next offset it reads and the partition's end.
+func TestKafkaSourcePendingRecords(t *testing.T) {
+	addrs := newSourceCluster(t, 3, "lagged")
+	produceForSource(t, addrs, "lagged", 3, 0, 10)
+	r := openKafkaRun(t, &kafkaspec.SourceConfig{Brokers: addrs, Topics: []string{"lagged"}, Start: "earliest"}, 0, 1, 0, nil)
+	metric := func(labels ...string) (float64, bool) {
+		var v float64
+		found := false
+		r.ctx.Metrics.Each(func(m *operator.Metric) {
+			if m.Name() == "pendingRecords" && slices.Equal(m.Labels(), labels) {
+				v, found = m.Value(), true
+			}
+		})
+		return v, found
+	}
+	r.read(t, 5)
+	if total, ok := metric(); !ok || total < 1 || total > 25 {
+		t.Fatalf("pendingRecords after 5 of 30 records = %v (reported %v), want 1..25", total, ok)
+	}
+	r.read(t, 30)
+	r.quiet(t)
+	if total, ok := metric(); !ok || total != 0 {
+		t.Errorf("pendingRecords after every record = %v (reported %v), want 0", total, ok)
+	}
+	for p := range 3 {
+		if v, ok := metric("topic", "lagged", "partition", strconv.Itoa(p)); !ok || v != 0 {
+			t.Errorf("partition %d: pendingRecords = %v (reported %v), want 0", p, v, ok)
+		}
+	}
+	produceForSource(t, addrs, "lagged", 3, 10, 4)
+	r.read(t, 31) // one more poll sees the new end offsets
+	if total, ok := metric(); !ok || total < 1 || total > 11 {
+		t.Errorf("pendingRecords with 12 new records, 1 read = %v, want 1..11", total)
 	}
 }
 

@@ -354,6 +354,7 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		JobID: "harness", OperatorName: h.name, Subtask: h.opts.Subtask, Parallelism: h.opts.Parallelism, MaxParallelism: int(h.vertex.GetMaxParallelism()),
 		Attempt: h.opts.Attempt, Stdout: &h.stdout, Logger: h.opts.Logger,
 		Now: func() time.Time { return time.UnixMilli(h.now) }, Checkpointing: h.opts.Checkpointing,
+		Metrics: &operator.Metrics{},
 	}
 	sides := map[string]operator.Output{}
 	if typ, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {
@@ -797,6 +798,19 @@ func (h *Harness) Operator() any { return h.impl }
 
 // Context returns the operator's Context.
 func (h *Harness) Context() *operator.Context { return h.ctx }
+
+// Metric returns the value of the operator's metric name with the label pairs labels, and
+// whether the operator created it.
+func (h *Harness) Metric(name string, labels ...string) (float64, bool) {
+	var v float64
+	found := false
+	h.ctx.Metrics.Each(func(m *operator.Metric) {
+		if m.Name() == name && slices.Equal(m.Labels(), labels) {
+			v, found = m.Value(), true
+		}
+	})
+	return v, found
+}
 
 // Timers returns the operator's timer service (nil when it has none).
 func (h *Harness) Timers() *operator.TimerService { return h.timers }

@@ -155,4 +155,3 @@ func (s *loadSampler) forgetUnseen() {
 	}
 	clear(s.seen)
 }
-

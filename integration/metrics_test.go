@@ -197,6 +197,16 @@ operators:
 		if s := find(fams, "flink_taskmanager_job_task_operator_currentInputWatermark", out); len(s) != 1 || s[0] < 1 {
 			return fmt.Errorf("currentInputWatermark %v", s)
 		}
+		// The chain ticks -> wm -> out: each operator's records out are the next one's in.
+		var ins, outs []float64
+		for _, op := range []string{"ticks", "wm", "out"} {
+			l := map[string]string{"job_id": id2, "operator_name": op}
+			ins = append(ins, find(fams, "flink_taskmanager_job_task_operator_numRecordsIn", l)...)
+			outs = append(outs, find(fams, "flink_taskmanager_job_task_operator_numRecordsOut", l)...)
+		}
+		if len(ins) != 3 || len(outs) != 3 || ins[0] < 1 || outs[0] != ins[1] || outs[1] != ins[2] {
+			return fmt.Errorf("operators' numRecordsIn %v, numRecordsOut %v: want each out equal to the next in", ins, outs)
+		}
 		return nil
 	})
 	for _, u := range append([]string{jmURL}, tmURLs...) {

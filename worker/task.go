@@ -74,7 +74,11 @@ type task struct {
 	meter           *taskMeter
 	in, out         int64 // owned by the task goroutine; published to the meter
 	droppers        []lateDropper
-	opWatermarks    []*operator.Metric // per t.ops: its currentInputWatermark, once it has one
+	// chainIn counts, per chained operator, the records the one before it passed it;
+	// opRecords are each operator's numRecordsIn and numRecordsOut metrics.
+	chainIn      []int64
+	opRecords    [][2]*operator.Metric
+	opWatermarks []*operator.Metric // per t.ops: its currentInputWatermark, once it has one
 
 	// set up by invoke, owned by the task goroutine
 	ops      []operator.Operator
@@ -249,6 +253,17 @@ func (t *task) publish() {
 	t.meter.recordsIn.Store(t.in)
 	t.meter.recordsOut.Store(t.out)
 	t.meter.outputWM.Store(t.time.outWM)
+	for i, m := range t.opRecords {
+		in, out := t.chainIn[i], t.out
+		if i == 0 {
+			in = t.in // read from the input channels, or by a source
+		}
+		if i+1 < len(t.chainIn) {
+			out = t.chainIn[i+1]
+		}
+		m[0].Set(float64(in))
+		m[1].Set(float64(out))
+	}
 	for i := range t.opWatermarks {
 		wm := t.opContext(i).CurrentWatermark()
 		if i == 0 {
@@ -316,10 +331,17 @@ func (t *task) invoke() (err error) {
 	return t.finish()
 }
 
-// chainOutput passes records to the next chained operator by function call.
-type chainOutput struct{ next operator.Operator }
+// chainOutput passes records to the next chained operator by function call, counting them
+// (the next operator's numRecordsIn).
+type chainOutput struct {
+	next operator.Operator
+	n    *int64
+}
 
-func (c chainOutput) Emit(row record.Row) error { return c.next.Process(row) }
+func (c chainOutput) Emit(row record.Row) error {
+	*c.n++
+	return c.next.Process(row)
+}
 
 // fanOut writes records to every output edge.
 type fanOut []*recordWriter
@@ -375,6 +397,8 @@ func (t *task) setup() error {
 		t.chain = append(t.chain, chainMember{name: spec.GetName(), uid: storage.OperatorUID(spec), impl: o})
 	}
 	metered := make([]operatorMetrics, len(opSpecs))
+	t.chainIn = make([]int64, len(opSpecs))
+	t.opRecords = make([][2]*operator.Metric, len(opSpecs))
 	ki, err := t.parseInputs()
 	if err != nil {
 		return err
@@ -397,6 +421,7 @@ func (t *task) setup() error {
 			Checkpointing: t.checkpointing(), Metrics: &operator.Metrics{},
 		}
 		metered[i] = operatorMetrics{name: spec.GetName(), metrics: octx.Metrics}
+		t.opRecords[i] = [2]*operator.Metric{octx.Metrics.Metric("numRecordsIn"), octx.Metrics.Metric("numRecordsOut")}
 		if d, ok := built[i].(operator.LateDropper); ok {
 			t.droppers = append(t.droppers, lateDropper{d, octx.Metrics.Metric("numLateRecordsDropped")})
 		}
@@ -431,7 +456,7 @@ func (t *task) setup() error {
 				return fmt.Errorf("open %s: %w", spec.GetName(), err)
 			}
 			t.ops = append([]operator.Operator{o}, t.ops...)
-			out = chainOutput{next: o}
+			out = chainOutput{next: o, n: &t.chainIn[i]}
 		default:
 			return fmt.Errorf("operator %q has unexpected kind %T", spec.GetName(), o)
 		}

@@ -168,6 +168,16 @@ func newFake() *fakeJobService {
 			"j1": {Id: "j1", Name: "keyed-count", Status: pb.JobStatus_JOB_STATUS_RUNNING, Parallelism: 2, StartTime: timestamppb.New(cpTime),
 				LastCheckpoint: completedCheckpoint(), RestoredCheckpointId: 11},
 			"plain": {Id: "plain", Name: "keyed-count", Status: pb.JobStatus_JOB_STATUS_RUNNING, Parallelism: 2, StartTime: timestamppb.New(cpTime)},
+			"loaded": {Id: "loaded", Name: "busy", Status: pb.JobStatus_JOB_STATUS_RUNNING, Parallelism: 1, StartTime: timestamppb.New(cpTime),
+				Tasks: []*pb.TaskDetails{
+					{Operator: "numbers", Status: pb.ExecutionState_EXECUTION_STATE_RUNNING, Taskmanager: "tm-0", RecordsOut: 9000,
+						Load: &pb.TaskLoad{RecordsOutPerSecond: 3000, BusyTimeMsPerSecond: 120, BackPressuredTimeMsPerSecond: 850,
+							IdleTimeMsPerSecond: 30, BytesOut: 72000}},
+					{Operator: "slow", Status: pb.ExecutionState_EXECUTION_STATE_RUNNING, Taskmanager: "tm-1", RecordsIn: 9000,
+						Load: &pb.TaskLoad{RecordsInPerSecond: 2999.6, BusyTimeMsPerSecond: 990, IdleTimeMsPerSecond: 10, BytesIn: 72000,
+							HasWatermarks: true, InputWatermark: 1733212800000, OutputWatermark: 1733212800000}},
+					{Operator: "done", Status: pb.ExecutionState_EXECUTION_STATE_FINISHED, Taskmanager: "tm-1"},
+				}},
 		},
 	}
 }
@@ -455,6 +465,41 @@ func TestStatusCheckpointTable(t *testing.T) {
 	code, stdout, stderr = execute(t, "-m", addr, "status", "plain")
 	if code != ExitOK || strings.Contains(stdout, "checkpoint") {
 		t.Errorf("status plain = exit %d, stderr %q; want no checkpoint lines for a job without checkpoints:\n%s", code, stderr, stdout)
+	}
+}
+
+// status shows each running task's load: records/s and its busy and backpressured share; a
+// task without one (not running) shows dashes, and -o json has the figures.
+func TestStatusShowsTaskLoad(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "status", "loaded")
+	if code != ExitOK {
+		t.Fatalf("status loaded = exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		`(?m)^OPERATOR\s+SUBTASK\s+ATTEMPT\s+STATUS\s+TASKMANAGER\s+RECORDS IN\s+RECORDS OUT\s+IN/S\s+OUT/S\s+BUSY\s+BACKPRESSURED$`,
+		`(?m)^numbers\s+0\s+0\s+RUNNING\s+tm-0\s+0\s+9000\s+0\s+3000\s+12%\s+85%$`,
+		`(?m)^slow\s+0\s+0\s+RUNNING\s+tm-1\s+9000\s+0\s+3000\s+0\s+99%\s+0%$`,
+		`(?m)^done\s+0\s+0\s+FINISHED\s+tm-1\s+0\s+0\s+-\s+-\s+-\s+-$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("status loaded output does not match %s:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = execute(t, "-m", addr, "-o", "json", "status", "loaded")
+	if code != ExitOK {
+		t.Fatalf("status -o json loaded = exit %d; stderr:\n%s", code, stderr)
+	}
+	tasks, ok := decodeObject(t, stdout)["tasks"].([]any)
+	if !ok || len(tasks) != 3 {
+		t.Fatalf("tasks = %v, want 3", tasks)
+	}
+	checkFields(t, "numbers", tasks[0].(map[string]any), map[string]any{"records_out_per_second": 3000.0, "busy_ratio": 0.12,
+		"backpressured_ratio": 0.85, "idle_ratio": 0.03, "bytes_out": 72000.0})
+	checkFields(t, "slow", tasks[1].(map[string]any), map[string]any{"records_in_per_second": 2999.6, "busy_ratio": 0.99,
+		"input_watermark": 1733212800000.0})
+	if _, ok := tasks[0].(map[string]any)["input_watermark"]; ok {
+		t.Errorf("a task without watermarks has input_watermark: %v", tasks[0])
 	}
 }
 

@@ -436,6 +436,17 @@ func (d *dispatcher) master(id string) *jobMaster {
 	return d.masters[id]
 }
 
+// allMasters returns the job masters, by job ID.
+func (d *dispatcher) allMasters() []*jobMaster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*jobMaster, 0, len(d.masters))
+	for _, id := range slices.Sorted(maps.Keys(d.masters)) {
+		out = append(out, d.masters[id])
+	}
+	return out
+}
+
 // cancel cancels a job.
 func (d *dispatcher) cancel(ctx context.Context, id string) error {
 	rec, ok := d.fsm.job(id)

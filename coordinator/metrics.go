@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,15 +82,8 @@ func (c *jmCollector) Collect(ch chan<- prometheus.Metric) {
 	metrics.Gauge(ch, c.tms, float64(len(infos)))
 	metrics.Gauge(ch, c.slotsTotal, float64(slots))
 	metrics.Gauge(ch, c.slotsFree, float64(free))
-	jm.disp.mu.Lock()
-	ids := slices.Sorted(maps.Keys(jm.disp.masters))
-	jm.disp.mu.Unlock()
 	running := 0
-	for _, jobID := range ids {
-		m := jm.disp.master(jobID)
-		if m == nil {
-			continue
-		}
+	for _, m := range jm.disp.allMasters() {
 		v := m.view()
 		d := v.details
 		if isTerminalJob(d.GetStatus()) {

@@ -328,3 +328,77 @@ func labelMap(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
+// Every JobManager exports its Raft state; only the leader exports the cluster and its jobs.
+// After the leader is stopped, the new leader exports the job and counts the change.
+func TestJobManagerMetricsFollowTheLeader(t *testing.T) {
+	c, cl := miniclustertest.StartT(t, minicluster.Options{JobManagers: 3, TaskManagers: 1, Slots: 2, Metrics: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(`name: led
+operators:
+  - {name: ticks, type: sequence, from: 1, rate: 100}
+  - {name: out, type: discard}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := make([]string, len(c.JMs))
+	for i, jm := range c.JMs {
+		urls[i] = "http://" + jm.MetricsAddr() + "/metrics"
+	}
+	job := map[string]string{"job_id": id}
+	check := func(alive []int) error {
+		leaders := 0
+		for _, i := range alive {
+			fams := scrape(t, urls[i])
+			lead := find(fams, "flink_jobmanager_raft_isLeader", nil)
+			jobs := find(fams, "flink_jobmanager_job_numRestarts", job)
+			if len(lead) != 1 {
+				return fmt.Errorf("jm %d: raft_isLeader %v", i, lead)
+			}
+			switch {
+			case lead[0] == 1 && len(jobs) != 1:
+				return fmt.Errorf("leader jm %d exports the job %d times", i, len(jobs))
+			case lead[0] == 0 && len(jobs) != 0:
+				return fmt.Errorf("follower jm %d exports the job", i)
+			case lead[0] == 0 && len(find(fams, "flink_jobmanager_numRegisteredTaskManagers", nil)) != 0:
+				return fmt.Errorf("follower jm %d exports the cluster", i)
+			}
+			if lead[0] == 1 {
+				leaders++
+			}
+		}
+		if leaders != 1 {
+			return fmt.Errorf("%d JobManagers say they lead", leaders)
+		}
+		return nil
+	}
+	poll.Until(t, time.Minute, "one leader exporting the job", func() error { return check([]int{0, 1, 2}) })
+	old := c.Leader()
+	if old < 0 {
+		t.Fatal("no leader")
+	}
+	if err := c.StopJobManager(old); err != nil {
+		t.Fatal(err)
+	}
+	var alive []int
+	for i := range c.JMs {
+		if i != old {
+			alive = append(alive, i)
+		}
+	}
+	poll.Until(t, time.Minute, "the new leader exporting the job", func() error {
+		if err := check(alive); err != nil {
+			return err
+		}
+		lead := c.Leader()
+		if lead < 0 {
+			return fmt.Errorf("no leader")
+		}
+		if changes := find(scrape(t, urls[lead]), "flink_jobmanager_raft_leaderChanges", nil); len(changes) != 1 || changes[0] < 1 {
+			return fmt.Errorf("new leader's leaderChanges %v", changes)
+		}
+		return nil
+	})
+}

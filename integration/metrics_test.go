@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -241,7 +242,8 @@ func checkWithPromtool(t *testing.T, promtool, url string) {
 	if err == nil {
 		return
 	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("promtool check metrics on %s: %v\n%s", url, err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -166,8 +166,11 @@ func checkSecuredMetrics(t *testing.T, caFile, token string, p *proccluster.Proc
 	}
 	poll.Until(t, time.Minute, p.Name+"'s metrics with the token", func() error {
 		code, body, err := get(tlsClient, url, token)
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("scrape with the token = %d %v", code, err)
+		if err != nil {
+			return fmt.Errorf("scrape with the token: %w", err)
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("scrape with the token = %d, want 200", code)
 		}
 		if !strings.Contains(body, "flink_") || !strings.Contains(body, "go_goroutines") {
 			return fmt.Errorf("no flink_ or go_ series in %d bytes", len(body))

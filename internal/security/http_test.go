@@ -33,8 +33,8 @@ func TestHTTPServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /data", s.RequireClient(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "secret") })))
-	mux.HandleFunc("GET /open", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "open") })
+	mux.Handle("GET /data", s.RequireClient(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "secret") })))
+	mux.HandleFunc("GET /open", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "open") })
 	srv := s.HTTPServer(mux, slog.New(slog.DiscardHandler))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

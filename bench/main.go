@@ -20,6 +20,9 @@
 //     token for the client) as a ratio to the same job on a plaintext cluster, and checkpoint
 //     duration p50/p99 on both, the two clusters running side by side and the variants
 //     interleaved;
+//   - metrics: the throughput job with every process's Prometheus /metrics scraped once a
+//     second as a ratio to the same job with the metrics served but never scraped, the
+//     variants interleaved on one cluster;
 //   - rescale: a keyed count rescaled in place 2 → 4 → 2 (command to all tasks RUNNING at the
 //     new parallelism, and to the first committed output of the redeployed tasks) and then
 //     stopped with a savepoint, for 10 thousand and 1 million keys on each state backend;
@@ -107,17 +110,20 @@ type options struct {
 	tlsCpKeys      int
 	tlsInterval    time.Duration
 	tlsCheckpoints int
+
+	metricsN    int64
+	metricsRuns int
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "recovery", "rescale", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "directory with jobmanager, taskmanager and flinkctl")
 	flag.StringVar(&o.only, "only", "", "comma-separated sections to run (default all): "+strings.Join(sections, ","))
 	flag.Int64Var(&o.n, "n", 50_000_000, "throughput: records per run")
-	flag.IntVar(&o.keys, "keys", 1024, "throughput, overhead and tls: distinct keys of the throughput job")
+	flag.IntVar(&o.keys, "keys", 1024, "throughput, overhead, tls and metrics: distinct keys of the throughput job")
 	flag.IntVar(&o.runs, "runs", 3, "throughput: engine runs (the median is reported)")
 	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
@@ -162,6 +168,8 @@ func main() {
 	flag.IntVar(&o.tlsCpKeys, "tls-duration-keys", 10_000, "tls: distinct keys of the checkpoint-duration job")
 	flag.DurationVar(&o.tlsInterval, "tls-interval", 200*time.Millisecond, "tls: checkpoint interval of the checkpoint-duration job")
 	flag.IntVar(&o.tlsCheckpoints, "tls-checkpoints", 10, "tls: checkpoints to measure per checkpoint-duration job")
+	flag.Int64Var(&o.metricsN, "metrics-n", 20_000_000, "metrics: records per throughput run")
+	flag.IntVar(&o.metricsRuns, "metrics-runs", 5, "metrics: throughput runs per variant, scraped every second and not scraped (interleaved; medians compared)")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -184,6 +192,7 @@ func (o *options) validate() error {
 		{"nexmark-events", o.nexmarkEvents}, {"nexmark-event-rate", o.nexmarkEventRate}, {"nexmark-runs", int64(o.nexmarkRuns)},
 		{"sliding-n", o.slidingN}, {"sliding-keys", int64(o.slidingKeys)}, {"sliding-per-ms", int64(o.slidingPerMs)}, {"sliding-runs", int64(o.slidingRuns)},
 		{"tls-n", o.tlsN}, {"tls-runs", int64(o.tlsRuns)}, {"tls-duration-jobs", int64(o.tlsCpJobs)}, {"tls-duration-keys", int64(o.tlsCpKeys)}, {"tls-checkpoints", int64(o.tlsCheckpoints)},
+		{"metrics-n", o.metricsN}, {"metrics-runs", int64(o.metricsRuns)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -259,6 +268,11 @@ func run(o options) error {
 	}
 	if want["tls"] {
 		if err := tlsSection(o, v); err != nil {
+			return err
+		}
+	}
+	if want["metrics"] {
+		if err := metricsSection(o, v); err != nil {
 			return err
 		}
 	}

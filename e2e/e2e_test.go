@@ -210,6 +210,8 @@ type e2e struct {
 	compose  []string // the Compose command with -p and -f
 	flinkctl string
 	jobID    string
+	caFile   string // the cluster's CA, copied out of the certs volume by secure
+	token    string // the cluster's token, likewise
 
 	mu      sync.Mutex
 	paused  map[string]bool // containers paused and not yet unpaused
@@ -226,6 +228,7 @@ func TestComposeClusterExactlyOnceThroughFaults(t *testing.T) {
 	e := newE2E(t)
 	e.up()
 	e.waitCluster("cluster up", nil, nil)
+	e.checkMetrics()
 
 	spec := filepath.Join(t.TempDir(), "e2e.yaml")
 	if err := os.WriteFile(spec, fmt.Appendf(nil, `name: e2e-exactly-once
@@ -372,8 +375,9 @@ func (e *e2e) secure() {
 		e.t.Errorf("flinkctl without the token = %v (%s), want refused for want of the token", err, out)
 	}
 	e.checkLoopbackPorts()
-	e.t.Setenv("FLINKCTL_CA", filepath.Join(dir, "ca.pem"))
-	e.t.Setenv("FLINKCTL_TOKEN", strings.TrimSpace(string(token)))
+	e.caFile, e.token = filepath.Join(dir, "ca.pem"), strings.TrimSpace(string(token))
+	e.t.Setenv("FLINKCTL_CA", e.caFile)
+	e.t.Setenv("FLINKCTL_TOKEN", e.token)
 	e.logf("secured: mutual TLS between the containers; flinkctl with the CA and token of the certs volume (plaintext and token-less refused; ports on 127.0.0.1 only)")
 }
 
@@ -885,7 +889,7 @@ func (e *e2e) container(service string) string {
 
 // checkLoopbackPorts checks that the cluster publishes its ports on the host's loopback
 // only: every mapping of every running container of the project is on 127.0.0.1, and the
-// three JobManagers' client ports are among them.
+// three JobManagers' client ports and every process's metrics port are among them.
 func (e *e2e) checkLoopbackPorts() {
 	var published []string
 	for _, id := range strings.Fields(e.docker("ps", "-q", "--filter", projectLabel)) {
@@ -900,7 +904,8 @@ func (e *e2e) checkLoopbackPorts() {
 			published = append(published, host)
 		}
 	}
-	for _, want := range []string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"} {
+	wanted := append([]string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"}, jmMetricsAddrs...)
+	for _, want := range append(wanted, tmMetricsAddrs...) {
 		if !slices.Contains(published, want) {
 			e.t.Errorf("published ports %v, want %s among them", published, want)
 		}

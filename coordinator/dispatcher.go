@@ -484,7 +484,7 @@ func (d *dispatcher) details(id string) (*pb.JobDetails, error) {
 	}
 	return &pb.JobDetails{Id: rec.GetId(), Name: rec.GetGraph().GetName(), Status: rec.GetStatus(), StartTime: rec.GetStartTime(),
 		EndTime: rec.GetEndTime(), FailureCause: rec.GetFailureCause(), Restarts: max(rec.GetRuns()-1, 0),
-		Parallelism: maxParallelism(rec.GetGraph())}, nil
+		Parallelism: maxParallelism(rec.GetGraph()), Plan: planOf(rec.GetGraph())}, nil
 }
 
 // list summarizes every job, newest first.
@@ -533,3 +533,21 @@ func (d *dispatcher) tmLost(tm *taskManager, reason string) {
 
 // statusName is a job status without its enum prefix: "RUNNING".
 func statusName(s pb.JobStatus) string { return strings.TrimPrefix(s.String(), "JOB_STATUS_") }
+
+// planOf is g as the dashboard draws it: vertices, their operators' names and types, and edges,
+// without the operators' configuration (which may hold credentials).
+func planOf(g *pb.JobGraph) *pb.JobPlan {
+	p := &pb.JobPlan{}
+	for _, v := range g.GetVertices() {
+		pv := &pb.PlanVertex{Id: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
+		for _, op := range v.GetOperators() {
+			pv.Operators = append(pv.Operators, &pb.PlanOperator{Name: op.GetName(), Type: op.GetType()})
+		}
+		p.Vertices = append(p.Vertices, pv)
+	}
+	for _, e := range g.GetEdges() {
+		p.Edges = append(p.Edges, &pb.PlanEdge{Source: e.GetSource(), Target: e.GetTarget(),
+			Partitioner: strings.TrimPrefix(e.GetPartitioner().String(), "PARTITIONER_"), SideOutput: e.GetSideOutput()})
+	}
+	return p
+}

@@ -887,6 +887,7 @@ func (m *jobMaster) publish() {
 		Id: m.id, Name: m.graph.GetName(), Status: m.status, StartTime: m.startTime, EndTime: m.endTime,
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
 		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID, Parallelism: maxParallelism(m.graph),
+		Plan: planOf(m.graph),
 	}
 	v := &jobView{details: d, checkpoints: m.cp.historyView(), dropped: m.cp.dropped, statusSince: m.statusSince, restoredAt: m.restoredAt}
 	for _, e := range m.execs {

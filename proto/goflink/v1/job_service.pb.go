@@ -1420,8 +1420,10 @@ type JobDetails struct {
 	LastCheckpoint *CheckpointInfo `protobuf:"bytes,11,opt,name=last_checkpoint,json=lastCheckpoint,proto3" json:"last_checkpoint,omitempty"`
 	// restored_checkpoint_id is the checkpoint the current run restored from (0: none).
 	RestoredCheckpointId int64 `protobuf:"varint,12,opt,name=restored_checkpoint_id,json=restoredCheckpointId,proto3" json:"restored_checkpoint_id,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// plan is the job's graph: its vertices (operator chains) and the edges between them.
+	Plan          *JobPlan `protobuf:"bytes,13,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobDetails) Reset() {
@@ -1538,6 +1540,260 @@ func (x *JobDetails) GetRestoredCheckpointId() int64 {
 	return 0
 }
 
+func (x *JobDetails) GetPlan() *JobPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+// JobPlan is a job's graph as the dashboard draws it: without the operators' configuration.
+type JobPlan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vertices      []*PlanVertex          `protobuf:"bytes,1,rep,name=vertices,proto3" json:"vertices,omitempty"`
+	Edges         []*PlanEdge            `protobuf:"bytes,2,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPlan) Reset() {
+	*x = JobPlan{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPlan) ProtoMessage() {}
+
+func (x *JobPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPlan.ProtoReflect.Descriptor instead.
+func (*JobPlan) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *JobPlan) GetVertices() []*PlanVertex {
+	if x != nil {
+		return x.Vertices
+	}
+	return nil
+}
+
+func (x *JobPlan) GetEdges() []*PlanEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+// PlanVertex is one vertex: an operator chain run by parallelism subtasks.
+type PlanVertex struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// name is the chain's name ("numbers -> parity"), as TaskDetails.operator names it.
+	Name        string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Parallelism int32  `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	// operators are the chain's operators, head first: their names and types.
+	Operators     []*PlanOperator `protobuf:"bytes,4,rep,name=operators,proto3" json:"operators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanVertex) Reset() {
+	*x = PlanVertex{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanVertex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanVertex) ProtoMessage() {}
+
+func (x *PlanVertex) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanVertex.ProtoReflect.Descriptor instead.
+func (*PlanVertex) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PlanVertex) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PlanVertex) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlanVertex) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *PlanVertex) GetOperators() []*PlanOperator {
+	if x != nil {
+		return x.Operators
+	}
+	return nil
+}
+
+type PlanOperator struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanOperator) Reset() {
+	*x = PlanOperator{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanOperator) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanOperator) ProtoMessage() {}
+
+func (x *PlanOperator) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanOperator.ProtoReflect.Descriptor instead.
+func (*PlanOperator) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PlanOperator) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlanOperator) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+// PlanEdge connects two vertices.
+type PlanEdge struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source int32                  `protobuf:"varint,1,opt,name=source,proto3" json:"source,omitempty"`
+	Target int32                  `protobuf:"varint,2,opt,name=target,proto3" json:"target,omitempty"`
+	// partitioner is FORWARD, REBALANCE or HASH.
+	Partitioner string `protobuf:"bytes,3,opt,name=partitioner,proto3" json:"partitioner,omitempty"`
+	// side_output names the side output of the source the edge carries ("" for the main one).
+	SideOutput    string `protobuf:"bytes,4,opt,name=side_output,json=sideOutput,proto3" json:"side_output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanEdge) Reset() {
+	*x = PlanEdge{}
+	mi := &file_goflink_v1_job_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanEdge) ProtoMessage() {}
+
+func (x *PlanEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_job_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanEdge.ProtoReflect.Descriptor instead.
+func (*PlanEdge) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_job_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PlanEdge) GetSource() int32 {
+	if x != nil {
+		return x.Source
+	}
+	return 0
+}
+
+func (x *PlanEdge) GetTarget() int32 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *PlanEdge) GetPartitioner() string {
+	if x != nil {
+		return x.Partitioner
+	}
+	return ""
+}
+
+func (x *PlanEdge) GetSideOutput() string {
+	if x != nil {
+		return x.SideOutput
+	}
+	return ""
+}
+
 var File_goflink_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_job_service_proto_rawDesc = "" +
@@ -1628,7 +1884,7 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\bfailover\x18\x06 \x01(\tR\bfailover\x12'\n" +
 	"\x0frestarted_tasks\x18\a \x03(\tR\x0erestartedTasks\x12'\n" +
 	"\x0frestart_attempt\x18\b \x01(\x05R\x0erestartAttempt\x12(\n" +
-	"\x10restart_delay_ms\x18\t \x01(\x03R\x0erestartDelayMs\"\x9a\x04\n" +
+	"\x10restart_delay_ms\x18\t \x01(\x03R\x0erestartDelayMs\"\xc3\x04\n" +
 	"\n" +
 	"JobDetails\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1646,7 +1902,26 @@ const file_goflink_v1_job_service_proto_rawDesc = "" +
 	"\vparallelism\x18\n" +
 	" \x01(\x05R\vparallelism\x12C\n" +
 	"\x0flast_checkpoint\x18\v \x01(\v2\x1a.goflink.v1.CheckpointInfoR\x0elastCheckpoint\x124\n" +
-	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId*V\n" +
+	"\x16restored_checkpoint_id\x18\f \x01(\x03R\x14restoredCheckpointId\x12'\n" +
+	"\x04plan\x18\r \x01(\v2\x13.goflink.v1.JobPlanR\x04plan\"i\n" +
+	"\aJobPlan\x122\n" +
+	"\bvertices\x18\x01 \x03(\v2\x16.goflink.v1.PlanVertexR\bvertices\x12*\n" +
+	"\x05edges\x18\x02 \x03(\v2\x14.goflink.v1.PlanEdgeR\x05edges\"\x8a\x01\n" +
+	"\n" +
+	"PlanVertex\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x126\n" +
+	"\toperators\x18\x04 \x03(\v2\x18.goflink.v1.PlanOperatorR\toperators\"6\n" +
+	"\fPlanOperator\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\"}\n" +
+	"\bPlanEdge\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\x05R\x06source\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\x05R\x06target\x12 \n" +
+	"\vpartitioner\x18\x03 \x01(\tR\vpartitioner\x12\x1f\n" +
+	"\vside_output\x18\x04 \x01(\tR\n" +
+	"sideOutput*V\n" +
 	"\tClaimMode\x12\x1a\n" +
 	"\x16CLAIM_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CLAIM_MODE_NO_CLAIM\x10\x01\x12\x14\n" +
@@ -1684,7 +1959,7 @@ func file_goflink_v1_job_service_proto_rawDescGZIP() []byte {
 }
 
 var file_goflink_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_goflink_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_goflink_v1_job_service_proto_goTypes = []any{
 	(ClaimMode)(0),                    // 0: goflink.v1.ClaimMode
 	(FailureHandling)(0),              // 1: goflink.v1.FailureHandling
@@ -1712,60 +1987,68 @@ var file_goflink_v1_job_service_proto_goTypes = []any{
 	(*TaskDetails)(nil),               // 23: goflink.v1.TaskDetails
 	(*ExceptionEntry)(nil),            // 24: goflink.v1.ExceptionEntry
 	(*JobDetails)(nil),                // 25: goflink.v1.JobDetails
-	nil,                               // 26: goflink.v1.SubmitJobRequest.ConfigEntry
-	(*CheckpointInfo)(nil),            // 27: goflink.v1.CheckpointInfo
-	(JobStatus)(0),                    // 28: goflink.v1.JobStatus
-	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
-	(ExecutionState)(0),               // 30: goflink.v1.ExecutionState
-	(*TaskLoad)(nil),                  // 31: goflink.v1.TaskLoad
+	(*JobPlan)(nil),                   // 26: goflink.v1.JobPlan
+	(*PlanVertex)(nil),                // 27: goflink.v1.PlanVertex
+	(*PlanOperator)(nil),              // 28: goflink.v1.PlanOperator
+	(*PlanEdge)(nil),                  // 29: goflink.v1.PlanEdge
+	nil,                               // 30: goflink.v1.SubmitJobRequest.ConfigEntry
+	(*CheckpointInfo)(nil),            // 31: goflink.v1.CheckpointInfo
+	(JobStatus)(0),                    // 32: goflink.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
+	(ExecutionState)(0),               // 34: goflink.v1.ExecutionState
+	(*TaskLoad)(nil),                  // 35: goflink.v1.TaskLoad
 }
 var file_goflink_v1_job_service_proto_depIdxs = []int32{
-	27, // 0: goflink.v1.TriggerSavepointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
-	27, // 1: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
-	27, // 2: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
-	26, // 3: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
+	31, // 0: goflink.v1.TriggerSavepointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	31, // 1: goflink.v1.ListCheckpointsResponse.checkpoints:type_name -> goflink.v1.CheckpointInfo
+	31, // 2: goflink.v1.TriggerCheckpointResponse.checkpoint:type_name -> goflink.v1.CheckpointInfo
+	30, // 3: goflink.v1.SubmitJobRequest.config:type_name -> goflink.v1.SubmitJobRequest.ConfigEntry
 	0,  // 4: goflink.v1.SubmitJobRequest.claim_mode:type_name -> goflink.v1.ClaimMode
 	22, // 5: goflink.v1.ListJobsResponse.jobs:type_name -> goflink.v1.JobSummary
 	25, // 6: goflink.v1.GetJobResponse.job:type_name -> goflink.v1.JobDetails
 	25, // 7: goflink.v1.WatchJobResponse.job:type_name -> goflink.v1.JobDetails
-	28, // 8: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
-	29, // 9: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
-	29, // 10: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
-	30, // 11: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
-	31, // 12: goflink.v1.TaskDetails.load:type_name -> goflink.v1.TaskLoad
-	29, // 13: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
+	32, // 8: goflink.v1.JobSummary.status:type_name -> goflink.v1.JobStatus
+	33, // 9: goflink.v1.JobSummary.start_time:type_name -> google.protobuf.Timestamp
+	33, // 10: goflink.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	34, // 11: goflink.v1.TaskDetails.status:type_name -> goflink.v1.ExecutionState
+	35, // 12: goflink.v1.TaskDetails.load:type_name -> goflink.v1.TaskLoad
+	33, // 13: goflink.v1.ExceptionEntry.time:type_name -> google.protobuf.Timestamp
 	1,  // 14: goflink.v1.ExceptionEntry.handling:type_name -> goflink.v1.FailureHandling
-	28, // 15: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
-	29, // 16: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
-	29, // 17: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
+	32, // 15: goflink.v1.JobDetails.status:type_name -> goflink.v1.JobStatus
+	33, // 16: goflink.v1.JobDetails.start_time:type_name -> google.protobuf.Timestamp
+	33, // 17: goflink.v1.JobDetails.end_time:type_name -> google.protobuf.Timestamp
 	23, // 18: goflink.v1.JobDetails.tasks:type_name -> goflink.v1.TaskDetails
 	24, // 19: goflink.v1.JobDetails.exceptions:type_name -> goflink.v1.ExceptionEntry
-	27, // 20: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
-	12, // 21: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
-	14, // 22: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
-	16, // 23: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
-	18, // 24: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
-	20, // 25: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
-	8,  // 26: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
-	10, // 27: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
-	2,  // 28: goflink.v1.JobService.TriggerSavepoint:input_type -> goflink.v1.TriggerSavepointRequest
-	4,  // 29: goflink.v1.JobService.DisposeSavepoint:input_type -> goflink.v1.DisposeSavepointRequest
-	6,  // 30: goflink.v1.JobService.RescaleJob:input_type -> goflink.v1.RescaleJobRequest
-	13, // 31: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
-	15, // 32: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
-	17, // 33: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
-	19, // 34: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
-	21, // 35: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
-	9,  // 36: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
-	11, // 37: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
-	3,  // 38: goflink.v1.JobService.TriggerSavepoint:output_type -> goflink.v1.TriggerSavepointResponse
-	5,  // 39: goflink.v1.JobService.DisposeSavepoint:output_type -> goflink.v1.DisposeSavepointResponse
-	7,  // 40: goflink.v1.JobService.RescaleJob:output_type -> goflink.v1.RescaleJobResponse
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	31, // 20: goflink.v1.JobDetails.last_checkpoint:type_name -> goflink.v1.CheckpointInfo
+	26, // 21: goflink.v1.JobDetails.plan:type_name -> goflink.v1.JobPlan
+	27, // 22: goflink.v1.JobPlan.vertices:type_name -> goflink.v1.PlanVertex
+	29, // 23: goflink.v1.JobPlan.edges:type_name -> goflink.v1.PlanEdge
+	28, // 24: goflink.v1.PlanVertex.operators:type_name -> goflink.v1.PlanOperator
+	12, // 25: goflink.v1.JobService.SubmitJob:input_type -> goflink.v1.SubmitJobRequest
+	14, // 26: goflink.v1.JobService.ListJobs:input_type -> goflink.v1.ListJobsRequest
+	16, // 27: goflink.v1.JobService.GetJob:input_type -> goflink.v1.GetJobRequest
+	18, // 28: goflink.v1.JobService.CancelJob:input_type -> goflink.v1.CancelJobRequest
+	20, // 29: goflink.v1.JobService.WatchJob:input_type -> goflink.v1.WatchJobRequest
+	8,  // 30: goflink.v1.JobService.ListCheckpoints:input_type -> goflink.v1.ListCheckpointsRequest
+	10, // 31: goflink.v1.JobService.TriggerCheckpoint:input_type -> goflink.v1.TriggerCheckpointRequest
+	2,  // 32: goflink.v1.JobService.TriggerSavepoint:input_type -> goflink.v1.TriggerSavepointRequest
+	4,  // 33: goflink.v1.JobService.DisposeSavepoint:input_type -> goflink.v1.DisposeSavepointRequest
+	6,  // 34: goflink.v1.JobService.RescaleJob:input_type -> goflink.v1.RescaleJobRequest
+	13, // 35: goflink.v1.JobService.SubmitJob:output_type -> goflink.v1.SubmitJobResponse
+	15, // 36: goflink.v1.JobService.ListJobs:output_type -> goflink.v1.ListJobsResponse
+	17, // 37: goflink.v1.JobService.GetJob:output_type -> goflink.v1.GetJobResponse
+	19, // 38: goflink.v1.JobService.CancelJob:output_type -> goflink.v1.CancelJobResponse
+	21, // 39: goflink.v1.JobService.WatchJob:output_type -> goflink.v1.WatchJobResponse
+	9,  // 40: goflink.v1.JobService.ListCheckpoints:output_type -> goflink.v1.ListCheckpointsResponse
+	11, // 41: goflink.v1.JobService.TriggerCheckpoint:output_type -> goflink.v1.TriggerCheckpointResponse
+	3,  // 42: goflink.v1.JobService.TriggerSavepoint:output_type -> goflink.v1.TriggerSavepointResponse
+	5,  // 43: goflink.v1.JobService.DisposeSavepoint:output_type -> goflink.v1.DisposeSavepointResponse
+	7,  // 44: goflink.v1.JobService.RescaleJob:output_type -> goflink.v1.RescaleJobResponse
+	35, // [35:45] is the sub-list for method output_type
+	25, // [25:35] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_job_service_proto_init() }
@@ -1781,7 +2064,7 @@ func file_goflink_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_job_service_proto_rawDesc), len(file_goflink_v1_job_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

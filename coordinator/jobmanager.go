@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/connector/nexmark"
@@ -33,6 +34,7 @@ import (
 	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/web"
 )
 
 // ConnectorTypes are the connectors' operator types a JobManager plans specs with besides the
@@ -60,8 +62,9 @@ type Config struct {
 	// error.
 	RPCListener, RaftListener net.Listener
 	// MetricsListener, when set, serves the Prometheus metrics (metrics.reporter.prom.port);
-	// Start owns it like the others.
-	MetricsListener net.Listener
+	// RESTListener the dashboard and its JSON API (rest.port). Start owns them like the
+	// others.
+	MetricsListener, RESTListener net.Listener
 	// DataDir holds the Raft log, stable store and snapshots, and in checkpoints/ the
 	// checkpoints of jobs when execution.checkpointing.dir is not set.
 	DataDir string
@@ -181,6 +184,8 @@ type JobManager struct {
 	// leaderChanges counts the leadership changes this JobManager saw (the metric).
 	leaderChanges atomic.Uint64
 	metrics       *metrics.Server // nil without Config.MetricsListener
+	web           *web.Server     // nil without Config.RESTListener
+	self          *client.Client  // the dashboard's client of this JobManager
 	term          atomic.Uint64   // the Raft term of the current leadership: the fencing token of JM→TM commands
 	ctx           context.Context
 	cancel        context.CancelFunc
@@ -195,7 +200,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 			for _, u := range slices.Backward(undo) {
 				_ = u() // best effort: the start failed already
 			}
-			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener, cfg.MetricsListener} {
+			for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener, cfg.MetricsListener, cfg.RESTListener} {
 				if l != nil {
 					l.Close()
 				}
@@ -283,6 +288,16 @@ func Start(cfg Config) (_ *JobManager, err error) {
 		}
 		undo = append(undo, jm.metrics.Close)
 	}
+	if cfg.RESTListener != nil {
+		// The dashboard reads through this JobManager's own RPC port: a follower forwards to
+		// the leader, as for any client.
+		if jm.self, err = client.NewWithOptions(sec.MemberDialOptions(), lis.Addr().String()); err != nil {
+			return nil, fmt.Errorf("jobmanager: dashboard client: %w", err)
+		}
+		undo = append(undo, jm.self.Close)
+		jm.web = web.Serve(cfg.RESTListener, jm.self, sec, jm.log)
+		undo = append(undo, jm.web.Close)
+	}
 
 	jm.wg.Go(jm.advertise)
 	jm.wg.Go(func() {
@@ -307,6 +322,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 // Addr returns the advertised RPC address.
 func (jm *JobManager) Addr() string { return jm.rpcAddr }
+
+// RESTAddr returns where the JobManager serves its dashboard and JSON API ("" when it does
+// not).
+func (jm *JobManager) RESTAddr() string {
+	if jm.web == nil {
+		return ""
+	}
+	return jm.web.Addr()
+}
 
 // MetricsAddr returns where the JobManager serves its Prometheus metrics ("" when it does
 // not).
@@ -575,6 +599,10 @@ func (jm *JobManager) Close() error {
 		<-stopped
 	}
 	_ = jm.metrics.Close()
+	_ = jm.web.Close()
+	if jm.self != nil {
+		_ = jm.self.Close()
+	}
 	jm.wg.Wait()
 	jm.peersMu.Lock()
 	for _, c := range jm.peers {

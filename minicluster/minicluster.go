@@ -49,6 +49,9 @@ type Options struct {
 	// Metrics has every process serve its Prometheus metrics on a loopback port of its own
 	// (a JobManager on its first start only): see MetricsAddr.
 	Metrics bool
+	// REST has every JobManager serve its dashboard on a loopback port of its own (on its
+	// first start only): see coordinator.JobManager.RESTAddr.
+	REST bool
 }
 
 // Cluster is a running mini cluster.
@@ -119,6 +122,11 @@ func (c *Cluster) startJobManagers() error {
 				return err
 			}
 		}
+		if c.opts.REST {
+			if cfg.RESTListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				return err
+			}
+		}
 		cfg.RPCAddr, cfg.RaftAddr = cfg.RPCListener.Addr().String(), cfg.RaftListener.Addr().String()
 		if n > 1 {
 			peers = append(peers, coordinator.Peer{ID: id, RaftAddr: cfg.RaftAddr})
@@ -142,7 +150,7 @@ func (c *Cluster) StartJobManager(i int) error {
 		return fmt.Errorf("jobmanager %d is running", i)
 	}
 	cfg := c.jmCfgs[i]
-	c.jmCfgs[i].RPCListener, c.jmCfgs[i].RaftListener, c.jmCfgs[i].MetricsListener = nil, nil, nil // Start owns them; a restart binds the addresses
+	c.jmCfgs[i].RPCListener, c.jmCfgs[i].RaftListener, c.jmCfgs[i].MetricsListener, c.jmCfgs[i].RESTListener = nil, nil, nil, nil // Start owns them; a restart binds the addresses
 	cfg.Settings, cfg.Operators, cfg.Logger, cfg.RaftLogger = c.opts.Settings, c.opts.Operators, c.opts.Logger, c.opts.RaftLogger
 	jm, err := coordinator.Start(cfg)
 	if err != nil {
@@ -274,7 +282,7 @@ func (c *Cluster) Close() error {
 		errs = append(errs, tm.Close())
 	}
 	for _, cfg := range c.jmCfgs { // bound, but a JobManager did not start to take them
-		for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener} {
+		for _, l := range []net.Listener{cfg.RPCListener, cfg.RaftListener, cfg.MetricsListener, cfg.RESTListener} {
 			if l != nil {
 				l.Close()
 			}

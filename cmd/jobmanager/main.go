@@ -13,7 +13,7 @@ func main() {
 	cfg := coordinator.DefaultConfig()
 	var pf process.Flags
 	var peers string
-	cmd := pf.Command("jobmanager", "Run a goflink JobManager", []string{"rpc", "raft", "metrics"}, nil,
+	cmd := pf.Command("jobmanager", "Run a goflink JobManager", []string{"rpc", "raft", "metrics", "rest"}, nil,
 		func(ctx context.Context, env process.Env) error {
 			var err error
 			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
@@ -24,6 +24,12 @@ func main() {
 			cfg.RaftAddr = process.ListenAddr(env.Settings, cfg.RaftAddr, coordinator.DefaultRaftPort)
 			cfg.RPCListener, cfg.RaftListener = env.Sockets["rpc"], env.Sockets["raft"]
 			if cfg.MetricsListener, err = process.MetricsListener(env, cfg.RPCAddr, config.DefaultJobManagerMetricsPort); err != nil {
+				return err
+			}
+			if cfg.RESTListener, err = process.RESTListener(env, cfg.RPCAddr); err != nil {
+				if cfg.MetricsListener != nil {
+					cfg.MetricsListener.Close()
+				}
 				return err
 			}
 			return coordinator.Run(ctx, cfg)

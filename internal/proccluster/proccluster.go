@@ -83,9 +83,9 @@ type Cluster struct {
 
 // jobManager is how a JobManager is started, again after a kill.
 type jobManager struct {
-	addr, metricsAddr string
-	args              []string
-	sockets           map[string]net.Listener // bound by Start for the first start; nil after it
+	addr, metricsAddr, restAddr string
+	args                        []string
+	sockets                     map[string]net.Listener // bound by Start for the first start; nil after it
 }
 
 // Start starts the JobManagers, then the TaskManagers, and waits until every TaskManager
@@ -120,7 +120,7 @@ func Start(opts Options) (c *Cluster, err error) {
 		if err != nil {
 			return c, err
 		}
-		c.jms = append(c.jms, jobManager{addr: sockets["rpc"].Addr().String(), metricsAddr: sockets["metrics"].Addr().String(), sockets: sockets,
+		c.jms = append(c.jms, jobManager{addr: sockets["rpc"].Addr().String(), metricsAddr: sockets["metrics"].Addr().String(), restAddr: sockets["rest"].Addr().String(), sockets: sockets,
 			args: append([]string{"--node-id", id, "--data-dir", filepath.Join(opts.Dir, id)}, args...)})
 		addrs = append(addrs, sockets["rpc"].Addr().String())
 		peers = append(peers, id+"="+sockets["raft"].Addr().String())
@@ -152,13 +152,13 @@ func Start(opts Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// JobManagerSockets binds a JobManager's RPC, Raft and metrics sockets on loopback and
-// returns them by the names the jobmanager binary takes them under, with the arguments that
-// name their addresses (--rpc-addr, --raft-addr, metrics.reporter.prom.port: a restarted
-// JobManager binds them again), for Exec.
+// JobManagerSockets binds a JobManager's RPC, Raft, metrics and dashboard sockets on loopback
+// and returns them by the names the jobmanager binary takes them under, with the arguments
+// that name their addresses (--rpc-addr, --raft-addr, metrics.reporter.prom.port, rest.port: a
+// restarted JobManager binds them again), for Exec.
 func JobManagerSockets() (sockets map[string]net.Listener, args []string, err error) {
 	sockets = map[string]net.Listener{}
-	for _, name := range []string{"rpc", "raft", "metrics"} {
+	for _, name := range []string{"rpc", "raft", "metrics", "rest"} {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			closeAll(sockets)
@@ -167,8 +167,9 @@ func JobManagerSockets() (sockets map[string]net.Listener, args []string, err er
 		sockets[name] = lis
 	}
 	_, metricsPort, _ := net.SplitHostPort(sockets["metrics"].Addr().String())
+	_, restPort, _ := net.SplitHostPort(sockets["rest"].Addr().String())
 	return sockets, []string{"--rpc-addr", sockets["rpc"].Addr().String(), "--raft-addr", sockets["raft"].Addr().String(),
-		"-D", config.MetricsPort + "=" + metricsPort}, nil
+		"-D", config.MetricsPort + "=" + metricsPort, "-D", config.RestPort + "=" + restPort}, nil
 }
 
 // JobManagerAddr returns JobManager i's RPC address.
@@ -184,7 +185,7 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.MetricsAddr = jm.metricsAddr
+	p.MetricsAddr, p.RESTAddr = jm.metricsAddr, jm.restAddr
 	c.JMs[i] = p
 	return p, nil
 }
@@ -310,8 +311,9 @@ type Proc struct {
 	Log string
 	// DebugAddr is where it serves pprof (a TaskManager of a cluster with Options.Debug).
 	DebugAddr string
-	// MetricsAddr is where it serves its Prometheus metrics (host:port).
-	MetricsAddr string
+	// MetricsAddr is where it serves its Prometheus metrics (host:port), RESTAddr its
+	// dashboard (a JobManager's).
+	MetricsAddr, RESTAddr string
 
 	done chan struct{} // closed once it was reaped
 }

@@ -95,6 +95,25 @@ func HTTPListener(env Env, name, host, key, def string) (net.Listener, error) {
 	return ListenPorts(host, spec, key)
 }
 
+// RESTListener is HTTPListener for a JobManager's dashboard (rest.port) on rest.bind-address,
+// by default the host of its RPC address rpcAddr. Ports all taken are logged and the
+// JobManager runs without its dashboard, like MetricsListener.
+func RESTListener(env Env, rpcAddr string) (net.Listener, error) {
+	host := env.Settings.String(config.RestBindAddress)
+	if host == "" && env.Sockets["rest"] == nil {
+		var err error
+		if host, _, err = net.SplitHostPort(rpcAddr); err != nil {
+			return nil, fmt.Errorf("rest: rpc address %q: %w", rpcAddr, err)
+		}
+	}
+	lis, err := HTTPListener(env, "rest", host, config.RestPort, "")
+	if errors.Is(err, ErrPortsTaken) {
+		env.Logger.Error("running without the dashboard", "err", err)
+		return nil, nil
+	}
+	return lis, err
+}
+
 // MetricsListener is HTTPListener for the Prometheus metrics of a process whose RPC address is
 // rpcAddr: on its host, at metrics.reporter.prom.port (def when unset). As in Flink, a process
 // whose metrics ports are all taken runs without metrics (logged); a setting that is not a

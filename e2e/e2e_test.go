@@ -258,6 +258,7 @@ operators:
 		e.jobID, e2eRecords, e2eKeys, e2eRecords/e2eKeys, e2eRate, e2eOut)
 	first, _ := e.recovered(time.Now(), 0, "")
 	e.logf("job running with every task, checkpoint %d completed", first)
+	e.checkDashboard(e.jobID)
 
 	reports := []faultReport{e.killTaskManager(), e.killLeaderJobManager()}
 	// Every flinkctl command with jm1's address alone, after the leader kill; if jm1 leads then,
@@ -904,7 +905,7 @@ func (e *e2e) checkLoopbackPorts() {
 			published = append(published, host)
 		}
 	}
-	wanted := append([]string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"}, jmMetricsAddrs...)
+	wanted := append(append([]string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"}, jmMetricsAddrs...), jmRESTAddrs...)
 	for _, want := range append(wanted, tmMetricsAddrs...) {
 		if !slices.Contains(published, want) {
 			e.t.Errorf("published ports %v, want %s among them", published, want)

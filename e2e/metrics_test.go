@@ -14,11 +14,40 @@ import (
 	"time"
 )
 
-// The metrics ports deploy/docker-compose.yml publishes on the host's loopback.
+// The metrics and dashboard ports deploy/docker-compose.yml publishes on the host's loopback.
 var (
 	jmMetricsAddrs = []string{"127.0.0.1:9249", "127.0.0.1:9259", "127.0.0.1:9269"}
 	tmMetricsAddrs = []string{"127.0.0.1:9250", "127.0.0.1:9260", "127.0.0.1:9270"}
+	jmRESTAddrs    = []string{"127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"}
 )
+
+// checkDashboard reads every JobManager's dashboard API from the host over HTTPS: without the
+// token it is refused, with it each JobManager (followers ask the leader) lists the same jobs,
+// and the page is served.
+func (e *e2e) checkDashboard(jobID string) {
+	e.t.Helper()
+	pem, err := os.ReadFile(e.caFile)
+	if err != nil {
+		e.t.Fatalf("dashboard: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	if status, _, err := fetch(client, "https://"+jmRESTAddrs[0]+"/jobs/overview", ""); err != nil || status != http.StatusUnauthorized {
+		e.t.Errorf("dashboard API without the token: status %d, %v; want %d", status, err, http.StatusUnauthorized)
+	}
+	for _, addr := range jmRESTAddrs {
+		status, body, err := fetch(client, "https://"+addr+"/jobs/overview", e.token)
+		if err != nil || status != http.StatusOK || !strings.Contains(body, jobID) {
+			e.t.Errorf("dashboard API of %s: status %d, %v, want the job %s in %s", addr, status, err, jobID, body)
+		}
+		if status, body, err := fetch(client, "https://"+addr+"/", ""); err != nil || status != http.StatusOK || !strings.Contains(body, "app.js") {
+			e.t.Errorf("dashboard page of %s: status %d, %v", addr, status, err)
+		}
+	}
+	e.logf("dashboard: every JobManager's API lists the job over HTTPS with the token, none without; the page is served")
+}
 
 // checkMetrics scrapes the published metrics ports from the host the way
 // deploy/prometheus/prometheus.yml has Prometheus do it (HTTPS with the cluster's CA, the
@@ -72,7 +101,13 @@ func (e *e2e) checkMetrics() {
 // scrape GETs https://addr/metrics, with token as a bearer token unless it is empty, and
 // returns the status and body.
 func scrape(client *http.Client, addr, token string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+	return fetch(client, "https://"+addr+"/metrics", token)
+}
+
+// fetch GETs url with the token (when set) and returns the status and body.
+func fetch(client *http.Client, url, token string) (int, string, error) {
+	addr := url
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

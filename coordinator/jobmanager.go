@@ -183,10 +183,10 @@ type JobManager struct {
 	leading atomic.Bool // leadership established (after Barrier)
 	// leaderChanges counts the leadership changes this JobManager saw (the metric).
 	leaderChanges atomic.Uint64
-	metrics       *metrics.Server // nil without Config.MetricsListener
-	web           *web.Server     // nil without Config.RESTListener
-	self          *client.Client  // the dashboard's client of this JobManager
-	term          atomic.Uint64   // the Raft term of the current leadership: the fencing token of JM→TM commands
+	metrics       *security.HTTPService // nil without Config.MetricsListener
+	web           *security.HTTPService // nil without Config.RESTListener
+	self          *client.Client        // the dashboard's client of this JobManager
+	term          atomic.Uint64         // the Raft term of the current leadership: the fencing token of JM→TM commands
 	ctx           context.Context
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup

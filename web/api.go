@@ -49,9 +49,11 @@ type api struct {
 
 // routes registers the API's paths on mux, each through guard (client authorization).
 func (a *api) routes(mux *http.ServeMux, guard func(http.Handler) http.Handler) {
-	handle := func(pattern string, fn func(r *http.Request) (any, error)) {
+	handle := func(pattern string, timeout time.Duration, fn func(ctx context.Context, r *http.Request) (any, error)) {
 		mux.Handle(pattern, guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			v, err := fn(r)
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			defer cancel()
+			v, err := fn(ctx, r)
 			if err != nil {
 				a.writeError(w, r, err)
 				return
@@ -59,16 +61,26 @@ func (a *api) routes(mux *http.ServeMux, guard func(http.Handler) http.Handler) 
 			writeJSON(w, http.StatusOK, v)
 		})))
 	}
-	handle("GET /overview", a.overview)
-	handle("GET /jobs/overview", a.jobsOverview)
-	handle("GET /jobs/{id}", a.job)
-	handle("GET /jobs/{id}/checkpoints", a.checkpoints)
-	handle("GET /jobs/{id}/exceptions", a.exceptions)
-	handle("GET /taskmanagers", a.taskManagers)
-	handle("GET /jobmanagers", a.jobManagers)
-	handle("POST /jobs/{id}/cancel", a.cancel)
-	handle("POST /jobs/{id}/checkpoints", a.triggerCheckpoint)
-	handle("POST /jobs/{id}/savepoints", a.triggerSavepoint)
+	// job adapts a handler of one job: the path's ID, checked.
+	job := func(fn func(ctx context.Context, id string, r *http.Request) (any, error)) func(context.Context, *http.Request) (any, error) {
+		return func(ctx context.Context, r *http.Request) (any, error) {
+			id, err := jobID(r)
+			if err != nil {
+				return nil, err
+			}
+			return fn(ctx, id, r)
+		}
+	}
+	handle("GET /overview", callTimeout, a.overview)
+	handle("GET /jobs/overview", callTimeout, a.jobsOverview)
+	handle("GET /jobs/{id}", callTimeout, job(a.job))
+	handle("GET /jobs/{id}/checkpoints", callTimeout, job(a.checkpoints))
+	handle("GET /jobs/{id}/exceptions", callTimeout, job(a.exceptions))
+	handle("GET /taskmanagers", callTimeout, a.taskManagers)
+	handle("GET /jobmanagers", callTimeout, a.jobManagers)
+	handle("POST /jobs/{id}/cancel", callTimeout, job(a.cancel))
+	handle("POST /jobs/{id}/checkpoints", savepointTimeout, job(a.triggerCheckpoint))
+	handle("POST /jobs/{id}/savepoints", savepointTimeout, job(a.triggerSavepoint))
 }
 
 // jobID returns the request's job ID, refusing one that cannot be a job's.
@@ -92,9 +104,7 @@ type overviewJSON struct {
 	JobManagers []jobManagerJSON `json:"jobmanagers"`
 }
 
-func (a *api) overview(r *http.Request) (any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) overview(ctx context.Context, _ *http.Request) (any, error) {
 	cl, err := a.cl.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -131,9 +141,7 @@ type jobSummaryJSON struct {
 	EndTime   *string `json:"end_time"`
 }
 
-func (a *api) jobsOverview(r *http.Request) (any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) jobsOverview(ctx context.Context, _ *http.Request) (any, error) {
 	jobs, err := a.cl.List(ctx)
 	if err != nil {
 		return nil, err
@@ -207,13 +215,7 @@ type taskJSON struct {
 	OutputWatermark     *int64  `json:"output_watermark,omitempty"`
 }
 
-func (a *api) job(r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) job(ctx context.Context, id string, _ *http.Request) (any, error) {
 	d, err := a.cl.Job(ctx, id)
 	if err != nil {
 		return nil, err
@@ -313,13 +315,7 @@ type checkpointsJSON struct {
 	History []checkpointJSON `json:"history"`
 }
 
-func (a *api) checkpoints(r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) checkpoints(ctx context.Context, id string, _ *http.Request) (any, error) {
 	cps, err := a.cl.Checkpoints(ctx, id)
 	if err != nil {
 		return nil, err
@@ -350,13 +346,7 @@ type exceptionJSON struct {
 	RestartedTasks []string `json:"restarted_tasks"`
 }
 
-func (a *api) exceptions(r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) exceptions(ctx context.Context, id string, _ *http.Request) (any, error) {
 	d, err := a.cl.Job(ctx, id)
 	if err != nil {
 		return nil, err
@@ -394,9 +384,7 @@ type tmTaskJSON struct {
 // maxTaskManagerJobs bounds the jobs whose tasks /taskmanagers lists (one call each).
 const maxTaskManagerJobs = 50
 
-func (a *api) taskManagers(r *http.Request) (any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) taskManagers(ctx context.Context, _ *http.Request) (any, error) {
 	cl, err := a.cl.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -458,9 +446,7 @@ func jobManagersOf(cl *pb.GetClusterResponse) []jobManagerJSON {
 	return out
 }
 
-func (a *api) jobManagers(r *http.Request) (any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) jobManagers(ctx context.Context, _ *http.Request) (any, error) {
 	cl, err := a.cl.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -468,13 +454,7 @@ func (a *api) jobManagers(r *http.Request) (any, error) {
 	return map[string]any{"jobmanagers": jobManagersOf(cl)}, nil
 }
 
-func (a *api) cancel(r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
+func (a *api) cancel(ctx context.Context, id string, r *http.Request) (any, error) {
 	if err := a.cl.Cancel(ctx, id); err != nil {
 		return nil, err
 	}
@@ -482,13 +462,7 @@ func (a *api) cancel(r *http.Request) (any, error) {
 	return map[string]any{"job_id": id, "status": "CANCELLING"}, nil
 }
 
-func (a *api) triggerCheckpoint(r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), savepointTimeout)
-	defer cancel()
+func (a *api) triggerCheckpoint(ctx context.Context, id string, _ *http.Request) (any, error) {
 	cp, err := a.cl.TriggerCheckpoint(ctx, id)
 	if err != nil {
 		return nil, err
@@ -501,7 +475,7 @@ type savepointRequest struct {
 	TargetDirectory string `json:"target_directory"`
 }
 
-func (a *api) triggerSavepoint(r *http.Request) (any, error) {
+func (a *api) triggerSavepoint(ctx context.Context, id string, r *http.Request) (any, error) {
 	id, err := jobID(r)
 	if err != nil {
 		return nil, err
@@ -511,8 +485,6 @@ func (a *api) triggerSavepoint(r *http.Request) (any, error) {
 	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 		return nil, badRequest("body: %v (want {\"target_directory\": \"…\"} or nothing)", err)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), savepointTimeout)
-	defer cancel()
 	resp, err := a.cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: req.TargetDirectory})
 	if err != nil {
 		return nil, err

@@ -102,7 +102,7 @@ type TaskManager struct {
 	log      *slog.Logger
 
 	srv     *grpc.Server
-	metrics *metrics.Server // nil without Config.MetricsListener
+	metrics *security.HTTPService // nil without Config.MetricsListener
 	health  *health.Server
 	env     *taskEnv
 	scratch *scratch

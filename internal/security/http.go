@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/netaddr"
 )
 
 // HTTP limits of a process's HTTP ports (metrics, the dashboard and its JSON API): requests
@@ -94,4 +96,42 @@ func (s *Security) AuthorizeHTTP(r *http.Request) error {
 		return fmt.Errorf("%s: the token is wrong", r.URL.Path)
 	}
 	return nil
+}
+
+// HTTPService is an HTTP port being served (StartHTTP) until Close.
+type HTTPService struct {
+	srv  *http.Server
+	addr string
+	wg   sync.WaitGroup
+}
+
+// StartHTTP serves h on lis (which it owns: Close closes it) with HTTPServer's settings, on a
+// goroutine of its own. what names the port in logs ("metrics", "dashboard"); one on a network
+// address without client authentication is logged as a warning, with risk saying what anyone
+// who reaches it can do.
+func (s *Security) StartHTTP(lis net.Listener, h http.Handler, log *slog.Logger, what, risk string) *HTTPService {
+	svc := &HTTPService{srv: s.HTTPServer(h, log), addr: lis.Addr().String()}
+	svc.wg.Go(func() {
+		if err := ServeHTTP(svc.srv, lis); err != nil {
+			log.Error(what+" server stopped", "err", err)
+		}
+	})
+	log.Info("serving "+what, "url", s.HTTPScheme()+"://"+svc.addr+"/")
+	if !s.ClientAuthConfigured() && !netaddr.IsLoopback(svc.addr) {
+		log.Warn("serving "+what+" on a network address without client authentication: "+risk, "addr", svc.addr)
+	}
+	return svc
+}
+
+// Addr is the address the port listens on.
+func (svc *HTTPService) Addr() string { return svc.addr }
+
+// Close stops serving and waits for the server's goroutine. A nil HTTPService is a no-op.
+func (svc *HTTPService) Close() error {
+	if svc == nil {
+		return nil
+	}
+	err := svc.srv.Close()
+	svc.wg.Wait()
+	return err
 }

@@ -476,10 +476,6 @@ type savepointRequest struct {
 }
 
 func (a *api) triggerSavepoint(ctx context.Context, id string, r *http.Request) (any, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return nil, err
-	}
 	var req savepointRequest
 	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
 	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {

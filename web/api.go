@@ -83,6 +83,32 @@ func (a *api) routes(mux *http.ServeMux, guard func(http.Handler) http.Handler) 
 	handle("POST /jobs/{id}/savepoints", savepointTimeout, job(a.triggerSavepoint))
 }
 
+// jsonErrors answers the mux's own errors (an unknown path, a method a path does not take) as
+// the API's JSON errors; the pages and their assets keep the mux's answers.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" && r.URL.Path != "/" {
+			// No route: find out whether the path has routes for other methods.
+			probe := r.Clone(r.Context())
+			allowed := []string{}
+			for _, m := range []string{http.MethodGet, http.MethodPost} {
+				probe.Method = m
+				if _, p := mux.Handler(probe); p != "" {
+					allowed = append(allowed, m)
+				}
+			}
+			if len(allowed) > 0 {
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeJSON(w, http.StatusMethodNotAllowed, map[string][]string{"errors": {r.Method + " " + r.URL.Path + ": method not allowed (" + strings.Join(allowed, ", ") + ")"}})
+				return
+			}
+			writeJSON(w, http.StatusNotFound, map[string][]string{"errors": {r.URL.Path + ": not found"}})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
 // jobID returns the request's job ID, refusing one that cannot be a job's.
 func jobID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
@@ -479,6 +505,9 @@ func (a *api) triggerSavepoint(ctx context.Context, id string, r *http.Request) 
 	var req savepointRequest
 	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
 	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			return nil, &httpError{code: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body: larger than %d bytes", maxBodyBytes)}
+		}
 		return nil, badRequest("body: %v (want {\"target_directory\": \"…\"} or nothing)", err)
 	}
 	resp, err := a.cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: req.TargetDirectory})

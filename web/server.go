@@ -25,7 +25,7 @@ func Serve(lis net.Listener, cl Cluster, sec *security.Security, log *slog.Logge
 	for _, name := range []string{"/app.js", "/style.css"} {
 		mux.Handle("GET "+name, files)
 	}
-	return sec.StartHTTP(lis, securityHeaders(mux), log, "the dashboard", "anyone who reaches it can cancel jobs")
+	return sec.StartHTTP(lis, securityHeaders(jsonErrors(mux)), log, "the dashboard", "anyone who reaches it can cancel jobs")
 }
 
 // securityHeaders keeps the pages from being framed or sniffed, and limits what they load to

@@ -177,7 +177,9 @@ func TestAPI(t *testing.T) {
 	}{
 		{"GET", "/jobs/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not found"},
 		{"GET", "/jobs/not-a-job!", http.StatusBadRequest, "not a job ID"},
-		{"GET", "/jobs/" + id + "/cancel", http.StatusMethodNotAllowed, ""},
+		{"GET", "/jobs/" + id + "/cancel", http.StatusMethodNotAllowed, "method not allowed"},
+		{"DELETE", "/jobs/" + id, http.StatusMethodNotAllowed, "method not allowed"},
+		{"GET", "/no/such/path", http.StatusNotFound, "not found"},
 		{"POST", "/jobs/" + id + "/savepoints", http.StatusBadRequest, "body"},
 	} {
 		e.Errors = nil
@@ -192,8 +194,8 @@ func TestAPI(t *testing.T) {
 	}
 	// A body beyond the limit is refused, not read.
 	big := strings.NewReader(`{"target_directory": "` + strings.Repeat("x", 8<<10) + `"}`)
-	if code := call(t, "POST", base+"/jobs/"+id+"/savepoints", "", big, &e); code != http.StatusBadRequest {
-		t.Errorf("POST savepoints with an 8 KiB body = %d, want 400", code)
+	if code := call(t, "POST", base+"/jobs/"+id+"/savepoints", "", big, &e); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST savepoints with an 8 KiB body = %d, want 413", code)
 	}
 
 	if code := call(t, "POST", base+"/jobs/"+id+"/cancel", "", nil, nil); code != http.StatusOK {

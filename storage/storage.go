@@ -12,6 +12,26 @@
 //
 // Paths in handles and metadata are relative to the job directory and use forward slashes, so
 // a job directory can be moved or mounted elsewhere.
+//
+// # Storage locations
+//
+// FS is a storage location by URI (Open): a local directory (Local: temporary file, fsync,
+// rename, directory fsync) or s3://bucket/prefix on any S3-compatible server (S3, with
+// github.com/minio/minio-go/v7). Objects appear whole when their writer's Close commits
+// them, stream in and out (multipart uploads above one part), and are listed by name prefix.
+// The checkpoint functions above still take local paths; issue 18 moves them, savepoints and
+// the file sink onto FS. S3 locations are configured by Flink's keys, cluster settings that
+// a job cannot set (S3SettingsFrom):
+//
+//	s3.endpoint           host[:port] (HTTPS) or http(s)://host[:port]; unset: AWS
+//	s3.access-key         unset with s3.secret-key: AWS_ACCESS_KEY_ID
+//	s3.secret-key         unset with s3.access-key: AWS_SECRET_ACCESS_KEY; never logged or in an error
+//	s3.path.style.access  true: http://endpoint/bucket (most S3-compatible servers); false: http://bucket.endpoint
+//	s3.region             unset: AWS_REGION, else asked of the server
+//
+// A missing object is an error wrapping fs.ErrNotExist; a missing bucket, refused
+// credentials and an endpoint that does not answer wrap ErrNoSuchBucket, ErrAccessDenied and
+// ErrUnreachable, naming the location and the setting to check.
 package storage
 
 import (

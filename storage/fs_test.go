@@ -257,7 +257,7 @@ func TestFSConformance(t *testing.T) {
 					if err == nil {
 						err = w.Close()
 					} else {
-						w.Abort()
+						err = errors.Join(err, w.Abort())
 					}
 					if !errors.Is(err, context.Canceled) {
 						t.Fatalf("write of %d bytes under a canceled context: %v, want context.Canceled", size, err)

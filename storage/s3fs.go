@@ -327,7 +327,8 @@ func (w *s3Writer) Abort() error {
 	w.buf = nil
 	if w.pw != nil {
 		w.pw.CloseWithError(errAborted)
-		w.wait() // PutObject has aborted the multipart upload
+		// The upload ends with errAborted, as asked; PutObject has aborted it.
+		_ = w.wait()
 	}
 	return nil
 }

@@ -95,18 +95,39 @@ func Open(uri string, s S3Settings) (FS, error) {
 		}
 		return NewLocal(u.Path), nil
 	case "s3":
-		bucket, prefix, _ := strings.Cut(rest, "/")
-		if bucket == "" {
-			return nil, fmt.Errorf("storage: location %q names no bucket (s3://bucket/prefix)", uri)
-		}
-		prefix = strings.Trim(prefix, "/")
-		if prefix != "" && !fs.ValidPath(prefix) {
-			return nil, fmt.Errorf("storage: location %q: invalid prefix %q", uri, prefix)
+		bucket, prefix, err := parseS3(uri, rest)
+		if err != nil {
+			return nil, err
 		}
 		return newS3(bucket, prefix, s)
 	default:
 		return nil, fmt.Errorf("storage: location %q: unsupported scheme %q (a local path, file:// or s3://)", uri, scheme)
 	}
+}
+
+// CheckLocation checks the form of a location Open takes, without settings: a URI's scheme,
+// bucket and prefix.
+func CheckLocation(uri string) error {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || !strings.EqualFold(scheme, "s3") {
+		_, err := Open(uri, S3Settings{})
+		return err
+	}
+	_, _, err := parseS3(uri, rest)
+	return err
+}
+
+// parseS3 splits the rest of s3://rest into bucket and prefix.
+func parseS3(uri, rest string) (bucket, prefix string, err error) {
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("storage: location %q names no bucket (s3://bucket/prefix)", uri)
+	}
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" && !fs.ValidPath(prefix) {
+		return "", "", fmt.Errorf("storage: location %q: invalid prefix %q", uri, prefix)
+	}
+	return bucket, prefix, nil
 }
 
 // checkName validates an object name.

@@ -13,9 +13,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if tr, err := s3Transport(); err == nil {
-			tr.CloseIdleConnections()
-		}
+		CloseIdleConnections()
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1

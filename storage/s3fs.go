@@ -88,6 +88,14 @@ var credentialCodes = map[string]bool{
 // pooled across locations, so opening one per operation costs no new connections.
 var s3Transport = sync.OnceValues(func() (*http.Transport, error) { return minio.DefaultTransport(true) })
 
+// CloseIdleConnections closes the S3 clients' idle connections: for a process that is done
+// with S3, and for tests that check no goroutine is left behind.
+func CloseIdleConnections() {
+	if tr, err := s3Transport(); err == nil {
+		tr.CloseIdleConnections()
+	}
+}
+
 // S3 is an FS under a prefix of an S3 bucket; object name is the key <prefix>/<name>.
 type S3 struct {
 	client   *minio.Client

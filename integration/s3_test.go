@@ -117,3 +117,57 @@ func TestCheckpointsOnS3(t *testing.T) {
 		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
 	}
 }
+
+// TestCheckpointsOnS3MissingBucket: checkpoints into a bucket that does not exist fail, and
+// the checkpoint history says why, naming the bucket; the job keeps running (the failures are
+// tolerated here) until it is canceled.
+func TestCheckpointsOnS3MissingBucket(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	settings := config.New()
+	for k, v := range map[string]string{
+		config.S3Endpoint: srv.Endpoint, config.S3AccessKey: s3test.AccessKey, config.S3SecretKey: s3test.SecretKey,
+		config.S3PathStyleAccess: "true", config.S3Region: "us-east-1",
+	} {
+		if err := settings.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: settings})
+	spec := foundingSpec(100000, 100, 99999, filepath.Join(t.TempDir(), "out"), `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.tolerable-failed-checkpoints: 1000
+  execution.checkpointing.dir: s3://no-such-bucket/cp`)
+	id := submit(t, ctx, cl, spec)
+	var failure string
+	poll.Until(t, testTimeout, "a failed checkpoint", func() error {
+		cps, err := cl.Checkpoints(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, c := range cps {
+			if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+				return poll.Stop(fmt.Errorf("checkpoint %d completed into a missing bucket", c.GetId()))
+			}
+			if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED {
+				failure = c.GetFailure()
+				return nil
+			}
+		}
+		return fmt.Errorf("checkpoints %v", cps)
+	})
+	t.Logf("failure: %s", failure)
+	for _, want := range []string{"no such bucket", `"no-such-bucket"`, "s3://no-such-bucket/cp/" + id} {
+		if !strings.Contains(failure, want) {
+			t.Errorf("checkpoint failure %q does not mention %s", failure, want)
+		}
+	}
+	if strings.Contains(failure, s3test.SecretKey) {
+		t.Errorf("the secret key shows in %q", failure)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+}

@@ -207,7 +207,7 @@ var options = []Option{
 	{Key: CheckpointNumRetained, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
 		Description: "Completed checkpoints retained."},
 	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
-		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines). Unset: the JobManager's configuration, else <JobManager data dir>/checkpoints (created 0700)."},
+		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines, or s3://bucket/prefix with the processes' s3.* keys). Unset: the JobManager's configuration, else <JobManager data dir>/checkpoints (created 0700)."},
 	{Key: SavepointDir, Kind: KindString, Scope: ScopeJob,
 		Description: "Default directory of savepoints (flinkctl savepoint and stop without a directory), each in its own savepoint-<job>-<random>/ under it; every JobManager and TaskManager must reach it. Unset: a savepoint needs a directory."},
 	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},

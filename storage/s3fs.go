@@ -69,6 +69,10 @@ func (s S3Settings) String() string {
 // (S3's minimum part is 5 MiB; 10,000 parts of 8 MiB make objects of up to 80 GiB).
 const s3PartSize = 8 << 20
 
+// s3SmallBuffer is the buffer a writer starts with; it takes one of s3PartSize when it
+// outgrows it.
+const s3SmallBuffer = 64 << 10
+
 // s3MaxRetries bounds the client's retries of a failed request, so an endpoint that is down
 // fails an operation within seconds.
 const s3MaxRetries = 3
@@ -194,10 +198,12 @@ func (s *S3) fail(op, name string, err error) error {
 		// A HEAD (Stat) has no body: a missing bucket or an unknown access key also shows here.
 		return fmt.Errorf("storage: %s %s: %w", op, what, fs.ErrNotExist)
 	}
+	// A failed dial or name lookup, or a timeout; not an HTTP or TLS failure of a server that
+	// answered.
 	var netErr net.Error
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.As(err, &netErr) {
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return fmt.Errorf("storage: %s %s: %w: %s (%s): %w", op, what, ErrUnreachable, s.endpoint, config.S3Endpoint, err)
 	}
 	return fmt.Errorf("storage: %s %s: %w", op, what, err)
@@ -211,7 +217,7 @@ func (s *S3) Create(ctx context.Context, name string) (ObjectWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, s.fail("create", name, err)
 	}
-	return &s3Writer{s: s, ctx: ctx, name: name, buf: make([]byte, 0, s3PartSize)}, nil
+	return &s3Writer{s: s, ctx: ctx, name: name}, nil
 }
 
 // s3Writer buffers up to one part. An object that fits is sent by Close in one PUT; once
@@ -242,7 +248,15 @@ func (w *s3Writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if w.pw == nil {
-		if len(w.buf)+len(p) <= cap(w.buf) {
+		if need := len(w.buf) + len(p); need <= s3PartSize {
+			if need > cap(w.buf) {
+				// Most objects are small: a small buffer first, then one of a whole part.
+				c := s3SmallBuffer
+				if need > c {
+					c = s3PartSize
+				}
+				w.buf = append(make([]byte, 0, c), w.buf...)
+			}
 			w.buf = append(w.buf, p...)
 			return len(p), nil
 		}

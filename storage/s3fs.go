@@ -429,13 +429,14 @@ func (s *S3) Delete(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := s.client.RemoveObject(ctx, s.bucket, s.key(name), minio.RemoveObjectOptions{}); err != nil {
-		if errors.Is(s.fail("delete", name, err), fs.ErrNotExist) {
-			return nil
-		}
-		return s.fail("delete", name, err)
+	err := s.client.RemoveObject(ctx, s.bucket, s.key(name), minio.RemoveObjectOptions{})
+	if err == nil {
+		return nil
 	}
-	return nil
+	if err = s.fail("delete", name, err); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // DeleteAll removes every object under dir; see FS.

@@ -191,7 +191,7 @@ func (w *FileWriter) Commit() (*pb.FileHandle, error) {
 	}
 	w.done = true
 	if err := w.w.Close(); err != nil {
-		return nil, fmt.Errorf("storage: writing %s: %w", w.rel, err)
+		return nil, err // names the file's location
 	}
 	return &pb.FileHandle{Path: w.rel, Size: w.size, Crc32C: w.crc.Sum32()}, nil
 }

@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +106,37 @@ func Open(uri string, s S3Settings) (FS, error) {
 	default:
 		return nil, fmt.Errorf("storage: location %q: unsupported scheme %q (a local path, file:// or s3://)", uri, scheme)
 	}
+}
+
+// Probe checks that fsys can be written, read and deleted: it writes a small object named
+// .probe-<random>, reads it back and deletes it. A wrong bucket, key or endpoint fails it
+// with the error an operation would (ErrNoSuchBucket, ErrAccessDenied, ErrUnreachable).
+func Probe(ctx context.Context, fsys FS) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := ".probe-" + hex.EncodeToString(b[:])
+	w, err := fsys.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b[:]); err != nil {
+		return errors.Join(err, w.Abort())
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	r, err := fsys.Open(ctx, name)
+	if err == nil {
+		var got []byte
+		got, err = io.ReadAll(r)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && !bytes.Equal(got, b[:]) {
+			err = fmt.Errorf("storage: %s: read back %d bytes that differ from the %d written", joinURI(fsys.String(), name), len(got), len(b))
+		}
+	}
+	return errors.Join(err, fsys.Delete(ctx, name))
 }
 
 // CheckLocation checks the form of a location Open takes, without settings: a URI's scheme,

@@ -317,6 +317,16 @@ func TestFSConformance(t *testing.T) {
 				}
 			})
 
+			t.Run("Probe", func(t *testing.T) {
+				before := names(t, f, "")
+				if err := Probe(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+				if after := names(t, f, ""); !slices.Equal(after, before) {
+					t.Fatalf("Probe left objects: before %v, after %v", before, after)
+				}
+			})
+
 			t.Run("Missing", func(t *testing.T) {
 				assertMissing(t, f, "no/such/object")
 			})
@@ -438,7 +448,7 @@ func TestS3Errors(t *testing.T) {
 		errs = append(errs, err)
 		_, err = f.List(ctx, "")
 		errs = append(errs, err)
-		errs = append(errs, f.DeleteAll(ctx, "dir"))
+		errs = append(errs, f.DeleteAll(ctx, "dir"), Probe(ctx, f))
 		t.Logf("e.g. %v", errs[0])
 		for i, err := range errs {
 			if !errors.Is(err, want) {

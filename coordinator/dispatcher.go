@@ -139,6 +139,30 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	return nil
 }
 
+// probeTimeout bounds the probe of a job's S3 checkpoint location at submit.
+const probeTimeout = 30 * time.Second
+
+// probeCheckpointDir checks that the JobManager can write, read and delete in a job's s3://
+// checkpoint directory (storage.Probe), so that a missing bucket, refused credentials or an
+// endpoint that does not answer refuse the job at submit, before anything is scheduled. A
+// local directory is created when the first checkpoint is written, as before.
+func (d *dispatcher) probeCheckpointDir(g *pb.JobGraph) error {
+	dir := g.GetConfig()[config.CheckpointDir]
+	if !storage.IsURI(dir) {
+		return nil
+	}
+	fsys, err := storage.Open(dir, d.s3)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.CheckpointDir, dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	if err := storage.Probe(ctx, fsys); err != nil {
+		return fmt.Errorf("%s %q is not usable: %w", config.CheckpointDir, dir, err)
+	}
+	return nil
+}
+
 // randomHex returns n random bytes in hex: a job ID (16) or a TaskManager registration ID (8).
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -170,6 +194,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if err := validateRetention(graph); err != nil {
+		return "", err
+	}
+	if err := d.probeCheckpointDir(graph); err != nil {
 		return "", err
 	}
 	var restore *pb.CompletedCheckpoint
@@ -307,7 +334,7 @@ func resolveCheckpointDir(g *pb.JobGraph, defaultDir string) error {
 	abs := dir
 	if storage.IsURI(dir) {
 		if err := storage.CheckLocation(dir); err != nil {
-			return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
+			return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.CheckpointDir, dir, err)
 		}
 	} else {
 		var err error

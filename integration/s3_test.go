@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/internal/s3test"
@@ -118,53 +121,104 @@ func TestCheckpointsOnS3(t *testing.T) {
 	}
 }
 
-// TestCheckpointsOnS3MissingBucket: checkpoints into a bucket that does not exist fail, and
-// the checkpoint history says why, naming the bucket; the job keeps running (the failures are
-// tolerated here) until it is canceled.
-func TestCheckpointsOnS3MissingBucket(t *testing.T) {
-	srv := s3test.Start(t)
-	t.Cleanup(storage.CloseIdleConnections)
+// s3Settings configures a cluster's processes for srv.
+func s3Settings(t *testing.T, srv *s3test.Server, secret string) *config.Config {
+	t.Helper()
 	settings := config.New()
 	for k, v := range map[string]string{
-		config.S3Endpoint: srv.Endpoint, config.S3AccessKey: s3test.AccessKey, config.S3SecretKey: s3test.SecretKey,
+		config.S3Endpoint: srv.Endpoint, config.S3AccessKey: s3test.AccessKey, config.S3SecretKey: secret,
 		config.S3PathStyleAccess: "true", config.S3Region: "us-east-1",
 	} {
 		if err := settings.Set(k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return settings
+}
+
+// TestCheckpointsOnS3RefusedAtSubmit: the JobManager probes an s3:// checkpoint directory at
+// submit; a missing bucket, a wrong secret key and an endpoint that is down each refuse the
+// job with a status and a message that say which, and nothing is scheduled.
+func TestCheckpointsOnS3RefusedAtSubmit(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: settings})
-	spec := foundingSpec(100000, 100, 99999, filepath.Join(t.TempDir(), "out"), `  execution.checkpointing.interval: 50ms
-  execution.checkpointing.tolerable-failed-checkpoints: 1000
-  execution.checkpointing.dir: s3://no-such-bucket/cp`)
-	id := submit(t, ctx, cl, spec)
-	var failure string
-	poll.Until(t, testTimeout, "a failed checkpoint", func() error {
-		cps, err := cl.Checkpoints(ctx, id)
-		if err != nil {
-			return err
+	_, good := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	_, badKey := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, "wrong-secret")})
+	spec := func(dir string) string {
+		return foundingSpec(100, 100, 99, filepath.Join(t.TempDir(), "out"), "  execution.checkpointing.interval: 50ms\n  execution.checkpointing.dir: "+dir)
+	}
+	refused := func(cl *client.Client, dir string, code codes.Code, mentions ...string) {
+		t.Helper()
+		_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(dir))})
+		t.Logf("%s: %v", dir, err)
+		if status.Code(err) != code {
+			t.Errorf("Submit with %s = %v, want %v", dir, err, code)
 		}
-		for _, c := range cps {
-			if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
-				return poll.Stop(fmt.Errorf("checkpoint %d completed into a missing bucket", c.GetId()))
-			}
-			if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED {
-				failure = c.GetFailure()
-				return nil
+		for _, m := range append(mentions, config.CheckpointDir, dir) {
+			if err != nil && !strings.Contains(err.Error(), m) {
+				t.Errorf("Submit with %s: %q does not mention %q", dir, err, m)
 			}
 		}
-		return fmt.Errorf("checkpoints %v", cps)
-	})
-	t.Logf("failure: %s", failure)
-	for _, want := range []string{"no such bucket", `"no-such-bucket"`, "s3://no-such-bucket/cp/" + id} {
-		if !strings.Contains(failure, want) {
-			t.Errorf("checkpoint failure %q does not mention %s", failure, want)
+		if err != nil && strings.Contains(err.Error(), "wrong-secret") {
+			t.Errorf("the secret key shows in %q", err)
 		}
 	}
-	if strings.Contains(failure, s3test.SecretKey) {
-		t.Errorf("the secret key shows in %q", failure)
+	refused(good, "s3://no-such-bucket/cp", codes.FailedPrecondition, "no such bucket", `"no-such-bucket"`)
+	refused(badKey, "s3://"+srv.Bucket+"/cp", codes.PermissionDenied, "access denied", config.S3SecretKey)
+	refused(good, "gs://"+srv.Bucket+"/cp", codes.InvalidArgument, "unsupported scheme")
+	for _, cl := range []*client.Client{good, badKey} {
+		if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+			t.Errorf("jobs after the refusals: %v, %v; want none", jobs, err)
+		}
+	}
+	srv.Stop()
+	refused(good, "s3://"+srv.Bucket+"/cp", codes.FailedPrecondition, "endpoint unreachable", config.S3Endpoint)
+}
+
+// TestCheckpointsOnS3Outage: when the S3 server goes away during a run, checkpoints fail
+// (here tolerated), the checkpoint history says why, and the job keeps running.
+func TestCheckpointsOnS3Outage(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	dir := "s3://" + srv.Bucket + "/cp"
+	id := submit(t, ctx, cl, foundingSpec(100000, 100, 99999, filepath.Join(t.TempDir(), "out"), `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.tolerable-failed-checkpoints: 1000
+  execution.checkpointing.dir: `+dir))
+	// checkpoint waits for a checkpoint of the given status and returns it.
+	checkpoint := func(want pb.CheckpointStatus) *pb.CheckpointInfo {
+		t.Helper()
+		var found *pb.CheckpointInfo
+		poll.Until(t, testTimeout, "a checkpoint "+want.String(), func() error {
+			cps, err := cl.Checkpoints(ctx, id)
+			if err != nil {
+				return err
+			}
+			for _, c := range cps {
+				if c.GetStatus() == want {
+					found = c
+					return nil
+				}
+			}
+			return fmt.Errorf("checkpoints %v", cps)
+		})
+		return found
+	}
+	ok := checkpoint(pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED)
+	srv.Stop()
+	failed := checkpoint(pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED)
+	t.Logf("checkpoint %d completed, then with the server down checkpoint %d failed: %s", ok.GetId(), failed.GetId(), failed.GetFailure())
+	for _, want := range []string{"endpoint unreachable", srv.Endpoint, dir + "/" + id} {
+		if !strings.Contains(failed.GetFailure(), want) {
+			t.Errorf("checkpoint failure %q does not mention %s", failed.GetFailure(), want)
+		}
+	}
+	if d, err := cl.Job(ctx, id); err != nil || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+		t.Errorf("job after failed checkpoints: %v, %v; want RUNNING", d.GetStatus(), err)
 	}
 	if err := cl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)

@@ -134,6 +134,11 @@ const (
 	SSLRestCA          = "security.ssl.rest.ca"
 	SSLRestClientAuth  = "security.ssl.rest.authentication-enabled"
 	AuthTokenFile      = "security.auth.token-file"
+	S3Endpoint         = "s3.endpoint"
+	S3AccessKey        = "s3.access-key"
+	S3SecretKey        = "s3.secret-key"
+	S3PathStyleAccess  = "s3.path.style.access"
+	S3Region           = "s3.region"
 	RPCReflection      = "security.rpc.reflection.enabled"
 	// AllowedPaths confines the local paths jobs name (see the option's description).
 	AllowedPaths = "io.allowed-paths"
@@ -202,7 +207,7 @@ var options = []Option{
 	{Key: CheckpointNumRetained, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
 		Description: "Completed checkpoints retained."},
 	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
-		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines). Unset: the JobManager's configuration, else <JobManager data dir>/checkpoints (created 0700)."},
+		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines, or s3://bucket/prefix with the processes' s3.* keys). Unset: the JobManager's configuration, else <JobManager data dir>/checkpoints (created 0700)."},
 	{Key: SavepointDir, Kind: KindString, Scope: ScopeJob,
 		Description: "Default directory of savepoints (flinkctl savepoint and stop without a directory), each in its own savepoint-<job>-<random>/ under it; every JobManager and TaskManager must reach it. Unset: a savepoint needs a directory."},
 	{Key: StateBackend, Kind: KindEnum, Default: "hashmap", Scope: ScopeJob, Enum: []string{"hashmap", "bbolt"},
@@ -267,6 +272,18 @@ var options = []Option{
 	{Key: AllowedPaths, Kind: KindList, Scope: ScopeProcess,
 		Description: "Directories under which the local paths a job names must lie (file sink paths, Kafka ssl.*.location files, the job's own execution.checkpointing.dir and savepoint-dir, savepoint and restore paths of requests), after symlinks are resolved; separated by ;. " +
 			"The JobManager checks them at submit and each TaskManager again before a task opens them. Unset: the process's working directory, execution.checkpointing.dir and execution.checkpointing.savepoint-dir."},
+	// The s3.* keys are cluster settings, as in Flink (its S3 file systems are configured per
+	// process, not per job): a job cannot point the cluster's credentials elsewhere.
+	{Key: S3Endpoint, Kind: KindString, Scope: ScopeProcess,
+		Description: "S3 server of s3:// locations: host[:port] (HTTPS) or http(s)://host[:port]. Unset: AWS (s3.amazonaws.com)."},
+	{Key: S3AccessKey, Kind: KindString, Scope: ScopeProcess,
+		Description: "Access key of s3:// locations. Unset (with s3.secret-key): AWS_ACCESS_KEY_ID."},
+	{Key: S3SecretKey, Kind: KindString, Scope: ScopeProcess,
+		Description: "Secret key of s3:// locations; never logged nor shown in errors. Unset (with s3.access-key): AWS_SECRET_ACCESS_KEY."},
+	{Key: S3PathStyleAccess, Kind: KindEnum, Default: "false", Scope: ScopeProcess, Enum: []string{"true", "false"},
+		Description: "Address buckets by path (http://endpoint/bucket), as most S3-compatible servers need, instead of by host name (http://bucket.endpoint)."},
+	{Key: S3Region, Kind: KindString, Scope: ScopeProcess,
+		Description: "Region of the buckets of s3:// locations. Unset: AWS_REGION, else asked of the server."},
 }
 
 var byKey = func() map[string]*Option {

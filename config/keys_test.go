@@ -214,3 +214,25 @@ func TestListKeyInConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// TestS3KeysAreClusterSettings: as in Flink, the s3.* keys configure the processes; a job
+// cannot set them (it would point the cluster's credentials elsewhere), and a job's error
+// never echoes the secret.
+func TestS3KeysAreClusterSettings(t *testing.T) {
+	for _, k := range []string{S3Endpoint, S3AccessKey, S3SecretKey, S3PathStyleAccess, S3Region} {
+		err := ValidateJob(map[string]string{k: "true"})
+		if err == nil || !strings.Contains(err.Error(), "cannot be set by a job") {
+			t.Errorf("ValidateJob(%s) = %v, want refused", k, err)
+		}
+	}
+	if err := ValidateJob(map[string]string{S3SecretKey: "hunter2"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("ValidateJob(s3.secret-key) = %v: want refused without the value", err)
+	}
+	c := New()
+	if err := c.Set(S3PathStyleAccess, "yes"); err == nil {
+		t.Error("s3.path.style.access accepted yes; want true or false")
+	}
+	if c.Bool(S3PathStyleAccess) {
+		t.Error("s3.path.style.access defaults to true; Flink's default is false")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // The checkpoint coordinator of one job (Flink's CheckpointCoordinator). It is
@@ -503,7 +503,7 @@ func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.Completed
 	c.lastCompletion = now
 	p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	p.info.DurationMs = now.Sub(p.trigger).Milliseconds()
-	p.info.Path = filepath.Join(cp.GetBaseDir(), cp.GetPath())
+	p.info.Path = storage.JoinPath(cp.GetBaseDir(), cp.GetPath())
 	c.onSuccess(p.id)
 	// Older pending checkpoints can no longer matter: subsume them (not counted).
 	for len(c.pending) > 0 && c.pending[0].id < p.id {
@@ -649,7 +649,7 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 
 func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
-		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: filepath.Join(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: storage.JoinPath(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
 }
 
 // checkpointCounts are numbers of completed and failed checkpoints.

@@ -23,6 +23,7 @@ import (
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // applyTimeout bounds one Raft proposal.
@@ -32,11 +33,13 @@ const applyTimeout = 10 * time.Second
 // jobs through Raft, routes task reports and TaskManager losses to the job masters, and serves
 // job views. Safe for concurrent use.
 type dispatcher struct {
-	node      *raftNode
-	fsm       *fsm
-	rm        *resourceManager
-	log       *slog.Logger
-	defaults  *config.Config
+	node     *raftNode
+	fsm      *fsm
+	rm       *resourceManager
+	log      *slog.Logger
+	defaults *config.Config
+	// s3 configures the s3:// checkpoint locations of jobs (the JobManager's s3.* keys).
+	s3        storage.S3Settings
 	operators *operator.Registry
 	// historySize bounds each job's exception history (web.exception-history-size); set
 	// before the dispatcher is used.
@@ -114,6 +117,9 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 		return nil
 	}
 	m, err := newJobMaster(ctx, rec, leader, d.defaults, d, d.rm, d.log)
+	if m != nil {
+		m.s3 = d.s3
+	}
 	if err != nil {
 		return err
 	}
@@ -130,6 +136,30 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	}
 	d.masters[rec.GetId()] = m
 	d.wg.Go(m.run)
+	return nil
+}
+
+// probeTimeout bounds the probe of a job's S3 checkpoint location at submit.
+const probeTimeout = 30 * time.Second
+
+// probeCheckpointDir checks that the JobManager can write, read and delete in a job's s3://
+// checkpoint directory (storage.Probe), so that a missing bucket, refused credentials or an
+// endpoint that does not answer refuse the job at submit, before anything is scheduled. A
+// local directory is created when the first checkpoint is written, as before.
+func (d *dispatcher) probeCheckpointDir(g *pb.JobGraph) error {
+	dir := g.GetConfig()[config.CheckpointDir]
+	if !storage.IsURI(dir) {
+		return nil
+	}
+	fsys, err := storage.Open(dir, d.s3)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.CheckpointDir, dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	if err := storage.Probe(ctx, fsys); err != nil {
+		return fmt.Errorf("%s %q is not usable: %w", config.CheckpointDir, dir, err)
+	}
 	return nil
 }
 
@@ -164,6 +194,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if err := validateRetention(graph); err != nil {
+		return "", err
+	}
+	if err := d.probeCheckpointDir(graph); err != nil {
 		return "", err
 	}
 	var restore *pb.CompletedCheckpoint
@@ -298,9 +331,16 @@ func resolveCheckpointDir(g *pb.JobGraph, defaultDir string) error {
 		return nil
 	}
 	dir := cmp.Or(g.GetConfig()[config.CheckpointDir], defaultDir)
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
+	abs := dir
+	if storage.IsURI(dir) {
+		if err := storage.CheckLocation(dir); err != nil {
+			return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.CheckpointDir, dir, err)
+		}
+	} else {
+		var err error
+		if abs, err = filepath.Abs(dir); err != nil {
+			return fmt.Errorf("%s %q: %w", config.CheckpointDir, dir, err)
+		}
 	}
 	if g.Config == nil {
 		g.Config = map[string]string{}

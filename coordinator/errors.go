@@ -10,6 +10,7 @@ import (
 
 	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/job"
+	"github.com/goflink/goflink/storage"
 )
 
 var (
@@ -83,6 +84,10 @@ var grpcCodes = []struct {
 	{ErrPathNotAllowed, codes.PermissionDenied},
 	{ErrOutputInUse, codes.FailedPrecondition},
 	{job.ErrInvalidSpec, codes.InvalidArgument},
+	{storage.ErrAccessDenied, codes.PermissionDenied},
+	{storage.ErrNoSuchBucket, codes.FailedPrecondition},
+	// Not Unavailable: that is the leader protocol's "try another JobManager".
+	{storage.ErrUnreachable, codes.FailedPrecondition},
 }
 
 // notLeaderError is ErrNotLeader with the leader that followers know of: its node ID and,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -126,7 +125,11 @@ func (m *jobMaster) finalize(id int64, trigger time.Time, states []*pb.OperatorS
 		// deletes a savepoint.
 		cp.Path, cp.BaseDir, cp.Savepoint, cp.NotOwned = ".", sp.dir, true, true
 	} else {
-		path, err := storage.WriteMetadata(m.jobDir, md)
+		root, err := storage.OpenRoot(m.jobDir, m.s3)
+		if err != nil {
+			return nil, fmt.Errorf("write checkpoint %d metadata: %w", id, err)
+		}
+		path, err := root.WriteMetadata(m.ctx, md)
 		if err != nil {
 			return nil, fmt.Errorf("write checkpoint %d metadata: %w", id, err)
 		}
@@ -148,7 +151,7 @@ func (m *jobMaster) commit(cp *pb.CompletedCheckpoint, savepointOnly bool) ([]*p
 		}
 		m.log.Info(kind+" completed", "checkpoint_id", cp.GetId(), "size_bytes", cp.GetStateSizeBytes(),
 			"duration", cp.GetCompletionTime().AsTime().Sub(cp.GetTriggerTime().AsTime()).Round(time.Millisecond),
-			"path", filepath.Join(cp.GetBaseDir(), cp.GetPath()))
+			"path", storage.JoinPath(cp.GetBaseDir(), cp.GetPath()))
 	}
 	return subsumed, err
 }
@@ -201,10 +204,25 @@ func (m *jobMaster) discardCompleted(cp *pb.CompletedCheckpoint) {
 
 func (m *jobMaster) discardAt(id int64, root, rel string) {
 	m.wg.Go(func() {
-		if err := storage.DiscardAt(root, rel); err != nil {
+		if err := m.discardFiles(root, rel); err != nil {
 			m.log.Warn("cannot delete checkpoint files", "checkpoint_id", id, "err", err)
 		}
 	})
+}
+
+// discardFiles deletes the snapshot at rel in root: a checkpoint's chk-<n> in a local or
+// s3:// job directory, or a (local) savepoint's own directory, ".".
+func (m *jobMaster) discardFiles(root, rel string) error {
+	if rel == "." || !storage.IsURI(root) {
+		return storage.DiscardAt(root, rel)
+	}
+	r, err := storage.OpenRoot(root, m.s3)
+	if err != nil {
+		return err
+	}
+	// The job master may be stopping; the deletion finishes all the same (bounded by the
+	// client's retries).
+	return r.Discard(context.WithoutCancel(m.ctx), rel)
 }
 
 // stopFailed handles a stop-with-savepoint that failed. Without a drain the tasks go on (the

@@ -34,6 +34,7 @@ import (
 	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 	"github.com/goflink/goflink/web"
 )
 
@@ -256,6 +257,7 @@ func Start(cfg Config) (_ *JobManager, err error) {
 	jm.rm.dial = sec.InternalDialOption()
 	jm.disp = newDispatcher(node, f, jm.rm, log, cfg.Settings.JobDefaults(), ops, paths)
 	jm.disp.historySize = cfg.Settings.Int(config.ExceptionHistorySize)
+	jm.disp.s3 = storage.S3SettingsFrom(cfg.Settings)
 
 	jm.srv = grpc.NewServer(append(sec.JobManagerServerCreds(),
 		// Clients ping streams they watch (flinkctl run, TaskManager heartbeats) so that a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -192,6 +191,8 @@ type jobMaster struct {
 	// verify reads a checkpoint's metadata and checks its files (storage.Verify); tests
 	// replace it.
 	verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)
+	// s3 configures s3:// checkpoint locations (the JobManager's s3.* keys).
+	s3 storage.S3Settings
 }
 
 func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, cluster *config.Config, host jobHost, rm *resourceManager, log *slog.Logger) (*jobMaster, error) {
@@ -216,11 +217,21 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
 		startTime: rec.GetStartTime(), failureCause: rec.GetFailureCause(), restarts: max(rec.GetRuns()-1, 0),
 		cpSettings: cps, lastStates: map[string][]*pb.OperatorSubtaskState{}, jobDir: storage.JobDir(cfg.String(config.CheckpointDir), rec.GetId()),
-		verify: storage.Verify,
 	}
+	m.verify = m.verifyCheckpoint
 	m.cp = newCheckpointCoordinator(cps, m, time.Now, rec.GetCheckpoints())
 	m.publish()
 	return m, nil
+}
+
+// verifyCheckpoint reads the metadata of the checkpoint at chkPath in dir (a local directory
+// or an s3:// location) and checks its files (storage.Root.Verify).
+func (m *jobMaster) verifyCheckpoint(dir, chkPath string) (*pb.CheckpointMetadata, error) {
+	r, err := storage.OpenRoot(dir, m.s3)
+	if err != nil {
+		return nil, err
+	}
+	return r.Verify(m.ctx, chkPath)
 }
 
 // send delivers an event to the loop unless the job master has stopped. A nil job master (the
@@ -519,7 +530,7 @@ func (m *jobMaster) useRestore(c *restoreChoice) {
 	m.restore, m.restoredID, m.restoredAt = c.md, c.cp.GetId(), time.Now()
 	m.restoreDir = c.cp.GetBaseDir()
 	m.rememberStates(c.md.GetStates())
-	m.log.Info("restoring job from checkpoint", "checkpoint_id", c.cp.GetId(), "path", filepath.Join(c.cp.GetBaseDir(), c.cp.GetPath()))
+	m.log.Info("restoring job from checkpoint", "checkpoint_id", c.cp.GetId(), "path", storage.JoinPath(c.cp.GetBaseDir(), c.cp.GetPath()))
 }
 
 // taskRestore is the state a vertex's tasks restore: the states of every subtask of the

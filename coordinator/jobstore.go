@@ -113,7 +113,7 @@ func (d *dispatcher) forgetJobs(ids []string) error {
 		remaining := d.fsm.list()
 		for _, rec := range removed {
 			d.log.Info("ended job forgotten", "job_id", rec.GetId(), "status", rec.GetStatus(), "end_time", rec.GetEndTime().AsTime())
-			if err := deleteJobFiles(rec, remaining); err != nil {
+			if err := deleteJobFiles(rec, remaining, d.s3); err != nil {
 				d.log.Warn("cannot delete the checkpoint directory of a forgotten job", "job_id", rec.GetId(), "err", err)
 			}
 		}
@@ -133,7 +133,7 @@ func jobCheckpointDir(rec *pb.JobRecord) string {
 
 // snapshotDir returns the directory of a snapshot a job record refers to.
 func snapshotDir(rec *pb.JobRecord, cp *pb.CompletedCheckpoint) string {
-	return filepath.Join(cmp.Or(cp.GetBaseDir(), jobCheckpointDir(rec)), filepath.FromSlash(cp.GetPath()))
+	return storage.JoinPath(cmp.Or(cp.GetBaseDir(), jobCheckpointDir(rec)), cp.GetPath())
 }
 
 // deleteJobFiles deletes a forgotten job's files: its checkpoint directory and the retained
@@ -142,7 +142,10 @@ func snapshotDir(rec *pb.JobRecord, cp *pb.CompletedCheckpoint) string {
 // to (a job started from one of the forgotten job's retained checkpoints restores from it), and
 // the forgotten job's savepoints and the snapshots it does not own (not_owned; such snapshots
 // are the user's, as in Flink). Those stay until the user disposes of them.
-func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord) error {
+//
+// A job directory on S3 (s3://) is deleted object by object with the settings s3; snapshots
+// on S3 are all in it.
+func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord, s3 storage.S3Settings) error {
 	var keep []string
 	for _, r := range remaining {
 		for _, cp := range slices.Concat(r.GetCheckpoints(), r.GetSavepoints()) {
@@ -161,10 +164,15 @@ func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord) error {
 		}
 	}
 	var errs []error
-	if dir := jobCheckpointDir(rec); dir != "" {
+	if dir := jobCheckpointDir(rec); storage.IsURI(dir) {
+		errs = append(errs, deleteRemoteJobDir(rec, dir, keep, s3))
+	} else if dir != "" {
 		errs = append(errs, removeAllExcept(filepath.Clean(dir), keep))
 	}
 	for _, d := range owned { // those in the job's directory are gone already
+		if storage.IsURI(d) {
+			continue // in the job's directory: S3 snapshots are nowhere else
+		}
 		if _, err := os.Stat(filepath.Join(d, storage.MetadataFile)); err != nil {
 			continue // gone, or not a snapshot's directory: nothing of the job's to delete
 		}
@@ -172,6 +180,27 @@ func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord) error {
 	}
 	return errors.Join(errs...)
 }
+
+// deleteRemoteJobDir deletes every object of the job directory dir (s3://…/<job-id>) unless a
+// snapshot in keep lies in it: then it keeps all of it (a job restores from an S3 snapshot
+// only through its own directory for now).
+func deleteRemoteJobDir(rec *pb.JobRecord, dir string, keep []string, s3 storage.S3Settings) error {
+	for _, k := range keep {
+		if k == dir || strings.HasPrefix(k, dir+"/") {
+			return nil
+		}
+	}
+	base, err := storage.Open(rec.GetGraph().GetConfig()[config.CheckpointDir], s3)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteDeleteTimeout)
+	defer cancel()
+	return base.DeleteAll(ctx, rec.GetId())
+}
+
+// remoteDeleteTimeout bounds the deletion of a forgotten job's S3 directory.
+const remoteDeleteTimeout = time.Minute
 
 // removeAllExcept removes dir with everything in it, except the paths in keep (and the
 // directories that lead to them).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 func removeCmd(ids ...string) *pb.RaftCommand {
@@ -125,7 +126,7 @@ func TestDeleteJobFiles(t *testing.T) {
 			{Id: 6, BaseDir: outside, Path: ".", Savepoint: true, NotOwned: true}}}
 	b := &pb.JobRecord{Id: "b", Graph: graph, Status: running, // started from a's chk-2 without claim
 		Checkpoints: []*pb.CompletedCheckpoint{{Id: 2, BaseDir: aDir, Path: "chk-2", NotOwned: true}}}
-	if err := deleteJobFiles(a, []*pb.JobRecord{b}); err != nil {
+	if err := deleteJobFiles(a, []*pb.JobRecord{b}, storage.S3Settings{}); err != nil {
 		t.Fatal(err)
 	}
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -140,7 +141,7 @@ func TestDeleteJobFiles(t *testing.T) {
 		}
 	}
 	// A job without checkpointing has no directory to delete.
-	if err := deleteJobFiles(&pb.JobRecord{Id: "c", Graph: &pb.JobGraph{}}, nil); err != nil {
+	if err := deleteJobFiles(&pb.JobRecord{Id: "c", Graph: &pb.JobGraph{}}, nil, storage.S3Settings{}); err != nil {
 		t.Errorf("deleteJobFiles(no checkpointing) = %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/goflink/goflink/internal/dirsync"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // defaultCheckpointDirName is the directory in the JobManager's data dir that holds the
@@ -69,7 +70,8 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 	var outputs []outputDir
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
 		// The job's own setting, as resolveCheckpointDir made it absolute (tasks use that).
-		if _, ok := g.GetJobConfig()[key]; ok {
+		// A URI (s3://) is no local path: the cluster's S3 settings reach it.
+		if _, ok := g.GetJobConfig()[key]; ok && !storage.IsURI(g.GetConfig()[key]) {
 			if _, err := p.check("config key "+key, g.GetConfig()[key]); err != nil {
 				errs = append(errs, err)
 			}

@@ -60,3 +60,26 @@ func TestCheckpointDirectoriesAreDurable(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalObjectsAreDurable: once Close returns, a local object's file and every directory
+// entry on its path survive a crash: the directory holding it and each directory Create made.
+func TestLocalObjectsAreDurable(t *testing.T) {
+	synced := syncRecorder(t)
+	root := filepath.Join(t.TempDir(), "root")
+	f := NewLocal(root)
+	w, err := f.Create(t.Context(), "a/b/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Dir(root), root, filepath.Join(root, "a"), filepath.Join(root, "a", "b")} {
+		if !slices.Contains(synced(), dir) {
+			t.Errorf("%s was not fsynced after an entry was created in it; fsynced: %q", dir, synced())
+		}
+	}
+}

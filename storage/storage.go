@@ -1,6 +1,6 @@
 // Package storage keeps checkpoints in a directory, local or shared (a mount every
-// JobManager and TaskManager sees under the same path). The layout follows Flink's
-// filesystem checkpoint storage:
+// JobManager and TaskManager sees under the same path), or under an S3 prefix. The layout
+// follows Flink's filesystem checkpoint storage:
 //
 //	<base>/<job-id>/chk-<n>/<state files>   written by tasks (CreateFile)
 //	<base>/<job-id>/chk-<n>/_metadata       written last by the JobManager (WriteMetadata)
@@ -12,10 +12,32 @@
 //
 // Paths in handles and metadata are relative to the job directory and use forward slashes, so
 // a job directory can be moved or mounted elsewhere.
+//
+// # Storage locations
+//
+// FS is a storage location by URI (Open): a local directory (Local: temporary file, fsync,
+// rename, directory fsync) or s3://bucket/prefix on any S3-compatible server (S3, with
+// github.com/minio/minio-go/v7). Objects appear whole when their writer's Close commits
+// them, stream in and out (multipart uploads above one part), and are listed by name prefix.
+// Root is a checkpoint (or savepoint) directory in an FS; the functions that take a local
+// directory are a local Root's. Checkpoints may be on S3; savepoints and the file sink stay
+// local for now (issue 18).
+// S3 locations are configured by Flink's keys, cluster settings that
+// a job cannot set (S3SettingsFrom):
+//
+//	s3.endpoint           host[:port] (HTTPS) or http(s)://host[:port]; unset: AWS
+//	s3.access-key         unset with s3.secret-key: AWS_ACCESS_KEY_ID
+//	s3.secret-key         unset with s3.access-key: AWS_SECRET_ACCESS_KEY; never logged or in an error
+//	s3.path.style.access  true: http://endpoint/bucket (most S3-compatible servers); false: http://bucket.endpoint
+//	s3.region             unset: AWS_REGION, else asked of the server
+//
+// A missing object is an error wrapping fs.ErrNotExist; a missing bucket, refused
+// credentials and an endpoint that does not answer wrap ErrNoSuchBucket, ErrAccessDenied and
+// ErrUnreachable, naming the location and the setting to check.
 package storage
 
 import (
-	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +53,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/goflink/goflink/internal/dirsync"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -51,8 +72,45 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Checksum is the CRC-32C (Castagnoli) of b, as stored in pb.FileHandle.Crc32C.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-// JobDir is the checkpoint directory of a job: <base>/<job-id>.
-func JobDir(base, jobID string) string { return filepath.Join(base, jobID) }
+// JobDir is the checkpoint directory of a job: <base>/<job-id>; base may be a URI
+// (s3://bucket/prefix).
+func JobDir(base, jobID string) string { return JoinPath(base, jobID) }
+
+// JoinPath is the location of rel (slash-separated) in the directory or URI base.
+func JoinPath(base, rel string) string {
+	if IsURI(base) {
+		if rel = path.Clean(rel); rel == "." {
+			return base
+		}
+		return strings.TrimSuffix(base, "/") + "/" + rel
+	}
+	return filepath.Join(base, filepath.FromSlash(rel))
+}
+
+// IsURI reports whether location is a URI (s3://…, file://…) rather than a local path.
+func IsURI(location string) bool { return strings.Contains(location, "://") }
+
+// Root is a directory of snapshots in an FS: a job's checkpoint directory, holding
+// chk-<n>/<state files> and chk-<n>/_metadata, or a savepoint's directory. Handles and
+// checkpoint paths are relative to it.
+type Root struct {
+	fs FS
+}
+
+// NewRoot is the snapshot directory at the root of fsys.
+func NewRoot(fsys FS) Root { return Root{fs: fsys} }
+
+// OpenRoot is the snapshot directory at location (a local path or a URI, see Open).
+func OpenRoot(location string, s S3Settings) (Root, error) {
+	fsys, err := Open(location, s)
+	if err != nil {
+		return Root{}, err
+	}
+	return Root{fs: fsys}, nil
+}
+
+// String is the directory's location.
+func (r Root) String() string { return r.fs.String() }
 
 // CheckpointDirName is the name of checkpoint id's directory in the job directory: "chk-<id>".
 // It is also the path ReadMetadata and Verify take.
@@ -61,8 +119,7 @@ func CheckpointDirName(id int64) string { return "chk-" + strconv.FormatInt(id, 
 // FileWriter writes one state file of a checkpoint, computing its size and CRC-32C as it
 // goes. Finish it with Commit, or Abort it; it is not safe for concurrent use.
 type FileWriter struct {
-	f    *os.File
-	w    *bufio.Writer
+	w    ObjectWriter
 	crc  hash.Hash32
 	size int64
 	rel  string // path relative to the job directory, slash-separated
@@ -74,37 +131,42 @@ type FileWriter struct {
 // metadata and temporary files). The file must not exist: every writer of a checkpoint must
 // use its own name (e.g. operator and subtask).
 func CreateFile(jobDir string, id int64, name string) (*FileWriter, error) {
-	return createFile(jobDir, CheckpointDirName(id), name)
+	return NewRoot(NewLocal(jobDir)).CreateFile(context.Background(), id, name)
+}
+
+// CreateFile creates chk-<id>/<name> in r, as the function CreateFile does in a local job
+// directory. ctx governs the write up to Commit.
+func (r Root) CreateFile(ctx context.Context, id int64, name string) (*FileWriter, error) {
+	return r.createFile(ctx, CheckpointDirName(id), name)
 }
 
 // CreateSavepointFile creates <dir>/<name> in a savepoint's directory, as CreateFile does in a
 // checkpoint's; its handle's path is name alone (relative to the savepoint's directory).
 func CreateSavepointFile(dir, name string) (*FileWriter, error) {
-	return createFile(dir, ".", name)
+	return NewRoot(NewLocal(dir)).createFile(context.Background(), ".", name)
 }
 
-// createFile creates <root>/<sub>/<name>; the handle's path is <sub>/<name>, relative to root.
-func createFile(root, sub, name string) (*FileWriter, error) {
+// createFile creates <sub>/<name> in r; the handle's path is <sub>/<name>.
+func (r Root) createFile(ctx context.Context, sub, name string) (*FileWriter, error) {
 	if name == "" || name != filepath.Base(name) || strings.ContainsAny(name, `/\`) ||
 		strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 		return nil, fmt.Errorf("storage: invalid state file name %q", name)
 	}
-	dir := filepath.Join(root, sub)
-	// The job's and the checkpoint's directories are durable before anything is written in
-	// them; the state files' own entries are made durable with _metadata (writeMetadata).
-	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+	rel := path.Join(sub, name)
+	// A guard against two writers of one name (an FS replaces objects): not atomic, but the
+	// names are unique by construction (operator, subtask, attempt).
+	if _, err := r.fs.Stat(ctx, rel); err == nil {
+		return nil, fmt.Errorf("storage: state file %s: %w", rel, fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	// A local FS makes the directories durable as it creates them, and the file's entry when
+	// Commit closes it.
+	w, err := r.fs.Create(ctx, rel)
 	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return nil, err
 	}
-	return &FileWriter{
-		f:   f,
-		w:   bufio.NewWriterSize(f, 256<<10),
-		crc: crc32.New(castagnoli),
-		rel: path.Join(sub, name),
-	}, nil
+	return &FileWriter{w: w, crc: crc32.New(castagnoli), rel: rel}, nil
 }
 
 // Write appends p to the file.
@@ -121,57 +183,61 @@ func (w *FileWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Commit flushes, fsyncs and closes the file and returns its handle. On error the file is
-// removed.
+// Commit commits the file (durably: see FS) and returns its handle. On error nothing is
+// left.
 func (w *FileWriter) Commit() (*pb.FileHandle, error) {
 	if w.done {
 		return nil, fmt.Errorf("storage: %s already committed or aborted", w.rel)
 	}
 	w.done = true
-	err := w.w.Flush()
-	if err == nil {
-		err = w.f.Sync()
-	}
-	if err = errors.Join(err, w.f.Close()); err != nil {
-		os.Remove(w.f.Name())
-		return nil, fmt.Errorf("storage: writing %s: %w", w.rel, err)
+	if err := w.w.Close(); err != nil {
+		return nil, err // names the file's location
 	}
 	return &pb.FileHandle{Path: w.rel, Size: w.size, Crc32C: w.crc.Sum32()}, nil
 }
 
-// Abort closes and removes the file. It is a no-op after Commit or Abort.
+// Abort discards the file. It is a no-op after Commit or Abort.
 func (w *FileWriter) Abort() error {
 	if w.done {
 		return nil
 	}
 	w.done = true
-	w.f.Close()
-	if err := os.Remove(w.f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("storage: %w", err)
-	}
-	return nil
+	return w.w.Abort()
 }
 
-// localPath resolves a slash-separated path relative to the job directory, refusing paths
-// that leave it.
-func localPath(jobDir, rel string) (string, error) {
-	p := filepath.FromSlash(rel)
-	if !filepath.IsLocal(p) {
+// objectName resolves a slash-separated path relative to r, refusing paths that leave it.
+func objectName(rel string) (string, error) {
+	p := path.Clean(rel)
+	if rel == "" || !filepath.IsLocal(filepath.FromSlash(p)) || !fs.ValidPath(p) || p == "." {
 		return "", fmt.Errorf("storage: path %q is not inside the job directory", rel)
 	}
-	return filepath.Join(jobDir, p), nil
+	return p, nil
 }
 
 // ReadFile reads the file of h and verifies its size and CRC-32C. A mismatch or a missing file
 // is an error wrapping ErrCorrupt (a missing file also wraps fs.ErrNotExist).
 func ReadFile(jobDir string, h *pb.FileHandle) ([]byte, error) {
-	p, err := localPath(jobDir, h.GetPath())
+	return NewRoot(NewLocal(jobDir)).ReadFile(context.Background(), h)
+}
+
+// ReadFile reads the file of h in r, as the function ReadFile does in a local directory.
+func (r Root) ReadFile(ctx context.Context, h *pb.FileHandle) ([]byte, error) {
+	name, err := objectName(h.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	f, err := r.fs.Open(ctx, name)
 	if err != nil {
 		return nil, openError(h.GetPath(), err)
+	}
+	defer f.Close()
+	// The handle's size bounds the read: a longer file is corrupt, and is not read whole.
+	b, err := io.ReadAll(io.LimitReader(f, max(h.GetSize(), 0)+1))
+	if err != nil {
+		return nil, fmt.Errorf("storage: reading %s: %w", h.GetPath(), err)
+	}
+	if int64(len(b)) > h.GetSize() {
+		return nil, fmt.Errorf("storage: %w: %s has more than %d bytes, expected %d", ErrCorrupt, h.GetPath(), h.GetSize(), h.GetSize())
 	}
 	if err := check(h, int64(len(b)), Checksum(b)); err != nil {
 		return nil, err
@@ -180,12 +246,12 @@ func ReadFile(jobDir string, h *pb.FileHandle) ([]byte, error) {
 }
 
 // verifyFile checks h's file without holding it in memory.
-func verifyFile(jobDir string, h *pb.FileHandle) error {
-	p, err := localPath(jobDir, h.GetPath())
+func (r Root) verifyFile(ctx context.Context, h *pb.FileHandle) error {
+	name, err := objectName(h.GetPath())
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(p)
+	f, err := r.fs.Open(ctx, name)
 	if err != nil {
 		return openError(h.GetPath(), err)
 	}
@@ -202,7 +268,7 @@ func openError(rel string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("storage: %w: %s is missing: %w", ErrCorrupt, rel, err)
 	}
-	return fmt.Errorf("storage: %w", err)
+	return err
 }
 
 func check(h *pb.FileHandle, size int64, crc uint32) error {
@@ -217,15 +283,22 @@ func check(h *pb.FileHandle, size int64, crc uint32) error {
 
 // WriteMetadata publishes md as chk-<id>/_metadata atomically: the marshalled message and its
 // CRC-32C trailer go to a temporary file, which is fsynced and renamed; then the checkpoint
-// and job directories are fsynced. It returns the checkpoint's path relative to the job
-// directory ("chk-<id>"), the path ReadMetadata takes. md.Version is set to MetadataVersion
-// when zero.
+// directory is fsynced (its entry in the job directory was made durable when it was
+// created). It returns the checkpoint's path relative to the job directory ("chk-<id>"), the
+// path ReadMetadata takes. md.Version is set to MetadataVersion when zero.
 func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
+	return NewRoot(NewLocal(jobDir)).WriteMetadata(context.Background(), md)
+}
+
+// WriteMetadata publishes md as chk-<id>/_metadata in r, as the function WriteMetadata does
+// in a local job directory: one object that appears whole, written after the state files, so
+// a checkpoint without it does not exist.
+func (r Root) WriteMetadata(ctx context.Context, md *pb.CheckpointMetadata) (string, error) {
 	if md.GetCheckpointId() <= 0 {
 		return "", fmt.Errorf("storage: metadata of invalid checkpoint id %d", md.GetCheckpointId())
 	}
 	chk := CheckpointDirName(md.GetCheckpointId())
-	if err := writeMetadata(filepath.Join(jobDir, chk), md); err != nil {
+	if err := r.writeMetadata(ctx, chk, md); err != nil {
 		return "", fmt.Errorf("storage: writing %s/%s: %w", chk, MetadataFile, err)
 	}
 	return chk, nil
@@ -236,14 +309,14 @@ func WriteMetadata(jobDir string, md *pb.CheckpointMetadata) (string, error) {
 func WriteSavepointMetadata(dir string, md *pb.CheckpointMetadata) error {
 	md = proto.CloneOf(md)
 	md.Savepoint = true
-	if err := writeMetadata(dir, md); err != nil {
+	if err := NewRoot(NewLocal(dir)).writeMetadata(context.Background(), ".", md); err != nil {
 		return fmt.Errorf("storage: writing savepoint metadata %s: %w", filepath.Join(dir, MetadataFile), err)
 	}
 	return nil
 }
 
-// writeMetadata writes dir/_metadata atomically and fsyncs dir and its parent.
-func writeMetadata(dir string, md *pb.CheckpointMetadata) error {
+// writeMetadata writes <sub>/_metadata in r, whole or not at all.
+func (r Root) writeMetadata(ctx context.Context, sub string, md *pb.CheckpointMetadata) error {
 	if md.GetVersion() == 0 {
 		md = proto.CloneOf(md)
 		md.Version = MetadataVersion
@@ -253,44 +326,44 @@ func writeMetadata(dir string, md *pb.CheckpointMetadata) error {
 		return fmt.Errorf("marshal metadata: %w", err)
 	}
 	b = binary.BigEndian.AppendUint32(b, Checksum(b))
-	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+MetadataFile+"-*.tmp")
+	w, err := r.fs.Create(ctx, path.Join(sub, MetadataFile))
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
+	if _, err := w.Write(b); err != nil {
+		return errors.Join(err, w.Abort())
 	}
-	if err = errors.Join(err, tmp.Close()); err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, MetadataFile))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	// The directory holds the state files and _metadata; its parent holds its entry.
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.Close()
 }
 
 // ReadMetadata reads and verifies the metadata of the checkpoint at chkPath (relative to the
 // job directory, as WriteMetadata returned it).
 func ReadMetadata(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
+	return NewRoot(NewLocal(jobDir)).ReadMetadata(context.Background(), chkPath)
+}
+
+// maxMetadataSize bounds the metadata ReadMetadata reads: it holds handles, not state.
+const maxMetadataSize = 256 << 20
+
+// ReadMetadata reads and verifies the metadata of the checkpoint at chkPath in r, as the
+// function ReadMetadata does in a local job directory.
+func (r Root) ReadMetadata(ctx context.Context, chkPath string) (*pb.CheckpointMetadata, error) {
 	rel := path.Join(filepath.ToSlash(chkPath), MetadataFile)
-	p, err := localPath(jobDir, rel)
+	name, err := objectName(rel)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	f, err := r.fs.Open(ctx, name)
 	if err != nil {
 		return nil, openError(rel, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMetadataSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("storage: reading %s: %w", rel, err)
+	}
+	if len(b) > maxMetadataSize {
+		return nil, fmt.Errorf("storage: %w: %s is larger than %d bytes", ErrCorrupt, rel, maxMetadataSize)
 	}
 	if len(b) < 4 {
 		return nil, fmt.Errorf("storage: %w: %s is truncated (%d bytes)", ErrCorrupt, rel, len(b))
@@ -318,7 +391,13 @@ func ReadMetadata(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 // Verify reads the metadata of the checkpoint at chkPath and checks the size and CRC-32C of
 // every state file it references.
 func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
-	md, err := ReadMetadata(jobDir, chkPath)
+	return NewRoot(NewLocal(jobDir)).Verify(context.Background(), chkPath)
+}
+
+// Verify checks the checkpoint at chkPath in r, as the function Verify does in a local job
+// directory.
+func (r Root) Verify(ctx context.Context, chkPath string) (*pb.CheckpointMetadata, error) {
+	md, err := r.ReadMetadata(ctx, chkPath)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +423,7 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 			continue
 		}
 		seen[h.GetPath()] = h
-		if err := verifyFile(jobDir, h); err != nil {
+		if err := r.verifyFile(ctx, h); err != nil {
 			return nil, err
 		}
 	}
@@ -354,28 +433,30 @@ func Verify(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
 // DiscardAt removes the snapshot at path relative to root (a checkpoint's "chk-<n>" in its job
 // directory, or "." for a savepoint's own directory); a missing one is fine.
 func DiscardAt(root, rel string) error {
-	p, err := localPath(root, rel)
-	if err != nil {
-		return err
+	p := filepath.FromSlash(rel)
+	if !filepath.IsLocal(p) {
+		return fmt.Errorf("storage: path %q is not inside the job directory", rel)
 	}
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("storage: discard %s: %w", p, err)
+	if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
+		return fmt.Errorf("storage: discard %s: %w", filepath.Join(root, p), err)
 	}
 	return nil
 }
 
 // Discard removes checkpoint id's directory; a missing one is fine.
 func Discard(jobDir string, id int64) error {
-	if err := os.RemoveAll(filepath.Join(jobDir, CheckpointDirName(id))); err != nil {
-		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
-	}
-	return nil
+	return NewRoot(NewLocal(jobDir)).Discard(context.Background(), CheckpointDirName(id))
 }
 
-// syncDir fsyncs a directory so the entries created or renamed in it are durable.
-func syncDir(dir string) error {
-	if err := dirsync.Sync(dir); err != nil {
-		return fmt.Errorf("storage: %w", err)
+// Discard removes the snapshot at rel in r (a checkpoint's "chk-<n>"), every object under it;
+// a missing one is fine.
+func (r Root) Discard(ctx context.Context, rel string) error {
+	name, err := objectName(rel)
+	if err != nil {
+		return err
+	}
+	if err := r.fs.DeleteAll(ctx, name); err != nil {
+		return fmt.Errorf("storage: discard %s: %w", rel, err)
 	}
 	return nil
 }

@@ -115,8 +115,11 @@ func (t *task) initState(keyType keyInfo) error {
 	t.keyed = kb
 	t.closers = append(t.closers, closer{"keyed state backend", kb})
 	if len(keyed) > 0 {
-		base := r.GetBaseDir()
-		read := func(h *pb.FileHandle) ([]byte, error) { return storage.ReadFile(base, h) }
+		root, err := storage.OpenRoot(r.GetBaseDir(), t.env.s3)
+		if err != nil {
+			return fmt.Errorf("restore keyed state from checkpoint %d: %w", r.GetCheckpointId(), err)
+		}
+		read := func(h *pb.FileHandle) ([]byte, error) { return root.ReadFile(t.ctx, h) }
 		if err := kb.Restore(keyed, read); err != nil {
 			return fmt.Errorf("restore keyed state from checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
@@ -294,7 +297,11 @@ func (t *task) writeKeyed(id int64, savepointDir string, snap state.Snapshot) (*
 	if savepointDir != "" {
 		f, err = storage.CreateSavepointFile(savepointDir, name)
 	} else {
-		f, err = storage.CreateFile(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), id, name)
+		var root storage.Root
+		root, err = storage.OpenRoot(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), t.env.s3)
+		if err == nil {
+			f, err = root.CreateFile(t.ctx, id, name)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/storage"
 )
 
 // errPathNotAllowed is wrapped by a task's failure when a path its job names lies outside this
@@ -22,7 +23,8 @@ func (t *task) checkPaths() error {
 	g := t.req.GetJobGraph()
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
 		// The job's own setting, as the JobManager made it absolute: the directory it uses.
-		if _, ok := g.GetJobConfig()[key]; ok {
+		// A URI (s3://) is no local path: this TaskManager's S3 settings reach it.
+		if _, ok := g.GetJobConfig()[key]; ok && !storage.IsURI(g.GetConfig()[key]) {
 			if _, err := t.env.allowed.Check(g.GetConfig()[key]); err != nil {
 				errs = append(errs, &operator.UserError{Operator: t.vertex.GetName(), Unrecoverable: true,
 					Err: fmt.Errorf("%w: config key %s: %w", errPathNotAllowed, key, err)})

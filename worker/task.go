@@ -36,8 +36,9 @@ type taskEnv struct {
 	ack           func(*pb.AcknowledgeCheckpointRequest)
 	decline       func(*pb.DeclineCheckpointRequest)
 	operators     *operator.Registry
-	allowed       *confine.Dirs // io.allowed-paths
-	scratch       *scratch      // the TaskManager's working files
+	allowed       *confine.Dirs      // io.allowed-paths
+	s3            storage.S3Settings // s3:// checkpoint locations (the TaskManager's s3.* keys)
+	scratch       *scratch           // the TaskManager's working files
 	stdout        *lockedWriter
 	log           *slog.Logger
 	credits       int

@@ -36,6 +36,7 @@ import (
 	"github.com/goflink/goflink/internal/security"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // Config configures a TaskManager.
@@ -193,7 +194,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	tm.env = &taskEnv{
 		selfAddr: addr, partitions: partitions, dataClient: tm.dataClient, report: tm.enqueueReport,
 		ack: tm.sendAck, decline: tm.sendDecline,
-		operators: ops, allowed: confine.FromSettings(settings, ""), scratch: scr, stdout: &lockedWriter{w: stdout}, log: tm.log,
+		operators: ops, allowed: confine.FromSettings(settings, ""), s3: storage.S3SettingsFrom(settings), scratch: scr, stdout: &lockedWriter{w: stdout}, log: tm.log,
 		credits: settings.Int(config.BuffersPerChannel), queueCapacity: settings.Int(config.MaxBuffersPerChannel),
 		partTimeout: settings.Duration(config.PartitionRequestTimeout), now: time.Now,
 	}

@@ -53,7 +53,8 @@ func FromSettings(settings *config.Config, defaultCheckpointDir string) *Dirs {
 		return New(settings.List(config.AllowedPaths)...)
 	}
 	dirs := []string{"."}
-	if d := cmp.Or(settings.String(config.CheckpointDir), defaultCheckpointDir); d != "" {
+	// An s3:// checkpoint directory is no local path.
+	if d := cmp.Or(settings.String(config.CheckpointDir), defaultCheckpointDir); d != "" && !strings.Contains(d, "://") {
 		dirs = append(dirs, d)
 	}
 	if d := settings.String(config.SavepointDir); d != "" {

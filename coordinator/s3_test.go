@@ -1,0 +1,79 @@
+package coordinator
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/s3test"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
+)
+
+// TestDeleteJobFilesOnS3: forgetting a job with an s3:// checkpoint directory deletes the
+// job's objects, and only them; a directory another job still restores from is kept.
+func TestDeleteJobFilesOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	s3 := storage.S3Settings{Endpoint: srv.Endpoint, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PathStyle: true, Region: "us-east-1"}
+	client := srv.Client(t)
+	ctx := t.Context()
+	keys := []string{"cp/a/chk-1/_metadata", "cp/a/chk-1/keyed-v1-s0-a0", "cp/a/chk-2/stray", "cp/ab/chk-1/_metadata", "cp/b/chk-1/_metadata"}
+	for _, k := range keys {
+		if _, err := client.PutObject(ctx, srv.Bucket, k, nil, 0, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() []string {
+		var got []string
+		for o := range client.ListObjects(ctx, srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			got = append(got, o.Key)
+		}
+		return got
+	}
+	graph := &pb.JobGraph{Config: map[string]string{config.CheckpointDir: "s3://" + srv.Bucket + "/cp"}}
+	a := &pb.JobRecord{Id: "a", Graph: graph, Checkpoints: []*pb.CompletedCheckpoint{{Id: 1, Path: "chk-1"}}}
+	b := &pb.JobRecord{Id: "b", Graph: graph, Checkpoints: []*pb.CompletedCheckpoint{{Id: 1, Path: "chk-1"}}}
+	// c restores from b's checkpoint without claiming it: b's directory stays.
+	c := &pb.JobRecord{Id: "c", Graph: graph, Checkpoints: []*pb.CompletedCheckpoint{{Id: 1, BaseDir: "s3://" + srv.Bucket + "/cp/b", Path: "chk-1", NotOwned: true}}}
+	if err := deleteJobFiles(a, []*pb.JobRecord{b, c}, s3); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteJobFiles(b, []*pb.JobRecord{c}, s3); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(), []string{"cp/ab/chk-1/_metadata", "cp/b/chk-1/_metadata"}; !slices.Equal(got, want) {
+		t.Fatalf("objects after forgetting a and b: %v, want %v", got, want)
+	}
+
+	// Down endpoint: the deletion fails, naming it.
+	srv.Stop()
+	err := deleteJobFiles(&pb.JobRecord{Id: "ab", Graph: graph}, nil, s3)
+	if err == nil {
+		t.Fatal("deleteJobFiles with the endpoint down succeeded")
+	}
+	t.Log(err)
+}
+
+// TestResolveCheckpointDirURI: an s3:// checkpoint directory is kept as given (not made an
+// absolute local path), and a malformed or unsupported URI is refused at submit.
+func TestResolveCheckpointDirURI(t *testing.T) {
+	g := &pb.JobGraph{Config: map[string]string{config.CheckpointInterval: "1 s", config.CheckpointDir: "s3://bucket/cp"}}
+	if err := resolveCheckpointDir(g, "/data/checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.GetConfig()[config.CheckpointDir]; got != "s3://bucket/cp" {
+		t.Errorf("checkpoint dir resolved to %q", got)
+	}
+	for _, bad := range []string{"s3://", "s3:///cp", "gs://bucket/cp", "s3://bucket/a/../b"} {
+		g := &pb.JobGraph{Config: map[string]string{config.CheckpointInterval: "1 s", config.CheckpointDir: bad}}
+		if err := resolveCheckpointDir(g, "/data/checkpoints"); err == nil {
+			t.Errorf("resolveCheckpointDir(%q) accepted it", bad)
+		}
+	}
+}

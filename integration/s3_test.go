@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/goflink/goflink/client"
+	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/s3test"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
+)
+
+// TestCheckpointsOnS3: the founding example with execution.checkpointing.dir on a real S3
+// server (versitygw): the job's checkpoints are objects in the bucket (state files and
+// _metadata), the injected failure restarts it from one of them, and the output is exactly
+// once; the subsumed checkpoints are deleted from the bucket.
+func TestCheckpointsOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections) // after the cluster closed (cleanups run last first)
+	settings := config.New()
+	for k, v := range map[string]string{
+		config.S3Endpoint: srv.Endpoint, config.S3AccessKey: s3test.AccessKey, config.S3SecretKey: s3test.SecretKey,
+		config.S3PathStyleAccess: "true", config.S3Region: "us-east-1",
+	} {
+		if err := settings.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: settings})
+	out := filepath.Join(t.TempDir(), "out")
+	base := "s3://" + srv.Bucket + "/checkpoints"
+	spec := foundingSpec(120, 40, 31, out, `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.num-retained: 2
+  restart-strategy.fixed-delay.delay: 50ms
+  restart-strategy.type: fixed-delay
+  execution.checkpointing.dir: `+base)
+	id := submit(t, ctx, cl, spec)
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	if last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
+		t.Fatalf("restarts = %d, restored checkpoint %d: want one restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
+	}
+	cps, err := cl.Checkpoints(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, c := range cps {
+		if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			completed++
+			if !strings.HasPrefix(c.GetPath(), base+"/"+id+"/chk-") {
+				t.Errorf("checkpoint %d path %q, want under %s/%s/", c.GetId(), c.GetPath(), base, id)
+			}
+		}
+	}
+
+	// The bucket holds the two retained checkpoints, each with its _metadata and keyed state;
+	// the subsumed ones were deleted (asynchronously, hence the wait).
+	client := srv.Client(t)
+	var keys []string
+	poll.Until(t, testTimeout, "the bucket to hold the 2 retained checkpoints", func() error {
+		keys = keys[:0]
+		for o := range client.ListObjects(ctx, srv.Bucket, minio.ListObjectsOptions{Prefix: "checkpoints/" + id + "/", Recursive: true}) {
+			if o.Err != nil {
+				return o.Err
+			}
+			keys = append(keys, o.Key)
+		}
+		chks := map[string]bool{}
+		for _, k := range keys {
+			if chk, ok := strings.CutSuffix(k, "/"+storage.MetadataFile); ok {
+				chks[chk] = true
+			}
+		}
+		if len(chks) != 2 {
+			return fmt.Errorf("checkpoints with _metadata: %v; objects %v", chks, keys)
+		}
+		for _, k := range keys {
+			if !chks[path.Dir(k)] {
+				return fmt.Errorf("object %s is in no retained checkpoint", k)
+			}
+		}
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "/keyed-") }) {
+			return fmt.Errorf("no keyed state in %v", keys)
+		}
+		return nil
+	})
+	t.Logf("restored from checkpoint %d; %d completed checkpoints; the bucket holds %v",
+		last.GetRestoredCheckpointId(), completed, keys)
+
+	got, n := committedOutput(t, out)
+	want := failureFreeOutput(120)
+	total := 0
+	for key, sums := range want {
+		total += len(sums)
+		for _, s := range sums {
+			if c := got[key][s]; c != 1 {
+				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
+			}
+		}
+	}
+	if n != total {
+		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
+	}
+}
+
+// s3Settings configures a cluster's processes for srv.
+func s3Settings(t *testing.T, srv *s3test.Server, secret string) *config.Config {
+	t.Helper()
+	settings := config.New()
+	for k, v := range map[string]string{
+		config.S3Endpoint: srv.Endpoint, config.S3AccessKey: s3test.AccessKey, config.S3SecretKey: secret,
+		config.S3PathStyleAccess: "true", config.S3Region: "us-east-1",
+	} {
+		if err := settings.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return settings
+}
+
+// TestCheckpointsOnS3RefusedAtSubmit: the JobManager probes an s3:// checkpoint directory at
+// submit; a missing bucket, a wrong secret key and an endpoint that is down each refuse the
+// job with a status and a message that say which, and nothing is scheduled.
+func TestCheckpointsOnS3RefusedAtSubmit(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, good := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	_, badKey := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, "wrong-secret")})
+	spec := func(dir string) string {
+		return foundingSpec(100, 100, 99, filepath.Join(t.TempDir(), "out"), "  execution.checkpointing.interval: 50ms\n  execution.checkpointing.dir: "+dir)
+	}
+	refused := func(cl *client.Client, dir string, code codes.Code, mentions ...string) {
+		t.Helper()
+		_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(dir))})
+		t.Logf("%s: %v", dir, err)
+		if status.Code(err) != code {
+			t.Errorf("Submit with %s = %v, want %v", dir, err, code)
+		}
+		for _, m := range append(mentions, config.CheckpointDir, dir) {
+			if err != nil && !strings.Contains(err.Error(), m) {
+				t.Errorf("Submit with %s: %q does not mention %q", dir, err, m)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "wrong-secret") {
+			t.Errorf("the secret key shows in %q", err)
+		}
+	}
+	refused(good, "s3://no-such-bucket/cp", codes.FailedPrecondition, "no such bucket", `"no-such-bucket"`)
+	refused(badKey, "s3://"+srv.Bucket+"/cp", codes.PermissionDenied, "access denied", config.S3SecretKey)
+	refused(good, "gs://"+srv.Bucket+"/cp", codes.InvalidArgument, "unsupported scheme")
+	for _, cl := range []*client.Client{good, badKey} {
+		if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+			t.Errorf("jobs after the refusals: %v, %v; want none", jobs, err)
+		}
+	}
+	srv.Stop()
+	refused(good, "s3://"+srv.Bucket+"/cp", codes.FailedPrecondition, "endpoint unreachable", config.S3Endpoint)
+}
+
+// TestCheckpointsOnS3Outage: when the S3 server goes away during a run, checkpoints fail
+// (here tolerated), the checkpoint history says why, and the job keeps running.
+func TestCheckpointsOnS3Outage(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	dir := "s3://" + srv.Bucket + "/cp"
+	id := submit(t, ctx, cl, foundingSpec(100000, 100, 99999, filepath.Join(t.TempDir(), "out"), `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.tolerable-failed-checkpoints: 1000
+  execution.checkpointing.dir: `+dir))
+	// checkpoint waits for a checkpoint of the given status and returns it.
+	checkpoint := func(want pb.CheckpointStatus) *pb.CheckpointInfo {
+		t.Helper()
+		var found *pb.CheckpointInfo
+		poll.Until(t, testTimeout, "a checkpoint "+want.String(), func() error {
+			cps, err := cl.Checkpoints(ctx, id)
+			if err != nil {
+				return err
+			}
+			for _, c := range cps {
+				if c.GetStatus() == want {
+					found = c
+					return nil
+				}
+			}
+			return fmt.Errorf("checkpoints %v", cps)
+		})
+		return found
+	}
+	ok := checkpoint(pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED)
+	srv.Stop()
+	failed := checkpoint(pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED)
+	t.Logf("checkpoint %d completed, then with the server down checkpoint %d failed: %s", ok.GetId(), failed.GetId(), failed.GetFailure())
+	for _, want := range []string{"endpoint unreachable", srv.Endpoint, dir + "/" + id} {
+		if !strings.Contains(failed.GetFailure(), want) {
+			t.Errorf("checkpoint failure %q does not mention %s", failed.GetFailure(), want)
+		}
+	}
+	if d, err := cl.Job(ctx, id); err != nil || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+		t.Errorf("job after failed checkpoints: %v, %v; want RUNNING", d.GetStatus(), err)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id)
+}

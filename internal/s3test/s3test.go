@@ -1,0 +1,234 @@
+// Package s3test runs a real S3 server for tests: versitygw (github.com/versity/versitygw,
+// an S3 gateway over a local directory) on loopback, with a bucket made for the test, killed
+// when the test ends.
+//
+// The server binds port 0 of 127.0.0.1 itself, and Start reads the port it got from the
+// listening socket the process holds (Linux /proc), so no port is picked here and freed for
+// another process to take in between.
+//
+// The binary is $VERSITYGW, else versitygw on PATH, else $(go env GOPATH)/bin/versitygw. A
+// test that needs it fails when it is missing; install it with InstallCommand (.ci/run
+// does).
+package s3test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/goflink/goflink/internal/poll"
+)
+
+// Version is the versitygw release the tests run; .ci/run installs the same.
+const Version = "v1.8.0"
+
+// InstallCommand installs the versitygw binary into $(go env GOPATH)/bin.
+const InstallCommand = "go install github.com/versity/versitygw/cmd/versitygw@" + Version
+
+// Root credentials of every server Start runs.
+const (
+	AccessKey = "goflink-test"
+	SecretKey = "goflink-test-secret"
+)
+
+// startTimeout bounds how long Start waits for the server to listen and answer.
+const startTimeout = 30 * time.Second
+
+// Server is a running versitygw.
+type Server struct {
+	// Endpoint is the server's URL, http://127.0.0.1:<port>.
+	Endpoint string
+	// Bucket exists, empty, when Start returns.
+	Bucket string
+	// Dir is the directory the server keeps its buckets in (a bucket is a subdirectory).
+	Dir string
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	out  *syncBuffer   // the server's stdout and stderr
+	once sync.Once
+}
+
+// Start runs versitygw for t, creates bucket "test", and stops the server when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &Server{Bucket: "test", Dir: dir, done: make(chan struct{}), out: &syncBuffer{}}
+	s.cmd = exec.Command(bin, "--port", "127.0.0.1:0", "--quiet", "posix", dir)
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+AccessKey, "ROOT_SECRET_ACCESS_KEY="+SecretKey)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("s3test: start %s: %v", bin, err)
+	}
+	go func() {
+		// The exit status is in s.cmd.ProcessState; Stop's kill makes it an error anyway.
+		_ = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.Stop)
+
+	var port int
+	poll.Until(t, startTimeout, "versitygw to listen", func() error {
+		if s.exited() {
+			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", s.cmd.ProcessState, s.out))
+		}
+		port, err = listeningPort(s.cmd.Process.Pid)
+		return err
+	})
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
+
+	client := s.Client(t)
+	ctx := t.Context()
+	poll.Until(t, startTimeout, "versitygw to answer", func() error {
+		if s.exited() {
+			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", s.cmd.ProcessState, s.out))
+		}
+		_, err := client.ListBuckets(ctx)
+		return err
+	})
+	if err := client.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("s3test: make bucket %s: %v", s.Bucket, err)
+	}
+	return s
+}
+
+// Stop kills the server and waits for it to exit; the endpoint is then down. It is
+// idempotent, and the test's cleanup calls it.
+func (s *Server) Stop() {
+	s.once.Do(func() {
+		// Kill fails only when the process has exited already, which done tells.
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	})
+}
+
+func (s *Server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Client is a minio-go client of the server with the root credentials, path-style. Its
+// idle connections are closed when t ends.
+func (s *Server) Client(t testing.TB) *minio.Client {
+	t.Helper()
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := minio.New(strings.TrimPrefix(s.Endpoint, "http://"), &minio.Options{
+		Creds:        credentials.NewStaticV4(AccessKey, SecretKey, ""),
+		BucketLookup: minio.BucketLookupPath,
+		Transport:    tr,
+		Region:       "us-east-1",
+		MaxRetries:   2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Binary finds the versitygw binary, or says how to install it.
+func Binary() (string, error) {
+	if p := os.Getenv("VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("s3test: $VERSITYGW: %w", err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err == nil {
+		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			p := filepath.Join(dir, "bin", "versitygw")
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", errors.New("s3test: versitygw not found ($VERSITYGW, PATH, $(go env GOPATH)/bin); the S3 tests need it: " + InstallCommand)
+}
+
+// listeningPort is the port of the TCP socket pid listens on: the inodes of the sockets
+// among its file descriptors, looked up in /proc/<pid>/net/tcp.
+func listeningPort(pid int) (int, error) {
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return 0, fmt.Errorf("s3test: finding the server's port needs Linux /proc: %w", err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if ino, ok := strings.CutPrefix(link, "socket:["); ok {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	if err != nil {
+		return 0, fmt.Errorf("s3test: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Scan() // the header
+	for sc.Scan() {
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A: LISTEN
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		port, err := strconv.ParseUint(hexPort, 16, 16)
+		if err != nil {
+			return 0, fmt.Errorf("s3test: /proc/net/tcp local address %q: %w", f[1], err)
+		}
+		return int(port), nil
+	}
+	return 0, errors.New("s3test: the server listens on no TCP port yet")
+}
+
+// syncBuffer collects a process's output for a failure message.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -300,14 +301,11 @@ func jobOf(d *pb.JobDetails) jobJSON {
 
 // watermarkJSON is a watermark, nil for none (Flink's Long.MIN_VALUE).
 func watermarkJSON(wm int64) *int64 {
-	if wm == minWatermark {
+	if wm == operator.MinWatermark {
 		return nil
 	}
 	return &wm
 }
-
-// minWatermark is the watermark before the first (operator.MinWatermark).
-const minWatermark = -1 << 63
 
 type checkpointJSON struct {
 	ID             int64   `json:"id"`

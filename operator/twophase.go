@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/goflink/goflink/internal/faultinject"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 )
@@ -300,6 +301,9 @@ func (s *TwoPhaseSink[Txn]) SnapshotState(id int64) error {
 
 // NotifyCheckpointComplete commits every pending transaction of a checkpoint ≤ id.
 func (s *TwoPhaseSink[Txn]) NotifyCheckpointComplete(id int64) error {
+	if len(s.pending) > 0 && s.pending[0].checkpoint <= id {
+		faultinject.Hit(faultinject.BeforeCommit)
+	}
 	return s.commitUpTo(id)
 }
 

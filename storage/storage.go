@@ -53,6 +53,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goflink/goflink/internal/faultinject"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -190,6 +191,7 @@ func (w *FileWriter) Commit() (*pb.FileHandle, error) {
 		return nil, fmt.Errorf("storage: %s already committed or aborted", w.rel)
 	}
 	w.done = true
+	faultinject.Hit(faultinject.StateUpload)
 	if err := w.w.Close(); err != nil {
 		return nil, err // names the file's location
 	}

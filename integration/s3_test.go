@@ -178,7 +178,8 @@ func TestCheckpointsOnS3RefusedAtSubmit(t *testing.T) {
 }
 
 // TestCheckpointsOnS3Outage: when the S3 server goes away during a run, checkpoints fail
-// (here tolerated), the checkpoint history says why, and the job keeps running.
+// (here tolerated), the checkpoint history says why, and the job keeps running; once the
+// server is back checkpoints complete again and the output is exactly once.
 func TestCheckpointsOnS3Outage(t *testing.T) {
 	srv := s3test.Start(t)
 	t.Cleanup(storage.CloseIdleConnections)
@@ -186,7 +187,10 @@ func TestCheckpointsOnS3Outage(t *testing.T) {
 	defer cancel()
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
 	dir := "s3://" + srv.Bucket + "/cp"
-	id := submit(t, ctx, cl, foundingSpec(100000, 100, 99999, filepath.Join(t.TempDir(), "out"), `  execution.checkpointing.interval: 50ms
+	out := filepath.Join(t.TempDir(), "out")
+	// About 10 s of input, and no injected failure (the fail operator's sum is never reached).
+	const n = 3000
+	id := submit(t, ctx, cl, foundingSpec(n, 300, 2*n+1, out, `  execution.checkpointing.interval: 50ms
   execution.checkpointing.tolerable-failed-checkpoints: 1000
   execution.checkpointing.dir: `+dir))
 	// checkpoint waits for a checkpoint of the given status and returns it.
@@ -217,11 +221,43 @@ func TestCheckpointsOnS3Outage(t *testing.T) {
 			t.Errorf("checkpoint failure %q does not mention %s", failed.GetFailure(), want)
 		}
 	}
-	if d, err := cl.Job(ctx, id); err != nil || d.GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
-		t.Errorf("job after failed checkpoints: %v, %v; want RUNNING", d.GetStatus(), err)
+	if d, err := cl.Job(ctx, id); err != nil || client.IsTerminal(d.GetStatus()) || d.GetRestarts() != 0 {
+		t.Errorf("job after failed checkpoints: %v (%d restarts), %v; want it running on", d.GetStatus(), d.GetRestarts(), err)
 	}
-	if err := cl.Cancel(ctx, id); err != nil {
+
+	// The server comes back on its endpoint: checkpoints complete again, and the job
+	// finishes with its output exactly once.
+	srv.Restart(t)
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 0 {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED without restarts", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	cps, err := cl.Checkpoints(ctx, id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	watchEnd(t, ctx, cl, id)
+	var after []int64 // completed after the failure, in the history's (bounded) window
+	for _, c := range cps {
+		if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED && c.GetId() > failed.GetId() {
+			after = append(after, c.GetId())
+		}
+	}
+	if len(after) == 0 {
+		t.Fatalf("no checkpoint completed after checkpoint %d failed: %v", failed.GetId(), cps)
+	}
+	got, records := committedOutput(t, out)
+	want := failureFreeOutput(n)
+	total := 0
+	for key, sums := range want {
+		total += len(sums)
+		for _, s := range sums {
+			if c := got[key][s]; c != 1 {
+				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
+			}
+		}
+	}
+	if records != total {
+		t.Errorf("committed %d records, want %d", records, total)
+	}
+	t.Logf("the server restarted: checkpoints up to %d completed after it (%d in the history); %d records exactly once", slices.Max(after), len(after), records)
 }

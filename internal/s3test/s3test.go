@@ -55,72 +55,113 @@ type Server struct {
 	// Dir is the directory the server keeps its buckets in (a bucket is a subdirectory).
 	Dir string
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	out  *syncBuffer   // the server's stdout and stderr
-	once sync.Once
+	mu   sync.Mutex    // guards the fields below, which Restart replaces
+	cmd  *exec.Cmd     // the latest process
+	done chan struct{} // closed when it has exited
+	out  *syncBuffer   // its stdout and stderr
+	once *sync.Once    // its Stop
 }
 
 // Start runs versitygw for t, creates bucket "test", and stops the server when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	s := &Server{Bucket: "test", Dir: dir, done: make(chan struct{}), out: &syncBuffer{}}
-	s.cmd = exec.Command(bin, "--port", "127.0.0.1:0", "--quiet", "posix", dir)
-	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+AccessKey, "ROOT_SECRET_ACCESS_KEY="+SecretKey)
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("s3test: start %s: %v", bin, err)
-	}
-	go func() {
-		// The exit status is in s.cmd.ProcessState; Stop's kill makes it an error anyway.
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
+	s := &Server{Bucket: "test", Dir: t.TempDir()}
 	t.Cleanup(s.Stop)
-
-	var port int
-	poll.Until(t, startTimeout, "versitygw to listen", func() error {
-		if s.exited() {
-			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", s.cmd.ProcessState, s.out))
-		}
-		port, err = listeningPort(s.cmd.Process.Pid)
-		return err
-	})
+	port := s.run(t, "127.0.0.1:0")
 	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
-
-	client := s.Client(t)
-	ctx := t.Context()
-	poll.Until(t, startTimeout, "versitygw to answer", func() error {
-		if s.exited() {
-			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", s.cmd.ProcessState, s.out))
-		}
-		_, err := client.ListBuckets(ctx)
-		return err
-	})
-	if err := client.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{}); err != nil {
+	s.waitAnswering(t)
+	if err := s.Client(t).MakeBucket(t.Context(), s.Bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatalf("s3test: make bucket %s: %v", s.Bucket, err)
 	}
 	return s
 }
 
+// Restart starts the stopped server again on its port and directory: the same endpoint,
+// with every bucket and object it had. The port was free while it was down, so another
+// process may have taken it; that fails the test rather than serving someone else's port.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if !s.exited() {
+		t.Fatal("s3test: Restart of a server that runs")
+	}
+	addr := strings.TrimPrefix(s.Endpoint, "http://")
+	_, portStr, _ := strings.Cut(addr, ":")
+	if port := s.run(t, addr); strconv.Itoa(port) != portStr {
+		t.Fatalf("s3test: restarted server listens on %d, not %s", port, portStr)
+	}
+	s.waitAnswering(t)
+}
+
+// run starts versitygw on addr and returns the port it listens on.
+func (s *Server) run(t testing.TB, addr string) int {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.cmd = exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+AccessKey, "ROOT_SECRET_ACCESS_KEY="+SecretKey)
+	s.out = &syncBuffer{}
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.done, s.once = make(chan struct{}), &sync.Once{}
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		close(done)
+		t.Fatalf("s3test: start %s: %v", bin, err)
+	}
+	go func() {
+		// The exit status is in cmd.ProcessState; Stop's kill makes it an error anyway.
+		_ = cmd.Wait()
+		close(done)
+	}()
+	var port int
+	poll.Until(t, startTimeout, "versitygw to listen", func() error {
+		if s.exited() {
+			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", cmd.ProcessState, s.out))
+		}
+		port, err = listeningPort(cmd.Process.Pid)
+		return err
+	})
+	return port
+}
+
+// waitAnswering waits until the server answers requests.
+func (s *Server) waitAnswering(t testing.TB) {
+	t.Helper()
+	client := s.Client(t)
+	poll.Until(t, startTimeout, "versitygw to answer", func() error {
+		if s.exited() {
+			return poll.Stop(fmt.Errorf("versitygw exited; output:\n%s", s.out))
+		}
+		_, err := client.ListBuckets(t.Context())
+		return err
+	})
+}
+
 // Stop kills the server and waits for it to exit; the endpoint is then down. It is
-// idempotent, and the test's cleanup calls it.
+// idempotent (until Restart), and the test's cleanup calls it.
 func (s *Server) Stop() {
-	s.once.Do(func() {
+	s.mu.Lock()
+	cmd, done, once := s.cmd, s.done, s.once
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	once.Do(func() {
 		// Kill fails only when the process has exited already, which done tells.
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		_ = cmd.Process.Kill()
+		<-done
 	})
 }
 
 func (s *Server) exited() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
 	select {
-	case <-s.done:
+	case <-done:
 		return true
 	default:
 		return false

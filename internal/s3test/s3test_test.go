@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
 	"go.uber.org/goleak"
 )
 
@@ -41,6 +42,28 @@ func TestStart(t *testing.T) {
 		t.Fatal("server answers after Stop")
 	}
 	s.Stop() // idempotent
+}
+
+// TestRestart: a restarted server answers on the same endpoint with the objects it had.
+func TestRestart(t *testing.T) {
+	s := Start(t)
+	c := s.Client(t)
+	if _, err := c.PutObject(t.Context(), s.Bucket, "a/b", strings.NewReader("kept"), 4, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	endpoint := s.Endpoint
+	s.Stop()
+	if _, err := c.ListBuckets(t.Context()); err == nil {
+		t.Fatal("server answers after Stop")
+	}
+	s.Restart(t)
+	if s.Endpoint != endpoint {
+		t.Fatalf("endpoint %s after restart, was %s", s.Endpoint, endpoint)
+	}
+	st, err := c.StatObject(t.Context(), s.Bucket, "a/b", minio.StatObjectOptions{})
+	if err != nil || st.Size != 4 {
+		t.Fatalf("object after restart: %+v, %v", st, err)
+	}
 }
 
 // TestBinaryMissing: without the binary the error says how to install it.

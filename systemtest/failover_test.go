@@ -596,6 +596,11 @@ func lossSpec(t *testing.T, out string, records, rate int) string {
 // keyedSpec writes an exactly-once job of keys keys: a sequence of records at rate made (key,
 // seq) records, counted per key into a file sink; fixed-delay restarts.
 func keyedSpec(t *testing.T, name, out string, records, rate, keys int, backend string, interval time.Duration, attempts int, delay time.Duration) string {
+	return keyedSpecAt(t, name, out, filepath.Join(t.TempDir(), "checkpoints"), records, rate, keys, backend, interval, attempts, delay)
+}
+
+// keyedSpecAt is keyedSpec with its checkpoints in chkDir.
+func keyedSpecAt(t *testing.T, name, out, chkDir string, records, rate, keys int, backend string, interval time.Duration, attempts int, delay time.Duration) string {
 	return writeSpec(t, fmt.Sprintf(`name: %s
 parallelism: 2
 config:
@@ -611,7 +616,7 @@ operators:
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - {name: out, type: file, path: %s}
-`, name, interval.Milliseconds(), filepath.Join(t.TempDir(), "checkpoints"), backend, attempts, delay.Milliseconds(), records-1, rate, keys, keys, out))
+`, name, interval.Milliseconds(), chkDir, backend, attempts, delay.Milliseconds(), records-1, rate, keys, keys, out))
 }
 
 // A TaskManager that is alive but unreachable (SIGSTOP: no broken connection, just silence)

@@ -53,6 +53,10 @@ type Options struct {
 	JobManagerArgs, TaskManagerArgs []string
 	// Debug has each TaskManager serve pprof on a socket of its own (Proc.DebugAddr).
 	Debug bool
+	// Isolated runs each process in a directory of its own, <Dir>/<name>: its working
+	// directory, TMPDIR, log and data directory (<Dir>/<name>/data), as on machines that
+	// share no disk. Otherwise they all run in Dir, with data directories <Dir>/<name>.
+	Isolated bool
 	// Secure generates certificates and a token (Cluster.Certs) and runs every process with
 	// internal mutual TLS, the JobManagers with the token and client certificates of the
 	// clients' CA; flinkctl and Client use the CA and the token.
@@ -121,7 +125,7 @@ func Start(opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 		c.jms = append(c.jms, jobManager{addr: sockets["rpc"].Addr().String(), metricsAddr: sockets["metrics"].Addr().String(), restAddr: sockets["rest"].Addr().String(), sockets: sockets,
-			args: append([]string{"--node-id", id, "--data-dir", filepath.Join(opts.Dir, id)}, args...)})
+			args: append([]string{"--node-id", id, "--data-dir", c.dataDir(id)}, args...)})
 		addrs = append(addrs, sockets["rpc"].Addr().String())
 		peers = append(peers, id+"="+sockets["raft"].Addr().String())
 	}
@@ -181,7 +185,7 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 	jm := &c.jms[i]
 	sockets := jm.sockets
 	jm.sockets = nil
-	p, err := c.startProc(fmt.Sprintf("jm%d", i+1), "jobmanager", sockets, jm.args...)
+	p, err := c.startProc(fmt.Sprintf("jm%d", i+1), "jobmanager", sockets, nil, jm.args...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,11 +194,15 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 	return p, nil
 }
 
-// StartTaskManager starts a TaskManager with the ID id (its data directory <Dir>/<id>) and
-// the cluster's slots, given every JobManager's address.
-func (c *Cluster) StartTaskManager(id string) (*Proc, error) {
+// StartTaskManager starts a TaskManager with the ID id (its data directory <Dir>/<id>, or
+// <Dir>/<id>/data when Isolated) and the cluster's slots, given every JobManager's address.
+func (c *Cluster) StartTaskManager(id string) (*Proc, error) { return c.StartTaskManagerEnv(id) }
+
+// StartTaskManagerEnv starts a TaskManager as StartTaskManager does, with env ("KEY=value")
+// added to its environment.
+func (c *Cluster) StartTaskManagerEnv(id string, env ...string) (*Proc, error) {
 	args := append([]string{"--jobmanager", c.Addr, "--addr", "127.0.0.1:0", "--slots", strconv.Itoa(c.opts.Slots),
-		"--id", id, "--data-dir", filepath.Join(c.opts.Dir, id)}, c.opts.TaskManagerArgs...)
+		"--id", id, "--data-dir", c.dataDir(id)}, c.opts.TaskManagerArgs...)
 	names := []string{"metrics"}
 	if c.opts.Debug {
 		names = append(names, "debug")
@@ -209,7 +217,7 @@ func (c *Cluster) StartTaskManager(id string) (*Proc, error) {
 		sockets[name] = lis
 	}
 	metricsAddr := sockets["metrics"].Addr().String()
-	p, err := c.startProc(id, "taskmanager", sockets, args...)
+	p, err := c.startProc(id, "taskmanager", sockets, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -220,15 +228,36 @@ func (c *Cluster) StartTaskManager(id string) (*Proc, error) {
 	return p, nil
 }
 
-// startProc starts a process of the cluster (see Exec).
-func (c *Cluster) startProc(name, binary string, sockets map[string]net.Listener, args ...string) (*Proc, error) {
+// procDir is the directory process name runs in.
+func (c *Cluster) procDir(name string) string {
+	if c.opts.Isolated {
+		return filepath.Join(c.opts.Dir, name)
+	}
+	return c.opts.Dir
+}
+
+// dataDir is process name's data directory.
+func (c *Cluster) dataDir(name string) string {
+	if c.opts.Isolated {
+		return filepath.Join(c.opts.Dir, name, "data")
+	}
+	return filepath.Join(c.opts.Dir, name)
+}
+
+// startProc starts a process of the cluster (see Exec) with env added to its environment.
+func (c *Cluster) startProc(name, binary string, sockets map[string]net.Listener, env []string, args ...string) (*Proc, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		closeAll(sockets)
 		return nil, errors.New("the cluster is stopped")
 	}
-	p, err := Exec(c.opts.Bin, c.opts.Dir, name, binary, sockets, args...)
+	dir := c.procDir(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		closeAll(sockets)
+		return nil, err
+	}
+	p, err := execEnv(c.opts.Bin, dir, name, binary, sockets, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +352,11 @@ type Proc struct {
 // the sockets by socket activation under their names and closes this process's copies (on
 // error too). On Linux the process is SIGKILLed when this one dies.
 func Exec(bin, dir, name, binary string, sockets map[string]net.Listener, args ...string) (*Proc, error) {
+	return execEnv(bin, dir, name, binary, sockets, nil, args...)
+}
+
+// execEnv is Exec with env added to the process's environment.
+func execEnv(bin, dir, name, binary string, sockets map[string]net.Listener, env []string, args ...string) (*Proc, error) {
 	defer closeAll(sockets)
 	logName, f, err := createLog(dir, name)
 	if err != nil {
@@ -335,7 +369,7 @@ func Exec(bin, dir, name, binary string, sockets map[string]net.Listener, args .
 	}
 	cmd := exec.Command(filepath.Join(bin, binary), args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, f, f
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 	cmd.SysProcAttr = childAttr()
 	closeCopies, err := process.PassListeners(cmd, sockets)
 	if err == nil {

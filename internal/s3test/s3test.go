@@ -14,8 +14,10 @@ package s3test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +52,7 @@ const startTimeout = 30 * time.Second
 type Server struct {
 	// Endpoint is the server's URL, http://127.0.0.1:<port>.
 	Endpoint string
-	// Bucket exists, empty, when Start returns.
+	// Bucket exists, empty, when Start returns (Run makes none).
 	Bucket string
 	// Dir is the directory the server keeps its buckets in (a bucket is a subdirectory).
 	Dir string
@@ -65,15 +67,48 @@ type Server struct {
 // Start runs versitygw for t, creates bucket "test", and stops the server when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{Bucket: "test", Dir: t.TempDir()}
-	t.Cleanup(s.Stop)
-	port := s.run(t, "127.0.0.1:0")
-	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
-	s.waitAnswering(t)
-	if err := s.Client(t).MakeBucket(t.Context(), s.Bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatalf("s3test: make bucket %s: %v", s.Bucket, err)
+	s, err := Run(t.TempDir())
+	if s != nil {
+		t.Cleanup(s.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Bucket = "test"
+	if err := s.MakeBucket(t.Context(), s.Bucket); err != nil {
+		t.Fatal(err)
 	}
 	return s
+}
+
+// Run starts versitygw on a port of 127.0.0.1 serving dir, with the root credentials
+// AccessKey and SecretKey and no bucket, and waits until it answers. The caller stops it;
+// on error it is stopped already (and Run may return it, for its Stop).
+func Run(dir string) (*Server, error) {
+	s := &Server{Dir: dir}
+	port, err := s.run("127.0.0.1:0")
+	if err != nil {
+		return s, err
+	}
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := s.waitAnswering(); err != nil {
+		s.Stop()
+		return s, err
+	}
+	return s, nil
+}
+
+// MakeBucket creates a bucket.
+func (s *Server) MakeBucket(ctx context.Context, name string) error {
+	c, tr, err := s.client()
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	if err := c.MakeBucket(ctx, name, minio.MakeBucketOptions{}); err != nil {
+		return fmt.Errorf("s3test: make bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 // Restart starts the stopped server again on its port and directory: the same endpoint,
@@ -85,19 +120,24 @@ func (s *Server) Restart(t testing.TB) {
 		t.Fatal("s3test: Restart of a server that runs")
 	}
 	addr := strings.TrimPrefix(s.Endpoint, "http://")
-	_, portStr, _ := strings.Cut(addr, ":")
-	if port := s.run(t, addr); strconv.Itoa(port) != portStr {
-		t.Fatalf("s3test: restarted server listens on %d, not %s", port, portStr)
+	_, want, _ := strings.Cut(addr, ":")
+	port, err := s.run(addr)
+	if err == nil && strconv.Itoa(port) != want {
+		err = fmt.Errorf("s3test: restarted server listens on %d, not %s", port, want)
 	}
-	s.waitAnswering(t)
+	if err == nil {
+		err = s.waitAnswering()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // run starts versitygw on addr and returns the port it listens on.
-func (s *Server) run(t testing.TB, addr string) int {
-	t.Helper()
+func (s *Server) run(addr string) (int, error) {
 	bin, err := Binary()
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	s.mu.Lock()
 	s.cmd = exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
@@ -109,7 +149,7 @@ func (s *Server) run(t testing.TB, addr string) int {
 	s.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		close(done)
-		t.Fatalf("s3test: start %s: %v", bin, err)
+		return 0, fmt.Errorf("s3test: start %s: %w", bin, err)
 	}
 	go func() {
 		// The exit status is in cmd.ProcessState; Stop's kill makes it an error anyway.
@@ -117,27 +157,43 @@ func (s *Server) run(t testing.TB, addr string) int {
 		close(done)
 	}()
 	var port int
-	poll.Until(t, startTimeout, "versitygw to listen", func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err = poll.Wait(ctx, func() error {
 		if s.exited() {
 			return poll.Stop(fmt.Errorf("versitygw exited: %v; output:\n%s", cmd.ProcessState, s.out))
 		}
+		var err error
 		port, err = listeningPort(cmd.Process.Pid)
 		return err
 	})
-	return port
+	if err != nil {
+		s.Stop()
+		return 0, fmt.Errorf("s3test: versitygw did not listen on %s: %w", addr, err)
+	}
+	return port, nil
 }
 
 // waitAnswering waits until the server answers requests.
-func (s *Server) waitAnswering(t testing.TB) {
-	t.Helper()
-	client := s.Client(t)
-	poll.Until(t, startTimeout, "versitygw to answer", func() error {
+func (s *Server) waitAnswering() error {
+	c, tr, err := s.client()
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err = poll.Wait(ctx, func() error {
 		if s.exited() {
 			return poll.Stop(fmt.Errorf("versitygw exited; output:\n%s", s.out))
 		}
-		_, err := client.ListBuckets(t.Context())
+		_, err := c.ListBuckets(ctx)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("s3test: versitygw at %s does not answer: %w", s.Endpoint, err)
+	}
+	return nil
 }
 
 // Stop kills the server and waits for it to exit; the endpoint is then down. It is
@@ -172,11 +228,21 @@ func (s *Server) exited() bool {
 // idle connections are closed when t ends.
 func (s *Server) Client(t testing.TB) *minio.Client {
 	t.Helper()
-	tr, err := minio.DefaultTransport(false)
+	c, tr, err := s.client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.CloseIdleConnections)
+	return c
+}
+
+// client is a client of the server and its transport, whose idle connections the caller
+// closes.
+func (s *Server) client() (*minio.Client, *http.Transport, error) {
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		return nil, nil, err
+	}
 	c, err := minio.New(strings.TrimPrefix(s.Endpoint, "http://"), &minio.Options{
 		Creds:        credentials.NewStaticV4(AccessKey, SecretKey, ""),
 		BucketLookup: minio.BucketLookupPath,
@@ -185,9 +251,9 @@ func (s *Server) Client(t testing.TB) *minio.Client {
 		MaxRetries:   2,
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return c
+	return c, tr, nil
 }
 
 // Binary finds the versitygw binary, or says how to install it.

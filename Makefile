@@ -9,6 +9,14 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 COMPOSE_RUN := $(COMPOSE) -p goflink -f deploy/docker-compose.yml
 # Where make up puts the compose cluster's CA, token and client certificate for flinkctl.
 CERTS_DIR := deploy/.certs
+# The compose cluster's S3 server: versitygw (the release the tests run, internal/s3test),
+# built static into its own FROM-scratch image.
+S3_IMAGE ?= goflink-s3:latest
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := deploy/.bin/versitygw-$(VERSITYGW_VERSION)
+# The compose cluster's S3 secret key: random, made once, kept with the certificates.
+S3_SECRET := $(CERTS_DIR)/s3-secret-key
+COMPOSE_ENV = GOFLINK_IMAGE=$(IMAGE) GOFLINK_S3_IMAGE=$(S3_IMAGE) GOFLINK_S3_SECRET_KEY="$$(cat $(S3_SECRET) 2>/dev/null)"
 
 .PHONY: help build test test-short run chaos fuzz bench proto proto-check lint tidy-check ci clean images up down logs e2e
 
@@ -83,13 +91,27 @@ ci: lint tidy-check test ## what .ci/run runs
 clean: ## remove build output
 	rm -rf $(BIN) out
 
-images: ## static binaries (CGO_ENABLED=0) into FROM-scratch image $(IMAGE); nothing is pulled
+images: $(VERSITYGW) ## static binaries (CGO_ENABLED=0) into FROM-scratch images $(IMAGE) and $(S3_IMAGE) (versitygw); nothing is pulled
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o deploy/.bin/ ./cmd/...
 	docker build -q -t $(IMAGE) deploy/
+	@# The S3 server's root directory with the bucket "goflink" (a directory), owned by its user.
+	mkdir -p deploy/.bin/s3root/s3/goflink deploy/.bin/s3root/tmp
+	docker build -q -t $(S3_IMAGE) -f deploy/Dockerfile.s3 deploy/
 	@docker image ls $(IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
+	@docker image ls $(S3_IMAGE) --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 
-up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose, mutual TLS and a token; copies the CA and token to deploy/.certs/ for flinkctl
-	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) up -d
+# The same build as .ci/run's install of the test server (the build cache serves both).
+$(VERSITYGW):
+	mkdir -p deploy/.bin
+	CGO_ENABLED=0 GOBIN=$(abspath deploy/.bin) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	touch $@
+
+$(S3_SECRET):
+	mkdir -p -m 700 $(CERTS_DIR)
+	umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=\n' > $@
+
+up: images build $(S3_SECRET) ## start 3 JobManagers, 3 TaskManagers and an S3 server with docker compose, mutual TLS and a token; copies the CA and token to deploy/.certs/ for flinkctl
+	$(COMPOSE_ENV) $(COMPOSE_RUN) up -d
 	@set -e; id=$$(docker ps -aq --filter label=com.docker.compose.project=goflink --filter label=com.docker.compose.service=certs | head -n 1); \
 		test -n "$$id" || { echo "make up: no certs container" >&2; exit 1; }; \
 		mkdir -p -m 700 $(CERTS_DIR); \
@@ -97,14 +119,14 @@ up: images build ## start 3 JobManagers and 3 TaskManagers with docker compose, 
 	@echo "cluster up, secured: bin/flinkctl -m localhost:6123 --ca $(CERTS_DIR)/ca.pem --token-file $(CERTS_DIR)/token cluster"
 	@echo "  (or export FLINKCTL_CA=$(CERTS_DIR)/ca.pem FLINKCTL_TOKEN=\$$(cat $(CERTS_DIR)/token); any JobManager: 6123, 6133, 6143; all three to survive losing one)"
 
-down: ## stop the compose cluster and remove its containers, network and volume
-	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans
+down: ## stop the compose cluster and remove its containers, network and volumes
+	$(COMPOSE_ENV) $(COMPOSE_RUN) down -v --remove-orphans
 
 logs: ## follow the compose cluster's logs
-	GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) logs -f
+	$(COMPOSE_ENV) $(COMPOSE_RUN) logs -f
 
-e2e: images build ## the compose cluster end to end: exactly-once job through killed, cut-off and paused containers (~2 min); cleans up whatever happens
+e2e: images build $(S3_SECRET) ## the compose cluster end to end: exactly-once job through killed, cut-off and paused containers (~2 min); cleans up whatever happens
 	@if docker ps -aq --filter label=com.docker.compose.project=goflink | grep -q .; then \
 		echo "make e2e: a goflink compose cluster exists already; make down first" >&2; exit 1; fi
-	@trap 'GOFLINK_IMAGE=$(IMAGE) $(COMPOSE_RUN) down -v --remove-orphans >/dev/null 2>&1' EXIT; trap 'exit 130' INT TERM HUP; \
-	COMPOSE='$(COMPOSE)' GOFLINK_IMAGE=$(IMAGE) FLINKCTL=$(abspath $(BIN))/flinkctl $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+	@trap '$(COMPOSE_ENV) $(COMPOSE_RUN) down -v --remove-orphans >/dev/null 2>&1' EXIT; trap 'exit 130' INT TERM HUP; \
+	COMPOSE='$(COMPOSE)' $(COMPOSE_ENV) FLINKCTL=$(abspath $(BIN))/flinkctl $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/

@@ -73,6 +73,11 @@ func handleInterrupts() {
 // cluster's flinkctl calls bring its CA and token. On error it prints the end of the logs and
 // leaves nothing behind.
 func startCluster(bin string, jms, tms, slots int, secure bool) (*cluster, error) {
+	return startClusterWith(bin, jms, tms, slots, secure, nil)
+}
+
+// startClusterWith is startCluster with args added to every process's arguments.
+func startClusterWith(bin string, jms, tms, slots int, secure bool, args []string) (*cluster, error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -85,7 +90,7 @@ func startCluster(bin string, jms, tms, slots int, secure bool) (*cluster, error
 	// bench (proccluster's children are SIGKILLed when their parent dies).
 	unregister := onInterrupt(func() { os.RemoveAll(dir) })
 	defer unregister()
-	quiet := []string{"--log-level", "warn"}
+	quiet := append([]string{"--log-level", "warn"}, args...)
 	pc, err := proccluster.Start(proccluster.Options{Bin: abs, Dir: dir, JobManagers: jms, TaskManagers: tms, Slots: slots,
 		JobManagerArgs: quiet, TaskManagerArgs: quiet, Debug: true, Secure: secure})
 	c := &cluster{Cluster: pc, dir: dir}

@@ -28,7 +28,10 @@
 //     stopped with a savepoint, for 10 thousand and 1 million keys on each state backend;
 //   - ha: the time from a SIGKILL of the leader JobManager of a 3-member Raft group to a new
 //     leader, to the running exactly-once job RUNNING again under it and to its first new
-//     committed output, over several rounds (the killed JobManager started again in between).
+//     committed output, over several rounds (the killed JobManager started again in between);
+//   - s3: checkpoint duration with the checkpoints on an S3 server (versitygw on loopback)
+//     against local disk, for 10 thousand and 1 million keys, and the exactly-once file
+//     sink's throughput into S3 against a local directory, as ratios.
 //
 // Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
@@ -52,6 +55,11 @@ import (
 )
 
 type options struct {
+	s3Keys         string
+	s3SinkN        int64
+	s3SinkRuns     int
+	s3SinkInterval time.Duration
+
 	bin     string
 	n       int64
 	keys    int
@@ -116,7 +124,7 @@ type options struct {
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha", "s3"}
 
 func main() {
 	var o options
@@ -170,6 +178,10 @@ func main() {
 	flag.IntVar(&o.tlsCheckpoints, "tls-checkpoints", 10, "tls: checkpoints to measure per checkpoint-duration job")
 	flag.Int64Var(&o.metricsN, "metrics-n", 20_000_000, "metrics: records per throughput run")
 	flag.IntVar(&o.metricsRuns, "metrics-runs", 5, "metrics: throughput runs per variant, scraped every second and not scraped (interleaved; medians compared)")
+	flag.StringVar(&o.s3Keys, "s3-keys", "10000,1000000", "s3: comma-separated key counts of the checkpoint-duration job")
+	flag.Int64Var(&o.s3SinkN, "s3-sink-n", 4_000_000, "s3: records per file-sink run")
+	flag.IntVar(&o.s3SinkRuns, "s3-sink-runs", 3, "s3: file-sink runs per place, local and S3 (interleaved; medians compared)")
+	flag.DurationVar(&o.s3SinkInterval, "s3-sink-interval", time.Second, "s3: checkpoint interval of the file-sink job (a part file per subtask and checkpoint)")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -225,6 +237,12 @@ func (o *options) validate() error {
 	}
 	if o.rescaleRate < 1 {
 		errs = append(errs, fmt.Errorf("-rescale-rate must be at least 1, got %d", o.rescaleRate))
+	}
+	if o.s3SinkN < 1 || o.s3SinkRuns < 1 {
+		errs = append(errs, fmt.Errorf("-s3-sink-n and -s3-sink-runs must be at least 1, got %d and %d", o.s3SinkN, o.s3SinkRuns))
+	}
+	if o.s3SinkInterval <= 0 || o.s3SinkInterval%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("-s3-sink-interval must be positive whole milliseconds, got %v", o.s3SinkInterval))
 	}
 	if o.kafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
@@ -288,6 +306,11 @@ func run(o options) error {
 	}
 	if want["ha"] {
 		if err := haRecovery(o, v); err != nil {
+			return err
+		}
+	}
+	if want["s3"] {
+		if err := s3Section(o); err != nil {
 			return err
 		}
 	}

@@ -5,11 +5,15 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,13 +26,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/goflink/goflink/internal/poll"
 )
 
 const (
-	project      = "goflink" // compose project: network goflink_default, volume goflink_data
+	project      = "goflink" // compose project: network goflink_default, volumes goflink_<service>
 	network      = project + "_default"
-	volume       = project + "_data"
 	composeFile  = "deploy/docker-compose.yml"
 	projectLabel = "label=com.docker.compose.project=" + project
 	jobManagers  = "localhost:6123,localhost:6133,localhost:6143" // the published RPC ports
@@ -38,9 +44,15 @@ const (
 	// shorter; without faults it runs e2eRecords/e2eRate = 60 s, and the faults take about 30 s
 	// of it.
 	e2eKeys    = 8
-	e2eRecords = 12000 // 1500 per key
-	e2eRate    = 200   // records per second over the whole job
-	e2eOut     = "out/e2e"
+	e2eRecords = 12000     // 1500 per key
+	e2eRate    = 200       // records per second over the whole job
+	e2eOut     = "out/e2e" // the sink's prefix in the bucket
+
+	// The compose cluster's S3 server (docker-compose.yml): its published port, bucket and
+	// access key.
+	s3Addr      = "127.0.0.1:9000"
+	s3Bucket    = "goflink"
+	s3AccessKey = "goflink"
 
 	// heartbeatTimeout is heartbeat.timeout in deploy/conf/config.yaml.
 	heartbeatTimeout = 5 * time.Second
@@ -244,7 +256,7 @@ operators:
   - {name: by-key, type: key-by, key: key}
   - {name: counts, type: count}
   - {name: out, type: file, path: %s}
-`, e2eRecords-1, e2eRate, e2eKeys, e2eKeys, e2eOut), 0o644); err != nil {
+`, e2eRecords-1, e2eRate, e2eKeys, e2eKeys, "s3://"+s3Bucket+"/"+e2eOut), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var sub struct {
@@ -254,8 +266,8 @@ operators:
 		t.Fatalf("submit: %v", err)
 	}
 	e.jobID = sub.JobID
-	e.logf("submitted job %s: %d records (%d keys × %d seqs) at %d/s, parallelism 2, checkpoints every 200 ms, 2PC file sink at /data/%s",
-		e.jobID, e2eRecords, e2eKeys, e2eRecords/e2eKeys, e2eRate, e2eOut)
+	e.logf("submitted job %s: %d records (%d keys × %d seqs) at %d/s, parallelism 2, checkpoints every 200 ms, 2PC file sink at s3://%s/%s, checkpoints on S3",
+		e.jobID, e2eRecords, e2eKeys, e2eRecords/e2eKeys, e2eRate, s3Bucket, e2eOut)
 	first, _ := e.recovered(time.Now(), 0, "")
 	e.logf("job running with every task, checkpoint %d completed", first)
 	e.checkDashboard(e.jobID)
@@ -268,7 +280,7 @@ operators:
 	if !viaFollower && !e.singleAddress("after the cut-off leader came back") {
 		t.Errorf("jm1 led at both single-address steps: no command went through a follower")
 	}
-	reports = append(reports, e.pauseTaskManager())
+	reports = append(reports, e.pauseTaskManager(), e.killS3())
 
 	final := e.waitFinished()
 	e.logf("job FINISHED after %d restarts", final.Restarts)
@@ -376,6 +388,7 @@ func (e *e2e) secure() {
 		e.t.Errorf("flinkctl without the token = %v (%s), want refused for want of the token", err, out)
 	}
 	e.checkLoopbackPorts()
+	e.checkNothingShared()
 	e.caFile, e.token = filepath.Join(dir, "ca.pem"), strings.TrimSpace(string(token))
 	e.t.Setenv("FLINKCTL_CA", e.caFile)
 	e.t.Setenv("FLINKCTL_TOKEN", e.token)
@@ -554,6 +567,54 @@ func (e *e2e) pauseTaskManager() faultReport {
 	return r
 }
 
+// killS3 kills the S3 server, which holds the checkpoints and the sink's output: checkpoints
+// fail (and the sink's uploads, which restarts the job) while it is down. Once a checkpoint
+// triggered after the kill failed or the job restarted, it starts the server again on its
+// volume, and waits until the job runs and completes a checkpoint.
+func (e *e2e) killS3() faultReport {
+	st := e.settled()
+	r := faultReport{fault: "docker kill the S3 server", victim: "s3"}
+	c := e.container("s3")
+	before := maxCompleted(e.checkpoints())
+	at := time.Now()
+	e.docker("kill", c)
+	r.at = at.Sub(e.start)
+	e.logf("FAULT 5: docker kill %s (the S3 server; last completed checkpoint %d)", r.victim, before)
+	var seen string
+	e.waitFor("a checkpoint to fail or the job to restart with S3 down", recoverTimeout, func() error {
+		cur, err := e.statusErr()
+		if err != nil {
+			return err
+		}
+		if cur.Restarts > st.Restarts {
+			seen = fmt.Sprintf("the job restarted (restart %d)", cur.Restarts)
+			return nil
+		}
+		cps, err := e.checkpointsErr()
+		if err != nil {
+			return err
+		}
+		for _, cp := range cps {
+			if cp.Status == "FAILED" && cp.TriggerTime.After(at) {
+				seen = fmt.Sprintf("checkpoint %d failed", cp.ID)
+				return nil
+			}
+		}
+		return fmt.Errorf("job %s, no failed checkpoint since the kill", cur.Status)
+	})
+	e.logf("  after %.1fs %s", time.Since(at).Seconds(), seen)
+	r.note = e.startIfStopped(r.victim, c)
+	started := time.Now()
+	r.checkpoint, _ = e.recovered(started, before, "")
+	r.running = time.Since(at)
+	r.checkpointed = time.Since(at)
+	r.back = started.Sub(at)
+	e.logf("  S3 back after %.1fs; job running and checkpoint %d completed after %.1fs", r.back.Seconds(), r.checkpoint, r.checkpointed.Seconds())
+	r.note = "; " + seen + r.note
+	r.restarts = e.status().Restarts - st.Restarts
+	return r
+}
+
 // newLeader waits until flinkctl cluster shows a leader other than old, and returns it.
 func (e *e2e) newLeader(old string) string {
 	var leader string
@@ -681,20 +742,75 @@ func (e *e2e) waitCluster(what string, since map[string]time.Time, check func(cl
 	return d
 }
 
-// output returns a host directory holding the job's sink output: the volume's directory when
-// the host can read it, else a copy taken with docker cp.
+// output returns a host directory holding the job's committed sink output, downloaded from
+// the bucket through the S3 server's published port (HTTPS, verified with the cluster's CA).
+// It checks first that no multipart upload is left under the sink's prefix (the job ended:
+// every pre-committed part file is committed, every other one aborted), and that the
+// job's checkpoints are in the bucket too.
 func (e *e2e) output() string {
-	mount := e.docker("volume", "inspect", volume, "-f", "{{.Mountpoint}}")
-	dir := filepath.Join(mount, e2eOut)
-	_, err := os.ReadDir(dir)
-	if err == nil {
-		e.logf("reading the committed output from the volume at %s", dir)
-		return dir
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := e.s3Client()
+	prefix := e2eOut + "/"
+	for u := range c.ListIncompleteUploads(ctx, s3Bucket, prefix, true) {
+		if u.Err != nil {
+			e.t.Fatalf("list multipart uploads under s3://%s/%s: %v", s3Bucket, prefix, u.Err)
+		}
+		e.t.Errorf("multipart upload left under s3://%s/%s after the job finished: %s", s3Bucket, prefix, u.Key)
 	}
-	e.logf("volume directory %s: %v; copying /data/%s out of tm1 with docker cp", dir, err, e2eOut)
-	tmp := e.t.TempDir()
-	e.docker("cp", e.container("tm1")+":/data/"+e2eOut, tmp)
-	return filepath.Join(tmp, filepath.Base(e2eOut))
+	chk := 0
+	for o := range c.ListObjects(ctx, s3Bucket, minio.ListObjectsOptions{Prefix: "checkpoints/" + e.jobID + "/", Recursive: true}) {
+		if o.Err != nil {
+			e.t.Fatalf("list the job's checkpoints: %v", o.Err)
+		}
+		chk++
+	}
+	if chk == 0 {
+		e.t.Errorf("no object under s3://%s/checkpoints/%s/: the job's checkpoints are not in the bucket", s3Bucket, e.jobID)
+	}
+	dir := e.t.TempDir()
+	n := 0
+	for o := range c.ListObjects(ctx, s3Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			e.t.Fatalf("list s3://%s/%s: %v", s3Bucket, prefix, o.Err)
+		}
+		name := strings.TrimPrefix(o.Key, prefix)
+		if strings.Contains(name, "/") {
+			e.t.Errorf("object %s is below the sink's prefix", o.Key)
+			continue
+		}
+		if err := c.FGetObject(ctx, s3Bucket, o.Key, filepath.Join(dir, name), minio.GetObjectOptions{}); err != nil {
+			e.t.Fatalf("download %s: %v", o.Key, err)
+		}
+		n++
+	}
+	e.logf("downloaded %d objects from s3://%s/%s (the bucket also holds %d objects of the job's retained checkpoints)", n, s3Bucket, prefix, chk)
+	return dir
+}
+
+// s3Client is a client of the compose cluster's S3 server on its published port, with the
+// credentials the processes use (GOFLINK_S3_SECRET_KEY, as make e2e passes it) and the
+// cluster's CA.
+func (e *e2e) s3Client() *minio.Client {
+	pem, err := os.ReadFile(e.caFile)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		e.t.Fatalf("%s holds no certificate", e.caFile)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	secret := cmp.Or(os.Getenv("GOFLINK_S3_SECRET_KEY"), "goflink-development-only")
+	c, err := minio.New(s3Addr, &minio.Options{
+		Creds: credentials.NewStaticV4(s3AccessKey, secret, ""), Secure: true, Transport: tr,
+		BucketLookup: minio.BucketLookupPath, Region: "us-east-1",
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }
 
 // checkExactlyOnce checks the committed part files: every (key, seq) exactly once, with count
@@ -905,12 +1021,34 @@ func (e *e2e) checkLoopbackPorts() {
 			published = append(published, host)
 		}
 	}
-	wanted := append(append([]string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143"}, jmMetricsAddrs...), jmRESTAddrs...)
+	wanted := append(append([]string{"127.0.0.1:6123", "127.0.0.1:6133", "127.0.0.1:6143", s3Addr}, jmMetricsAddrs...), jmRESTAddrs...)
 	for _, want := range append(wanted, tmMetricsAddrs...) {
 		if !slices.Contains(published, want) {
 			e.t.Errorf("published ports %v, want %s among them", published, want)
 		}
 	}
+}
+
+// checkNothingShared checks that no two running containers of the project share a writable
+// volume or host directory: each process has its own disk, as on machines of their own, and
+// what they share goes through S3 (the certificates are mounted read-only).
+func (e *e2e) checkNothingShared() {
+	writers := map[string][]string{} // volume name or host path → containers mounting it writable
+	for _, id := range strings.Fields(e.docker("ps", "-q", "--filter", projectLabel)) {
+		out := e.docker("inspect", "-f", "{{.Name}}{{range .Mounts}} {{if .Name}}{{.Name}}{{else}}{{.Source}}{{end}}={{.RW}}{{end}}", id)
+		f := strings.Fields(out)
+		for _, m := range f[1:] {
+			if src, rw, _ := strings.Cut(m, "="); rw == "true" {
+				writers[src] = append(writers[src], strings.TrimPrefix(f[0], "/"))
+			}
+		}
+	}
+	for src, cs := range writers {
+		if len(cs) > 1 {
+			e.t.Errorf("containers %v share the writable mount %s", cs, src)
+		}
+	}
+	e.logf("nothing shared: %d writable mounts, each in one container", len(writers))
 }
 
 // docker runs docker and returns its trimmed output; it fails the test on an error.

@@ -71,6 +71,9 @@ var (
 	ErrAccessDenied = errors.New("access denied")
 	// ErrUnreachable: the endpoint did not answer (connection refused, unknown host, timeout).
 	ErrUnreachable = errors.New("endpoint unreachable")
+	// ErrNoSuchUpload: the multipart upload does not exist: it was completed or aborted (or
+	// its ID is not one the bucket gave).
+	ErrNoSuchUpload = errors.New("no such multipart upload")
 )
 
 // Open opens the storage location uri: s3://bucket[/prefix] for S3 (configured by s), a

@@ -154,6 +154,24 @@ func CheckLocation(uri string) error {
 	return err
 }
 
+// CleanS3Location is the canonical form of an s3:// location, s3://bucket or
+// s3://bucket/prefix without slashes at the prefix's ends, so that two spellings of one
+// location compare equal.
+func CleanS3Location(uri string) (string, error) {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || !strings.EqualFold(scheme, "s3") {
+		return "", fmt.Errorf("storage: location %q is not an s3:// URI", uri)
+	}
+	bucket, prefix, err := parseS3(uri, rest)
+	if err != nil {
+		return "", err
+	}
+	if prefix == "" {
+		return "s3://" + bucket, nil
+	}
+	return "s3://" + bucket + "/" + prefix, nil
+}
+
 // parseS3 splits the rest of s3://rest into bucket and prefix.
 func parseS3(uri, rest string) (bucket, prefix string, err error) {
 	bucket, prefix, _ = strings.Cut(rest, "/")

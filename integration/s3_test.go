@@ -333,7 +333,7 @@ func committedS3Output(t *testing.T, ctx context.Context, client *minio.Client, 
 // as it does an s3:// checkpoint directory: a missing bucket and a wrong secret key refuse the
 // job with a status and a message naming the operator, the field and the location, a bad
 // location is refused when the spec is checked, two sinks of a job may not share a location,
-// and nothing is scheduled.
+// nor a sink a running job's, and nothing is scheduled.
 func TestFileSinkOnS3RefusedAtSubmit(t *testing.T) {
 	srv := s3test.Start(t)
 	t.Cleanup(storage.CloseIdleConnections)
@@ -370,6 +370,13 @@ func TestFileSinkOnS3RefusedAtSubmit(t *testing.T) {
 			t.Errorf("jobs after the refusals: %v, %v; want none", jobs, err)
 		}
 	}
+	// A location a running job's sink writes into is refused, however it is spelled.
+	busy := submit(t, ctx, good, foundingSpec(100000, 100, 99999, "s3://"+srv.Bucket+"/busy", "  execution.checkpointing.interval: 50ms"))
+	refused(good, spec("s3://"+srv.Bucket+"/busy/"), codes.FailedPrecondition, "s3://"+srv.Bucket+"/busy", "of job "+busy)
+	if err := good.Cancel(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, good, busy)
 	srv.Stop()
 	refused(good, spec("s3://"+srv.Bucket+"/out"), codes.FailedPrecondition, "endpoint unreachable", config.S3Endpoint, `operator "out"`)
 }

@@ -158,6 +158,14 @@ func TestS3FileSinkExactlyOnce(t *testing.T) {
 			t.Errorf("Commit #%d of the committed transaction: %v", i+1, err)
 		}
 	}
+	// An upload ID the server never gave, of the committed object: S3 answers NoSuchUpload
+	// (versitygw success, seeing the object) and the object with the pre-committed size is
+	// the commit. (The data-loss branches: TestS3FileSinkRestoreDetectsDataLoss.)
+	gone := *txn
+	gone.Upload = "no-such-upload"
+	if err := c.Commit(&gone); err != nil {
+		t.Errorf("Commit of a transaction whose upload is gone and object is there: %v", err)
+	}
 
 	// The source replays everything after barrier 1.
 	c.write(t, kv("b", 1))
@@ -182,6 +190,28 @@ func firstPending(t *testing.T, chk [][]byte) []byte {
 		t.Fatal("no pending transaction in the checkpoint")
 	}
 	return st.Pending[0].Txn
+}
+
+// TestS3FileSinkBounded: without checkpointing a subtask's output is one upload, completed
+// at the end of input; Close leaves no upload behind.
+func TestS3FileSinkBounded(t *testing.T) {
+	s := startS3Sink(t)
+	r := s.mustOpen(t, 0, 1, 0, 0, nil)
+	r.write(t, kv("a", 1), kv("b", 2))
+	s.wantCommitted(t, "before the end of input")
+	if err := r.EndInput(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.wantCommitted(t, "after the end of input", kv("a", 1), kv("b", 2))
+	if got, want := s.objects(t), []string{"part-0-0000-00000000.jsonl"}; !slices.Equal(got, want) {
+		t.Errorf("objects %v, want %v", got, want)
+	}
+	if got := s.uploads(t); len(got) != 0 {
+		t.Errorf("uploads left: %v", got)
+	}
 }
 
 // TestS3FileSinkRestoreAbortsOnlyItsLingering: on a fresh start subtask 0 of 2 aborts the

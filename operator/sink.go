@@ -69,7 +69,7 @@ func (p *printSink) Close() error    { return p.Flush() }
 // fileSink.
 var File = Define(Type{Name: "file", Role: RoleSink, Fields: []string{"path", "format"}}, planFile,
 	func(c fileConfig, in, _ *record.Schema) (any, error) {
-		s := &fileSink{schema: in, path: c.Path}
+		s := &fileSink{schema: in}
 		if isS3Path(c.Path) {
 			s.parts = &s3Parts{uri: c.Path, timeout: s3SinkTimeout, partSize: storage.PartSize}
 		} else {
@@ -165,7 +165,6 @@ func planFile(p *Planner) (fileConfig, *Shape) {
 type fileSink struct {
 	TwoPhaseSink[*fileTxn]
 	schema *record.Schema
-	path   string
 	parts  partFiles
 	seq    int // next transaction number to try
 	buf    []byte
@@ -178,7 +177,8 @@ type partFiles interface {
 	// open prepares the location for the sink's subtask; close gives it up.
 	open(ctx *Context) error
 	close() error
-	// inUse reports whether a transaction of the name exists in any form.
+	// inUse reports whether a part file of the name exists (committed or not); create may
+	// still find the name taken.
 	inUse(name string) (bool, error)
 	// create starts the transaction's part file; errNameTaken if another took the name.
 	create(t *fileTxn) error

@@ -307,14 +307,15 @@ func TestS3FileSinkSkipsNamesInUse(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// An upload of another job's sink (this location is not this one's alone, on S3).
+	// An upload left by an earlier run: the start aborts it as a lingering one.
 	if _, err := s.fs.NewUpload(ctx, "part-0-0000-00000001.jsonl"); err != nil {
 		t.Fatal(err)
 	}
-	r := s.mustOpen(t, 0, 1, 0, 0, nil) // aborts the upload of part 1, as a lingering one
+	r := s.mustOpen(t, 0, 1, 0, 0, nil)
 	if got := s.uploads(t); len(got) != 0 {
 		t.Fatalf("uploads after the start: %v, want the lingering one aborted", got)
 	}
+	// One begun after the start (by whatever writes there too) holds its name.
 	if _, err := s.fs.NewUpload(ctx, "part-0-0000-00000001.jsonl"); err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ FUZZ_TARGETS := \
 	./record:FuzzDecodeRow ./record:FuzzDecodeMap \
 	./state:FuzzKeyedRestore ./state:FuzzOperatorRestore \
 	./storage:FuzzReadMetadata \
+	./operator:FuzzFileSinkDecode \
 	./worker:FuzzRecordReader \
 	./expression:FuzzCompile \
 	./job:FuzzBuild ./job/spec:FuzzParse

@@ -163,6 +163,34 @@ func (d *dispatcher) probeCheckpointDir(g *pb.JobGraph) error {
 	return nil
 }
 
+// probeSinkLocations probes, as probeCheckpointDir does, every s3:// location a sink of the
+// job writes into (the file sink's path; operator.LocationNamer), so that a missing bucket
+// or refused credentials refuse the job at submit instead of failing its tasks at open.
+func (d *dispatcher) probeSinkLocations(g *pb.JobGraph) error {
+	for _, v := range g.GetVertices() {
+		for _, op := range v.GetOperators() {
+			locs, err := d.operators.Locations(op)
+			if err != nil {
+				return err
+			}
+			for _, l := range locs {
+				what := fmt.Sprintf("operator %q (line %d), field %s", op.GetName(), op.GetLine(), l.Field)
+				fsys, err := storage.Open(l.URI, d.s3)
+				if err != nil {
+					return fmt.Errorf("%w: %s: %q: %w", ErrInvalidArgument, what, l.URI, err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+				err = storage.Probe(ctx, fsys)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("%s: %q is not usable: %w", what, l.URI, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // randomHex returns n random bytes in hex: a job ID (16) or a TaskManager registration ID (8).
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -197,6 +225,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if err := d.probeCheckpointDir(graph); err != nil {
+		return "", err
+	}
+	if err := d.probeSinkLocations(graph); err != nil {
 		return "", err
 	}
 	var restore *pb.CompletedCheckpoint

@@ -77,6 +77,15 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 			}
 		}
 	}
+	add := func(out outputDir, what string) {
+		for _, o := range outputs {
+			if o.dir == out.dir {
+				errs = append(errs, fmt.Errorf("%w: %s: %s is also the output of operator %q (line %d) of this job; a directory holds the output of one sink",
+					ErrOutputInUse, what, out.dir, o.operator, o.line))
+			}
+		}
+		outputs = append(outputs, out)
+	}
 	for _, v := range g.GetVertices() {
 		for _, op := range v.GetOperators() {
 			paths, err := ops.LocalPaths(op)
@@ -91,17 +100,26 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 					errs = append(errs, err)
 					continue
 				}
-				if !lp.Output {
+				if lp.Output {
+					add(outputDir{dir: resolved, operator: op.GetName(), line: op.GetLine(), field: lp.Field}, what)
+				}
+			}
+			// An S3 location is no local path: not confined, but owned like a directory.
+			locs, err := ops.Locations(op)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for _, l := range locs {
+				what := fmt.Sprintf("operator %q (line %d), field %s", op.GetName(), op.GetLine(), l.Field)
+				clean, err := storage.CleanS3Location(l.URI)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%w: %s: %w", ErrInvalidArgument, what, err))
 					continue
 				}
-				out := outputDir{dir: resolved, operator: op.GetName(), line: op.GetLine(), field: lp.Field}
-				for _, o := range outputs {
-					if o.dir == out.dir {
-						errs = append(errs, fmt.Errorf("%w: %s: %s is also the output of operator %q (line %d) of this job; a directory holds the output of one sink",
-							ErrOutputInUse, what, resolved, o.operator, o.line))
-					}
+				if l.Output {
+					add(outputDir{dir: clean, operator: op.GetName(), line: op.GetLine(), field: l.Field}, what)
 				}
-				outputs = append(outputs, out)
 			}
 		}
 	}
@@ -126,14 +144,22 @@ func (p jobPaths) checkOutputsFree(outputs []outputDir, jobs []*pb.JobRecord, op
 				if err != nil {
 					continue // a graph this JobManager cannot decode names nothing it can compare
 				}
+				var owned []string
 				for _, lp := range paths {
 					if !lp.Output {
 						continue
 					}
-					resolved, err := confine.Resolve(lp.Path)
-					if err != nil {
-						continue
+					if resolved, err := confine.Resolve(lp.Path); err == nil {
+						owned = append(owned, resolved)
 					}
+				}
+				locs, _ := ops.Locations(op) // decoded above
+				for _, l := range locs {
+					if clean, err := storage.CleanS3Location(l.URI); err == nil && l.Output {
+						owned = append(owned, clean)
+					}
+				}
+				for _, resolved := range owned {
 					for _, o := range outputs {
 						if o.dir == resolved {
 							errs = append(errs, fmt.Errorf("%w: operator %q (line %d), field %s: %s is the output of operator %q of job %s (%s), which is %s; a directory holds the output of one sink: stop or cancel that job first, or choose another directory",

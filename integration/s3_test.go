@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 	"slices"
@@ -260,4 +262,157 @@ func TestCheckpointsOnS3Outage(t *testing.T) {
 		t.Errorf("committed %d records, want %d", records, total)
 	}
 	t.Logf("the server restarted: checkpoints up to %d completed after it (%d in the history); %d records exactly once", slices.Max(after), len(after), records)
+}
+
+// TestFileSinkOnS3: the founding example with its file sink writing to s3://bucket/out (and
+// its checkpoints on S3 too): the injected failure restarts the job from a checkpoint, the
+// restored sinks complete their pre-committed uploads and abort the failed attempt's, and at
+// the end the bucket's committed objects hold each record exactly once, with no multipart
+// upload left over.
+func TestFileSinkOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections) // after the cluster closed (cleanups run last first)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	out := "s3://" + srv.Bucket + "/out"
+	spec := foundingSpec(120, 40, 31, out, `  execution.checkpointing.interval: 50ms
+  restart-strategy.fixed-delay.delay: 50ms
+  restart-strategy.type: fixed-delay
+  execution.checkpointing.dir: s3://`+srv.Bucket+`/checkpoints`)
+	id := submit(t, ctx, cl, spec)
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	if last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
+		t.Fatalf("restarts = %d, restored checkpoint %d: want one restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
+	}
+
+	client := srv.Client(t)
+	poll.Until(t, testTimeout, "no multipart upload left under out/", func() error {
+		var left []string
+		for u := range client.ListIncompleteUploads(ctx, srv.Bucket, "out/", true) {
+			if u.Err != nil {
+				return u.Err
+			}
+			left = append(left, u.Key+" "+u.UploadID)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("uploads in progress: %v", left)
+		}
+		return nil
+	})
+
+	got, n, objects := committedS3Output(t, ctx, client, srv.Bucket, "out/")
+	want := failureFreeOutput(120)
+	total := 0
+	for key, sums := range want {
+		total += len(sums)
+		for _, s := range sums {
+			if c := got[key][s]; c != 1 {
+				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
+			}
+		}
+	}
+	if n != total {
+		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
+	}
+	t.Logf("restored from checkpoint %d; committed objects %v", last.GetRestoredCheckpointId(), objects)
+}
+
+// committedS3Output reads the committed part files under prefix of a bucket, per key; it
+// also returns the objects' names.
+func committedS3Output(t *testing.T, ctx context.Context, client *minio.Client, bucket, prefix string) (map[string]map[int64]int, int, []string) {
+	t.Helper()
+	got := map[string]map[int64]int{}
+	n := 0
+	var names []string
+	for o := range client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		name := strings.TrimPrefix(o.Key, prefix)
+		if !strings.HasPrefix(name, "part-") || !strings.HasSuffix(name, ".jsonl") {
+			t.Errorf("object %s is no part file", o.Key)
+			continue
+		}
+		names = append(names, name)
+		obj, err := client.GetObject(ctx, bucket, o.Key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(obj)
+		obj.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			var row struct {
+				Parity string `json:"parity"`
+				Value  int64  `json:"value"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatalf("%s: bad line %q: %v", o.Key, line, err)
+			}
+			if got[row.Parity] == nil {
+				got[row.Parity] = map[int64]int{}
+			}
+			got[row.Parity][row.Value]++
+			n++
+		}
+	}
+	return got, n, names
+}
+
+// TestFileSinkOnS3RefusedAtSubmit: the JobManager probes a file sink's s3:// path at submit,
+// as it does an s3:// checkpoint directory: a missing bucket and a wrong secret key refuse the
+// job with a status and a message naming the operator, the field and the location, a bad
+// location is refused when the spec is checked, two sinks of a job may not share a location,
+// nor a sink a running job's, and nothing is scheduled.
+func TestFileSinkOnS3RefusedAtSubmit(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, good := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, s3test.SecretKey)})
+	_, badKey := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2, Settings: s3Settings(t, srv, "wrong-secret")})
+	refused := func(cl *client.Client, spec string, code codes.Code, mentions ...string) {
+		t.Helper()
+		_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec)})
+		t.Logf("%v", err)
+		if status.Code(err) != code {
+			t.Errorf("Submit = %v, want %v", err, code)
+		}
+		for _, m := range mentions {
+			if err != nil && !strings.Contains(err.Error(), m) {
+				t.Errorf("Submit: %q does not mention %q", err, m)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "wrong-secret") {
+			t.Errorf("the secret key shows in %q", err)
+		}
+	}
+	spec := func(path string) string {
+		return foundingSpec(100, 100, 99, path, "  execution.checkpointing.interval: 50ms")
+	}
+	refused(good, spec("s3://no-such-bucket/out"), codes.FailedPrecondition, "no such bucket", `"no-such-bucket"`, `operator "out"`, "field path", "s3://no-such-bucket/out")
+	refused(badKey, spec("s3://"+srv.Bucket+"/out"), codes.PermissionDenied, "access denied", config.S3SecretKey, `operator "out"`, "field path")
+	refused(good, spec("s3:///out"), codes.InvalidArgument, "names no bucket", `"out".path`)
+	twoSinks := spec("s3://"+srv.Bucket+"/out") + "  - {name: out2, type: file, inputs: [fail_at], path: \"s3://" + srv.Bucket + "/out/\"}\n"
+	refused(good, twoSinks, codes.FailedPrecondition, "s3://"+srv.Bucket+"/out", `operator "out"`)
+	for _, cl := range []*client.Client{good, badKey} {
+		if jobs, err := cl.List(ctx); err != nil || len(jobs) != 0 {
+			t.Errorf("jobs after the refusals: %v, %v; want none", jobs, err)
+		}
+	}
+	// A location a running job's sink writes into is refused, however it is spelled.
+	busy := submit(t, ctx, good, foundingSpec(100000, 100, 99999, "s3://"+srv.Bucket+"/busy", "  execution.checkpointing.interval: 50ms"))
+	refused(good, spec("s3://"+srv.Bucket+"/busy/"), codes.FailedPrecondition, "s3://"+srv.Bucket+"/busy", "of job "+busy)
+	if err := good.Cancel(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, good, busy)
+	srv.Stop()
+	refused(good, spec("s3://"+srv.Bucket+"/out"), codes.FailedPrecondition, "endpoint unreachable", config.S3Endpoint, `operator "out"`)
 }

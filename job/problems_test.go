@@ -328,3 +328,23 @@ operators:
 		t.Errorf("error:\n%s\nwant:\n%s", err, want)
 	}
 }
+
+// TestFileSinkS3Path: a file sink's s3:// path is checked at plan time (bucket, prefix),
+// with the problem on field path.
+func TestFileSinkS3Path(t *testing.T) {
+	spec := func(path string) string {
+		return "name: x\noperators:\n  - {name: n, type: sequence, from: 1, to: 5}\n  - {name: o, type: file, path: \"" + path + "\"}\n"
+	}
+	for path, want := range map[string]string{
+		"s3://":            `line 4: operators[1] "o".path: storage: location "s3://" names no bucket (s3://bucket/prefix)`,
+		"s3:///prefix":     `line 4: operators[1] "o".path: storage: location "s3:///prefix" names no bucket (s3://bucket/prefix)`,
+		"s3://b/a/../../x": `line 4: operators[1] "o".path: storage: location "s3://b/a/../../x": invalid prefix "a/../../x"`,
+	} {
+		if got := specProblems(t, spec(path), Env{}); !slices.Equal(got, []string{want}) {
+			t.Errorf("path %q: problems %q, want %q", path, got, want)
+		}
+	}
+	if _, err := Build(Request{Spec: []byte(spec("s3://bucket/out/x")), SpecName: "ok.yaml"}, Env{}); err != nil {
+		t.Errorf("path s3://bucket/out/x: %v", err)
+	}
+}

@@ -29,3 +29,20 @@ func TestRegistryLocalPaths(t *testing.T) {
 		t.Errorf("LocalPaths(undecodable configuration) = nil error")
 	}
 }
+
+// TestRegistryLocations: a file sink on s3:// names a location and no local path; one on a
+// directory names no location.
+func TestRegistryLocations(t *testing.T) {
+	r := MustRegistry()
+	s3 := &pb.Operator{Name: "out", Type: "file", Config: []byte(`{"path":"s3://b/p"}`), InputSchema: &pb.Schema{}}
+	if got, err := r.Locations(s3); err != nil || !slices.Equal(got, []Location{{Field: "path", URI: "s3://b/p", Output: true}}) {
+		t.Errorf("Locations(file on s3://) = %v, %v", got, err)
+	}
+	if got, err := r.LocalPaths(s3); err != nil || len(got) != 0 {
+		t.Errorf("LocalPaths(file on s3://) = %v, %v; want none", got, err)
+	}
+	local := &pb.Operator{Name: "out", Type: "file", Config: []byte(`{"path":"out/x"}`), InputSchema: &pb.Schema{}}
+	if got, err := r.Locations(local); err != nil || len(got) != 0 {
+		t.Errorf("Locations(file on a directory) = %v, %v; want none", got, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/storage"
 )
 
 // Output receives the records an operator emits; it hands them to the next chained operator
@@ -69,6 +70,9 @@ type Context struct {
 	Checkpointing bool
 	// Metrics are the operator's metrics (nil outside a task: they go nowhere).
 	Metrics *Metrics
+	// S3 are the TaskManager's S3 settings (its s3.* keys), for operators that write to an
+	// s3:// location (the file sink).
+	S3 storage.S3Settings
 
 	key record.Value
 

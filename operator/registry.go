@@ -59,9 +59,9 @@ type Type struct {
 	// "kafka" type is a source without inputs and a sink with them.
 	WithInputs *Type
 
-	plan  func(p *Planner) ([]byte, *Shape)
-	run   func(cfg []byte, in, out *record.Schema) (any, error)
-	paths func(cfg []byte) ([]LocalPath, error)
+	plan   func(p *Planner) ([]byte, *Shape)
+	run    func(cfg []byte, in, out *record.Schema) (any, error)
+	config func(cfg []byte) (any, error) // the decoded configuration, for PathNamer and LocationNamer
 }
 
 // LocalPath is a path on a process's file system that an operator's configuration names. A
@@ -84,6 +84,24 @@ type PathNamer interface {
 	LocalPaths() []LocalPath
 }
 
+// Location is a storage location that is no local path, an s3://bucket/prefix URI, that an
+// operator's configuration names. The processes reach it with their S3 settings (s3.*), so
+// io.allowed-paths does not confine it; the JobManager probes it at submit (storage.Probe),
+// so that a missing bucket or refused credentials refuse the job before anything runs.
+type Location struct {
+	// Field is the spec field that names the location: "path".
+	Field string
+	URI   string
+	// Output says the operator writes under the location and owns it (the file sink).
+	Output bool
+}
+
+// LocationNamer is implemented by the configuration of an operator type (Define's C) that
+// names storage locations (see Location).
+type LocationNamer interface {
+	Locations() []Location
+}
+
 // Define completes t with its planning and its runtime over a configuration C, a value that
 // encodes to JSON (the job graph stores it). plan checks the operator's fields, reporting
 // every problem through the Planner, and returns the configuration and what the operator
@@ -99,15 +117,12 @@ func Define[C any](t Type, plan func(p *Planner) (C, *Shape), run func(c C, in, 
 		}
 		return b, out
 	}
-	t.paths = func(cfg []byte) ([]LocalPath, error) {
+	t.config = func(cfg []byte) (any, error) {
 		var c C
 		if err := json.Unmarshal(cfg, &c); err != nil {
 			return nil, fmt.Errorf("decode configuration: %w", err)
 		}
-		if n, ok := any(c).(PathNamer); ok {
-			return n.LocalPaths(), nil
-		}
-		return nil, nil
+		return c, nil
 	}
 	if run != nil {
 		t = Runs(t, run)
@@ -118,10 +133,33 @@ func Define[C any](t Type, plan func(p *Planner) (C, *Shape), run func(c C, in, 
 // LocalPaths returns the local paths an operator of this type with configuration cfg (as its
 // plan stored it in the job graph) names; see PathNamer.
 func (t Type) LocalPaths(cfg []byte) ([]LocalPath, error) {
-	if t.paths == nil {
+	if t.config == nil {
 		return nil, nil
 	}
-	return t.paths(cfg)
+	c, err := t.config(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := c.(PathNamer); ok {
+		return n.LocalPaths(), nil
+	}
+	return nil, nil
+}
+
+// Locations returns the storage locations an operator of this type with configuration cfg
+// names; see LocationNamer.
+func (t Type) Locations(cfg []byte) ([]Location, error) {
+	if t.config == nil {
+		return nil, nil
+	}
+	c, err := t.config(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := c.(LocationNamer); ok {
+		return n.Locations(), nil
+	}
+	return nil, nil
 }
 
 // Runs returns t with run as its runtime (see Define). A connector describes its types in a
@@ -269,6 +307,20 @@ func (r *Registry) LocalPaths(op *pb.Operator) ([]LocalPath, error) {
 		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
 	}
 	return paths, nil
+}
+
+// Locations returns the storage locations an operator of a job graph names (see
+// LocationNamer).
+func (r *Registry) Locations(op *pb.Operator) ([]Location, error) {
+	t, ok := r.typeOf(op)
+	if !ok {
+		return nil, fmt.Errorf("operator %q: type %q is not registered", op.GetName(), op.GetType())
+	}
+	locs, err := t.Locations(op.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
+	}
+	return locs, nil
 }
 
 func optionalSchema(p *pb.Schema) (*record.Schema, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/goflink/goflink/internal/dirowner"
 	"github.com/goflink/goflink/internal/dirsync"
 	"github.com/goflink/goflink/record"
+	"github.com/goflink/goflink/storage"
 )
 
 // Print writes each record as a JSON line to the TaskManager's standard output.
@@ -63,11 +64,17 @@ func (p *printSink) Flush() error {
 func (p *printSink) EndInput() error { return p.Flush() }
 func (p *printSink) Close() error    { return p.Flush() }
 
-// File writes records as JSON lines into part files under a directory (spec field path;
-// format json, the only one), exactly-once: see fileSink.
+// File writes records as JSON lines into part files under a directory or an S3 location
+// (spec field path: DIR or s3://bucket/prefix; format json, the only one), exactly-once: see
+// fileSink.
 var File = Define(Type{Name: "file", Role: RoleSink, Fields: []string{"path", "format"}}, planFile,
 	func(c fileConfig, in, _ *record.Schema) (any, error) {
-		s := &fileSink{schema: in, dir: c.Path}
+		s := &fileSink{schema: in}
+		if isS3Path(c.Path) {
+			s.parts = &s3Parts{uri: c.Path, timeout: s3SinkTimeout, partSize: storage.PartSize}
+		} else {
+			s.parts = &localParts{dir: c.Path}
+		}
 		s.Bind("file sink", s)
 		return s, nil
 	})
@@ -76,15 +83,37 @@ type fileConfig struct {
 	Path string `json:"path"`
 }
 
-// LocalPaths is the sink's directory, which it owns (PathNamer).
+// isS3Path reports whether a file sink's path is an S3 location rather than a directory.
+func isS3Path(p string) bool {
+	scheme, _, ok := strings.Cut(p, "://")
+	return ok && strings.EqualFold(scheme, "s3")
+}
+
+// LocalPaths is the sink's directory, which it owns (PathNamer); none for an S3 location.
 func (c fileConfig) LocalPaths() []LocalPath {
+	if isS3Path(c.Path) {
+		return nil
+	}
 	return []LocalPath{{Field: "path", Path: c.Path, Output: true}}
+}
+
+// Locations is the sink's S3 location, which it owns (LocationNamer); none for a directory.
+func (c fileConfig) Locations() []Location {
+	if !isS3Path(c.Path) {
+		return nil
+	}
+	return []Location{{Field: "path", URI: c.Path, Output: true}}
 }
 
 func planFile(p *Planner) (fileConfig, *Shape) {
 	var c fileConfig
 	if e, ok := p.Require("path"); ok {
 		c.Path, _ = e.NonEmpty()
+		if isS3Path(c.Path) {
+			if err := storage.CheckLocation(c.Path); err != nil {
+				e.Problemf("%v", err)
+			}
+		}
 	}
 	if e, ok := p.Field("format"); ok {
 		if f, ok := e.String(); ok && f != "json" {
@@ -94,9 +123,14 @@ func planFile(p *Planner) (fileConfig, *Shape) {
 	return c, nil
 }
 
-// fileSink is an exactly-once file sink (spec {type: file, path: DIR}) on the two-phase-commit
-// framework (twoPhaseSink): it writes JSON lines, one file per transaction, and a file becomes
-// visible only when its checkpoint completes (or, for a bounded job, at the end of input).
+// fileSink is an exactly-once file sink (spec {type: file, path: DIR} or
+// {type: file, path: s3://bucket/prefix}) on the two-phase-commit framework (twoPhaseSink):
+// it writes JSON lines, one part file per transaction, and a part file becomes visible only
+// when its checkpoint completes (or, for a bounded job, at the end of input). The sink keeps
+// the rules (naming, checkpoint state, which transactions linger); its partFiles keep the
+// part files: in a directory (localParts) or as S3 multipart uploads (s3Parts).
+//
+// In a directory:
 //
 //	<dir>/.part-<subtask>-<attempt>-<n>.inprogress   open transaction (hidden)
 //	<dir>/.part-<subtask>-<attempt>-<n>.pending      pre-committed at a barrier (hidden)
@@ -110,21 +144,69 @@ func planFile(p *Planner) (fileConfig, *Shape) {
 // A transaction without records creates no file. A file is created with its first record;
 // pre-committing fsyncs it and its directory.
 //
-// The directory belongs to one file sink of one job: on start and on restore, a subtask
-// deletes the hidden files of its subtask index (modulo the parallelism) that the restored
-// state does not reference. So each subtask holds the directory (dirowner) from Open to
-// Close, and one of another sink, or of another job while an instance of this one runs
-// anywhere, is refused before it deletes anything; a job restored from this one's savepoint
-// takes the directory over once this one has ended. Without checkpointing, output appears
-// only when a bounded job finishes.
+// On S3 (as Flink's S3 file sink does it), a transaction is a multipart upload of the object
+// <prefix>/part-<subtask>-<attempt>-<n>.jsonl, which readers of the bucket do not see until
+// it is completed: the upload starts with the transaction's first record, a part is uploaded
+// whenever a part's worth of records is buffered, pre-committing uploads the rest as the last
+// part and keeps the upload ID and the parts' ETags in the checkpoint state, committing
+// completes the upload, and aborting aborts it. A name is skipped when its object exists or
+// an upload of it is in progress.
+//
+// The location belongs to one file sink of one job: on start and on restore, a subtask
+// deletes the hidden files (aborts the uploads) of its subtask index (modulo the parallelism)
+// that the restored state does not reference. So each subtask holds a directory (dirowner)
+// from Open to Close, and one of another sink, or of another job while an instance of this
+// one runs anywhere, is refused before it deletes anything; a job restored from this one's
+// savepoint takes the directory over once this one has ended. S3 has no exclusive create to
+// build such a claim on, so an S3 location is not claimed: the JobManager refuses a job
+// whose sinks name one twice, or one a job that has not ended writes into, and beyond one
+// JobManager's jobs it is the user's to give each sink a location of its own. Without
+// checkpointing, output appears only when a bounded job finishes.
 type fileSink struct {
 	TwoPhaseSink[*fileTxn]
 	schema *record.Schema
-	dir    string
-	claim  *dirowner.Claim // the directory, held from Open to Close
-	seq    int             // next transaction number to try
+	parts  partFiles
+	seq    int // next transaction number to try
 	buf    []byte
 }
+
+// partFiles keeps a fileSink's part files. The sink names a transaction (fileTxn.Name) and
+// calls create before its first write; commit and abort get transactions that may come from
+// checkpoint state (decoded, checked by check), abort only ones that have a name.
+type partFiles interface {
+	// open prepares the location for the sink's subtask; close gives it up.
+	open(ctx *Context) error
+	close() error
+	// inUse reports whether a part file of the name exists (committed or not); create may
+	// still find the name taken.
+	inUse(name string) (bool, error)
+	// create starts the transaction's part file; errNameTaken if another took the name.
+	create(t *fileTxn) error
+	write(t *fileTxn, p []byte) error
+	// preCommit makes the part file durable: a commit by another process can complete it.
+	preCommit(t *fileTxn) error
+	// commit makes a pre-committed part file visible; one that is visible already is a
+	// success, one of which nothing is left is data loss.
+	commit(t *fileTxn) error
+	abort(t *fileTxn) error
+	// uncommitted lists the part files that are neither committed nor aborted.
+	uncommitted() ([]uncommittedPart, error)
+	remove(u uncommittedPart) error
+	// check validates a transaction decoded from checkpoint state.
+	check(t *fileTxn) error
+	// String is the location, for logs.
+	String() string
+}
+
+// uncommittedPart is a part file that is open or pre-committed.
+type uncommittedPart struct {
+	txn   string // the transaction's name
+	label string // for logs: the hidden file, or the upload
+	id    string // the backend's handle: the file name, the upload ID
+}
+
+// errNameTaken says create lost the race for a name.
+var errNameTaken = errors.New("part file name taken")
 
 // fileTxn is one transaction of the file sink. Its exported fields are its checkpoint state.
 type fileTxn struct {
@@ -133,45 +215,33 @@ type fileTxn struct {
 	// Size is the bytes written; final once Prepared.
 	Size     int64 `json:"size,omitempty"`
 	Prepared bool  `json:"prepared,omitempty"`
+	// Upload is the S3 multipart upload of the object; Parts are its uploaded parts (on
+	// S3 only).
+	Upload string         `json:"upload,omitempty"`
+	Parts  []storage.Part `json:"parts,omitempty"`
 
+	created bool // create succeeded
+
+	// local
 	f *os.File
 	w *bufio.Writer
+	// S3: the bytes not uploaded yet
+	pending []byte
 }
-
-const (
-	inProgressSuffix = ".inprogress"
-	pendingSuffix    = ".pending"
-	committedSuffix  = ".jsonl"
-)
-
-func (s *fileSink) inProgress(t *fileTxn) string {
-	return filepath.Join(s.dir, "."+t.Name+inProgressSuffix)
-}
-func (s *fileSink) pending(t *fileTxn) string { return filepath.Join(s.dir, "."+t.Name+pendingSuffix) }
-func (s *fileSink) final(t *fileTxn) string   { return filepath.Join(s.dir, t.Name+committedSuffix) }
 
 func (s *fileSink) Open(ctx *Context, out Output) error {
-	// Durably: a committed file is durable only if the directory holding it is.
-	if err := dirsync.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.parts.open(ctx); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	// Before recovery, which deletes the hidden files it does not know as lingering ones:
-	// they may be another running sink's pending transactions.
-	claim, err := dirowner.Acquire(s.dir, dirowner.Owner{Job: ctx.JobID, Operator: cmp.Or(ctx.OperatorUID, ctx.OperatorName)})
-	if err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
-	s.claim = claim
 	return s.TwoPhaseSink.Open(ctx, out)
 }
 
-// Close aborts the open transaction and gives up the directory.
+// Close aborts the open transaction and gives up the location.
 func (s *fileSink) Close() error {
 	err := s.TwoPhaseSink.Close()
-	if rerr := s.claim.Release(); err == nil && rerr != nil {
+	if rerr := s.parts.close(); err == nil && rerr != nil {
 		err = fmt.Errorf("file sink: %w", rerr)
 	}
-	s.claim = nil
 	return err
 }
 
@@ -182,64 +252,44 @@ func (s *fileSink) Write(t *fileTxn, row record.Row) error {
 	if t.Prepared {
 		return fmt.Errorf("write to pre-committed transaction %s", t.Name)
 	}
-	if t.f == nil {
+	if !t.created {
 		if err := s.create(t); err != nil {
 			return err
 		}
 	}
 	s.buf = record.AppendJSON(s.buf[:0], s.schema, row)
 	s.buf = append(s.buf, '\n')
-	n, err := t.w.Write(s.buf)
-	t.Size += int64(n)
-	return err
+	return s.parts.write(t, s.buf)
 }
 
-// create names the transaction and creates its in-progress file, skipping names in use.
+// create names the transaction and creates its part file, skipping names in use.
 func (s *fileSink) create(t *fileTxn) error {
 	for ; ; s.seq++ {
 		t.Name = fmt.Sprintf("part-%d-%04d-%08d", s.ctx.Subtask, s.ctx.Attempt, s.seq)
-		used := false
-		for _, p := range []string{s.final(t), s.pending(t)} {
-			if _, err := os.Lstat(p); err == nil {
-				used = true
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
+		used, err := s.parts.inUse(t.Name)
+		if err != nil {
+			return err
 		}
 		if used {
 			continue
 		}
-		f, err := os.OpenFile(s.inProgress(t), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if errors.Is(err, fs.ErrExist) {
+		err = s.parts.create(t)
+		if errors.Is(err, errNameTaken) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		s.seq++
-		t.f, t.w = f, bufio.NewWriterSize(f, 64<<10)
+		t.created = true
 		return nil
 	}
 }
 
-// PreCommit flushes, fsyncs and closes the file and renames it to its pending name.
+// PreCommit makes the transaction's part file durable (see partFiles.preCommit).
 func (s *fileSink) PreCommit(t *fileTxn) error {
-	if t.f != nil {
-		err := t.w.Flush()
-		if err == nil {
-			err = t.f.Sync()
-		}
-		if cerr := t.f.Close(); err == nil {
-			err = cerr
-		}
-		t.f, t.w = nil, nil
-		if err != nil {
-			return err
-		}
-		if err := os.Rename(s.inProgress(t), s.pending(t)); err != nil {
-			return err
-		}
-		if err := syncDir(s.dir); err != nil {
+	if t.created {
+		if err := s.parts.preCommit(t); err != nil {
 			return err
 		}
 	}
@@ -247,8 +297,7 @@ func (s *fileSink) PreCommit(t *fileTxn) error {
 	return nil
 }
 
-// Commit renames the pending file to its visible name. A transaction whose visible file
-// exists and pending file does not is already committed.
+// Commit makes the part file visible. A transaction that is already committed is a success.
 func (s *fileSink) Commit(t *fileTxn) error {
 	if !t.Prepared {
 		return fmt.Errorf("commit %s: %w", t.Name, ErrNotCommittable)
@@ -256,43 +305,15 @@ func (s *fileSink) Commit(t *fileTxn) error {
 	if t.Name == "" {
 		return nil // no records
 	}
-	st, err := os.Lstat(s.pending(t))
-	switch {
-	case err == nil:
-		if st.Size() != t.Size {
-			return fmt.Errorf("commit %s: pending file has %d bytes, %d were pre-committed", t.Name, st.Size(), t.Size)
-		}
-		if err := os.Rename(s.pending(t), s.final(t)); err != nil {
-			return err
-		}
-		return syncDir(s.dir)
-	case errors.Is(err, fs.ErrNotExist):
-		if _, ferr := os.Lstat(s.final(t)); ferr == nil {
-			return nil // already committed
-		} else if !errors.Is(ferr, fs.ErrNotExist) {
-			return ferr
-		}
-		return fmt.Errorf("data loss: committed file missing: neither %s nor %s exists", s.pending(t), s.final(t))
-	default:
-		return err
-	}
+	return s.parts.commit(t)
 }
 
-// Abort closes and removes the transaction's hidden file, if any.
+// Abort discards the transaction's part file, if any.
 func (s *fileSink) Abort(t *fileTxn) error {
-	if t.f != nil {
-		t.f.Close()
-		t.f, t.w = nil, nil
-	}
 	if t.Name == "" {
 		return nil
 	}
-	for _, p := range []string{s.inProgress(t), s.pending(t)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
+	return s.parts.abort(t)
 }
 
 func (s *fileSink) Encode(t *fileTxn) []byte {
@@ -307,6 +328,9 @@ func (s *fileSink) Decode(b []byte) (*fileTxn, error) {
 	}
 	if t.Name != "" && !validPartName(t.Name) {
 		return nil, fmt.Errorf("file sink transaction: invalid name %q", t.Name)
+	}
+	if err := s.parts.check(t); err != nil {
+		return nil, fmt.Errorf("file sink transaction %q: %w", t.Name, err)
 	}
 	return t, nil
 }
@@ -331,20 +355,178 @@ func partSubtask(name string) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
-// AbortLingering removes the hidden files of subtasks i with i % parallelism == subtask that
-// no restored transaction references: transactions of earlier attempts begun or pre-committed
-// after the restored checkpoint (or, on a fresh start, all of them).
+// AbortLingering removes the uncommitted part files of subtasks i with
+// i % parallelism == subtask that no restored transaction references: transactions of
+// earlier attempts begun or pre-committed after the restored checkpoint (or, on a fresh
+// start, all of them).
 func (s *fileSink) AbortLingering(referenced []*fileTxn) error {
 	keep := make(map[string]bool, len(referenced))
 	for _, t := range referenced {
 		keep[t.Name] = true
 	}
-	entries, err := os.ReadDir(s.dir)
+	parts, err := s.parts.uncommitted()
 	if err != nil {
 		return err
 	}
 	par := max(s.ctx.Parallelism, 1)
 	var removed []string
+	for _, u := range parts {
+		i, ok := partSubtask(u.txn)
+		if !ok || i%par != s.ctx.Subtask || keep[u.txn] {
+			continue
+		}
+		if err := s.parts.remove(u); err != nil {
+			return err
+		}
+		removed = append(removed, u.label)
+	}
+	if len(removed) > 0 {
+		s.ctx.Log().Info("file sink removed lingering transactions", "dir", s.parts.String(), "files", removed)
+	}
+	return nil
+}
+
+// localParts keeps part files in a directory: a transaction's file is created hidden
+// (.inprogress), renamed to its pending name at pre-commit and to its visible name at commit.
+type localParts struct {
+	dir   string
+	claim *dirowner.Claim // the directory, held from open to close
+}
+
+const (
+	inProgressSuffix = ".inprogress"
+	pendingSuffix    = ".pending"
+	committedSuffix  = ".jsonl"
+)
+
+func (l *localParts) inProgress(t *fileTxn) string {
+	return filepath.Join(l.dir, "."+t.Name+inProgressSuffix)
+}
+func (l *localParts) pending(t *fileTxn) string {
+	return filepath.Join(l.dir, "."+t.Name+pendingSuffix)
+}
+func (l *localParts) final(t *fileTxn) string { return filepath.Join(l.dir, t.Name+committedSuffix) }
+func (l *localParts) String() string          { return l.dir }
+
+func (l *localParts) open(ctx *Context) error {
+	// Durably: a committed file is durable only if the directory holding it is.
+	if err := dirsync.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	// Before recovery, which deletes the hidden files it does not know as lingering ones:
+	// they may be another running sink's pending transactions.
+	claim, err := dirowner.Acquire(l.dir, dirowner.Owner{Job: ctx.JobID, Operator: cmp.Or(ctx.OperatorUID, ctx.OperatorName)})
+	if err != nil {
+		return err
+	}
+	l.claim = claim
+	return nil
+}
+
+func (l *localParts) close() error {
+	err := l.claim.Release()
+	l.claim = nil
+	return err
+}
+
+func (l *localParts) inUse(name string) (bool, error) {
+	t := &fileTxn{Name: name}
+	for _, p := range []string{l.final(t), l.pending(t)} {
+		if _, err := os.Lstat(p); err == nil {
+			return true, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+func (l *localParts) create(t *fileTxn) error {
+	f, err := os.OpenFile(l.inProgress(t), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return errNameTaken
+	}
+	if err != nil {
+		return err
+	}
+	t.f, t.w = f, bufio.NewWriterSize(f, 64<<10)
+	return nil
+}
+
+func (l *localParts) write(t *fileTxn, p []byte) error {
+	n, err := t.w.Write(p)
+	t.Size += int64(n)
+	return err
+}
+
+// preCommit flushes, fsyncs and closes the file and renames it to its pending name.
+func (l *localParts) preCommit(t *fileTxn) error {
+	if t.f == nil {
+		return nil
+	}
+	err := t.w.Flush()
+	if err == nil {
+		err = t.f.Sync()
+	}
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	t.f, t.w = nil, nil
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(l.inProgress(t), l.pending(t)); err != nil {
+		return err
+	}
+	return syncDir(l.dir)
+}
+
+// commit renames the pending file to its visible name. A transaction whose visible file
+// exists and pending file does not is already committed.
+func (l *localParts) commit(t *fileTxn) error {
+	st, err := os.Lstat(l.pending(t))
+	switch {
+	case err == nil:
+		if st.Size() != t.Size {
+			return fmt.Errorf("commit %s: pending file has %d bytes, %d were pre-committed", t.Name, st.Size(), t.Size)
+		}
+		if err := os.Rename(l.pending(t), l.final(t)); err != nil {
+			return err
+		}
+		return syncDir(l.dir)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, ferr := os.Lstat(l.final(t)); ferr == nil {
+			return nil // already committed
+		} else if !errors.Is(ferr, fs.ErrNotExist) {
+			return ferr
+		}
+		return fmt.Errorf("data loss: committed file missing: neither %s nor %s exists", l.pending(t), l.final(t))
+	default:
+		return err
+	}
+}
+
+// abort closes and removes the transaction's hidden file, if any.
+func (l *localParts) abort(t *fileTxn) error {
+	if t.f != nil {
+		t.f.Close()
+		t.f, t.w = nil, nil
+	}
+	for _, p := range []string{l.inProgress(t), l.pending(t)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// uncommitted lists the hidden part files.
+func (l *localParts) uncommitted() ([]uncommittedPart, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []uncommittedPart
 	for _, e := range entries {
 		hidden, ok := strings.CutPrefix(e.Name(), ".")
 		if !ok || e.IsDir() {
@@ -356,17 +538,22 @@ func (s *fileSink) AbortLingering(referenced []*fileTxn) error {
 				continue
 			}
 		}
-		i, ok := partSubtask(name)
-		if !ok || i%par != s.ctx.Subtask || keep[name] {
-			continue
-		}
-		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		removed = append(removed, e.Name())
+		out = append(out, uncommittedPart{txn: name, label: e.Name(), id: e.Name()})
 	}
-	if len(removed) > 0 {
-		s.ctx.Log().Info("file sink removed lingering transactions", "dir", s.dir, "files", removed)
+	return out, nil
+}
+
+func (l *localParts) remove(u uncommittedPart) error {
+	if err := os.Remove(filepath.Join(l.dir, u.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// check refuses the S3 fields: the state is not a local sink's.
+func (l *localParts) check(t *fileTxn) error {
+	if t.Upload != "" || len(t.Parts) > 0 {
+		return errors.New("an S3 multipart upload in the state of a file sink writing into a directory")
 	}
 	return nil
 }
@@ -381,6 +568,8 @@ var (
 	_ PreBarrier                  = (*fileSink)(nil)
 	_ Snapshotter                 = (*fileSink)(nil)
 	_ CheckpointListener          = (*fileSink)(nil)
+	_ partFiles                   = (*localParts)(nil)
+	_ partFiles                   = (*s3Parts)(nil)
 )
 
 // Discard drops every record (for benchmarks).

@@ -373,7 +373,7 @@ func TestFileSinkRestoreRescaled(t *testing.T) {
 }
 
 func TestFileSinkDecodeRejectsBadNames(t *testing.T) {
-	s := &fileSink{dir: t.TempDir()}
+	s := &fileSink{parts: &localParts{dir: t.TempDir()}}
 	for _, b := range []string{`{"name":"../part-0-x"}`, `{"name":"part-0-0/../../x"}`, `{"name":"other"}`, `{"name":"part-x-1"}`, `{`} {
 		if _, err := s.Decode([]byte(b)); err == nil {
 			t.Errorf("Decode(%s) = nil error", b)

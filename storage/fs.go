@@ -71,6 +71,9 @@ var (
 	ErrAccessDenied = errors.New("access denied")
 	// ErrUnreachable: the endpoint did not answer (connection refused, unknown host, timeout).
 	ErrUnreachable = errors.New("endpoint unreachable")
+	// ErrNoSuchUpload: the multipart upload does not exist: it was completed or aborted (or
+	// its ID is not one the bucket gave).
+	ErrNoSuchUpload = errors.New("no such multipart upload")
 )
 
 // Open opens the storage location uri: s3://bucket[/prefix] for S3 (configured by s), a
@@ -149,6 +152,24 @@ func CheckLocation(uri string) error {
 	}
 	_, _, err := parseS3(uri, rest)
 	return err
+}
+
+// CleanS3Location is the canonical form of an s3:// location, s3://bucket or
+// s3://bucket/prefix without slashes at the prefix's ends, so that two spellings of one
+// location compare equal.
+func CleanS3Location(uri string) (string, error) {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || !strings.EqualFold(scheme, "s3") {
+		return "", fmt.Errorf("storage: location %q is not an s3:// URI", uri)
+	}
+	bucket, prefix, err := parseS3(uri, rest)
+	if err != nil {
+		return "", err
+	}
+	if prefix == "" {
+		return "s3://" + bucket, nil
+	}
+	return "s3://" + bucket + "/" + prefix, nil
 }
 
 // parseS3 splits the rest of s3://rest into bucket and prefix.

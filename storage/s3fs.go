@@ -194,6 +194,8 @@ func (s *S3) fail(op, name string, err error) error {
 			op, what, ErrAccessDenied, s.endpoint, config.S3AccessKey, config.S3SecretKey, resp.Code, resp.Message)
 	case resp.Code == minio.NoSuchBucket:
 		return fmt.Errorf("storage: %s %s: %w: bucket %q does not exist at %s (%s)", op, what, ErrNoSuchBucket, s.bucket, s.endpoint, config.S3Endpoint)
+	case resp.Code == minio.NoSuchUpload:
+		return fmt.Errorf("storage: %s %s: %w", op, what, ErrNoSuchUpload)
 	case resp.Code == minio.NoSuchKey || resp.StatusCode == http.StatusNotFound:
 		// A HEAD (Stat) has no body: a missing bucket or an unknown access key also shows here.
 		return fmt.Errorf("storage: %s %s: %w", op, what, fs.ErrNotExist)

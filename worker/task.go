@@ -419,7 +419,7 @@ func (t *task) setup() error {
 			JobID: t.id.GetJobId(), OperatorName: spec.GetName(), OperatorUID: t.chain[i].uid, Subtask: int(t.id.GetSubtask()),
 			Parallelism: int(t.vertex.GetParallelism()), MaxParallelism: int(t.vertex.GetMaxParallelism()), Attempt: int(t.id.GetAttempt()),
 			Stdout: t.env.stdout, Logger: t.log.With("operator", spec.GetName()), Now: t.env.now,
-			Checkpointing: t.checkpointing(), Metrics: &operator.Metrics{},
+			Checkpointing: t.checkpointing(), Metrics: &operator.Metrics{}, S3: t.env.s3,
 		}
 		metered[i] = operatorMetrics{name: spec.GetName(), metrics: octx.Metrics}
 		t.opRecords[i] = [2]*operator.Metric{octx.Metrics.Metric("numRecordsIn"), octx.Metrics.Metric("numRecordsOut")}

@@ -19,6 +19,7 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
 	"github.com/goflink/goflink/state"
+	"github.com/goflink/goflink/storage"
 )
 
 // Harness runs one operator of a job spec the way a task runs the head of its chain, in the
@@ -114,6 +115,8 @@ type Options struct {
 	Checkpointing bool
 	// Logger receives the operator's log (nil: discarded).
 	Logger *slog.Logger
+	// S3 sets Context.S3: the S3 settings of a TaskManager (the file sink on s3://).
+	S3 storage.S3Settings
 }
 
 // input is one input of the operator: an edge of the job graph that feeds it.
@@ -354,7 +357,7 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		JobID: "harness", OperatorName: h.name, Subtask: h.opts.Subtask, Parallelism: h.opts.Parallelism, MaxParallelism: int(h.vertex.GetMaxParallelism()),
 		Attempt: h.opts.Attempt, Stdout: &h.stdout, Logger: h.opts.Logger,
 		Now: func() time.Time { return time.UnixMilli(h.now) }, Checkpointing: h.opts.Checkpointing,
-		Metrics: &operator.Metrics{},
+		Metrics: &operator.Metrics{}, S3: h.opts.S3,
 	}
 	sides := map[string]operator.Output{}
 	if typ, ok := reg.Lookup(h.pbOp.GetType()); ok && !h.opts.DropSideOutputs {

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -53,14 +52,14 @@ type hmTable interface {
 	meta() stateMeta
 	// appendGroup appends the snapshot entries of key group index i.
 	appendGroup(b []byte, i int, sc *scratch) []byte
-	// load adds restored entries of key group index i.
-	load(i int, entries []byte) error
+	// load adds a restored entry of key group index i.
+	load(i int, e *entry) error
 }
 
-// rawState is restored state not yet registered: per key-group index, encoded entry blocks.
+// rawState is restored state not yet registered: per key-group index, its encoded entries.
 type rawState struct {
 	kind   stateKind
-	groups [][][]byte
+	groups [][]byte
 }
 
 // scratch is reusable encoding space.
@@ -127,36 +126,50 @@ func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	return s, nil
 }
 
-// Restore loads the key groups of this backend's range. Entries of registered states are
-// decoded at once; others are kept encoded until the state is registered (and are included in
-// snapshots meanwhile). After an error the backend holds part of the state.
-func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error {
+// Restore loads the key groups of this backend's range, one entry at a time. Entries of
+// registered states are decoded at once; others are kept encoded until the state is
+// registered (and are included in snapshots meanwhile). After an error the backend holds
+// part of the state.
+func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) error {
 	if b.closed {
 		return ErrClosed
 	}
 	b.epoch++
-	return restoreHandles(handles, read, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, entries []byte) error {
+	return restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int) (func(*entry) error, error) {
 		i := kg - b.rng.Start
 		b.beforeWrite(i)
 		if t, ok := b.tables[st.name]; ok {
 			if err := checkKind(st.name, t.meta().kind, st.kind); err != nil {
-				return err
+				return nil, err
 			}
-			if err := t.load(i, entries); err != nil {
-				return fmt.Errorf("state %q: %w", st.name, err)
-			}
-			return nil
+			return func(e *entry) error {
+				if err := t.load(i, e); err != nil {
+					return fmt.Errorf("state %q: %w", st.name, err)
+				}
+				return nil
+			}, nil
 		}
 		raw := b.pending[st.name]
 		if raw == nil {
-			raw = &rawState{kind: st.kind, groups: make([][][]byte, b.rng.Len())}
+			raw = &rawState{kind: st.kind, groups: make([][]byte, b.rng.Len())}
 			b.pending[st.name] = raw
 		} else if err := checkKind(st.name, raw.kind, st.kind); err != nil {
-			return err
+			return nil, err
 		}
-		raw.groups[i] = append(raw.groups[i], bytes.Clone(entries))
-		return nil
+		return func(e *entry) error {
+			raw.groups[i] = appendRaw(raw.groups[i], e.keyPart, e.value)
+			return nil
+		}, nil
 	})
+}
+
+// appendRaw appends an entry to a raw state's block, in the snapshot's encoding.
+func appendRaw(b, keyPart, val []byte) []byte {
+	b = grow(b, record.UvarintLen(uint64(len(keyPart)))+len(keyPart)+record.UvarintLen(uint64(len(val)))+len(val))
+	b = binary.AppendUvarint(b, uint64(len(keyPart)))
+	b = append(b, keyPart...)
+	b = binary.AppendUvarint(b, uint64(len(val)))
+	return append(b, val...)
 }
 
 // Close drops the state. Snapshots taken before remain writable.
@@ -227,9 +240,7 @@ func (s *hmSnapshot) encodeGroup(i int) []byte {
 		if st.table != nil {
 			b = st.table.appendGroup(b, i, &sc)
 		} else {
-			for _, entries := range st.raw.groups[i] {
-				b = append(b, entries...)
-			}
+			b = append(b, st.raw.groups[i]...)
 		}
 		if len(b) == body {
 			b = b[:mark]
@@ -283,11 +294,16 @@ func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind
 		if err := checkKind(name, kind, raw.kind); err != nil {
 			return zero, err
 		}
-		for i, blocks := range raw.groups {
-			for _, entries := range blocks {
-				if err := s.load(i, entries); err != nil {
-					return zero, fmt.Errorf("state %q: restore: %w", name, err)
+		for i, entries := range raw.groups {
+			err := forEachEntry(entries, func(kp, val []byte) error {
+				k, n, err := decodeKey(kp, b.keyType)
+				if err != nil {
+					return err
 				}
+				return s.load(i, &entry{key: k, keyPart: kp, userKey: kp[n:], value: val})
+			})
+			if err != nil {
+				return zero, fmt.Errorf("state %q: restore: %w", name, err)
 			}
 		}
 	}
@@ -317,18 +333,6 @@ func (s *hmState[E]) clear() error {
 		delete(s.groups[i], s.b.key)
 	}
 	return nil
-}
-
-// loadEntries calls fn with the key, the rest of the key part (a map state's user key) and the
-// value of every restored entry.
-func (s *hmState[E]) loadEntries(entries []byte, fn func(k record.Value, userKey, val []byte) error) error {
-	return forEachEntry(entries, func(kp, val []byte) error {
-		k, n, err := decodeKey(kp, s.b.keyType)
-		if err != nil {
-			return err
-		}
-		return fn(k, kp[n:], val)
-	})
 }
 
 // hmValue is value or reducing state in a hashmap backend.
@@ -409,15 +413,13 @@ func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmValue[T]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
-		v, err := s.c.Decode(val)
-		if err != nil {
-			return err
-		}
-		s.groupMap(i)[k] = &v
-		return nil
-	})
+func (s *hmValue[T]) load(i int, e *entry) error {
+	v, err := s.c.Decode(e.value)
+	if err != nil {
+		return err
+	}
+	s.groupMap(i)[e.key] = &v
+	return nil
 }
 
 // hmList is list state in a hashmap backend.
@@ -486,15 +488,13 @@ func (s *hmList[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmList[T]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
-		vs, err := decodeList(val, s.c)
-		if err != nil || len(vs) == 0 {
-			return err
-		}
-		s.groupMap(i)[k] = &vs
-		return nil
-	})
+func (s *hmList[T]) load(i int, e *entry) error {
+	vs, err := decodeList(e.value, s.c)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	s.groupMap(i)[e.key] = &vs
+	return nil
 }
 
 // decodeList decodes a list value: length-prefixed elements.
@@ -734,21 +734,19 @@ func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmMap[K, V]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, ukb, val []byte) error {
-		uk, err := s.kc.Decode(ukb)
-		if err != nil {
-			return err
-		}
-		v, err := s.vc.Decode(val)
-		if err != nil {
-			return err
-		}
-		g := s.groupMap(i)
-		if g[k] == nil {
-			g[k] = &userMap[K, V]{}
-		}
-		g[k].put(uk, v)
-		return nil
-	})
+func (s *hmMap[K, V]) load(i int, e *entry) error {
+	uk, err := s.kc.Decode(e.userKey)
+	if err != nil {
+		return err
+	}
+	v, err := s.vc.Decode(e.value)
+	if err != nil {
+		return err
+	}
+	g := s.groupMap(i)
+	if g[e.key] == nil {
+		g[e.key] = &userMap[K, V]{}
+	}
+	g[e.key].put(uk, v)
+	return nil
 }

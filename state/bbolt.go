@@ -421,10 +421,10 @@ func (b *boltBackend) Snapshot() (Snapshot, error) {
 }
 
 // Restore writes the key groups of this backend's range into the file, one entry at a time,
-// in transactions of at most CacheEntries entries. A transaction refers to the values it was
-// given until it commits, so Restore copies them into an arena that it reuses after each
-// commit: restoring needs the memory of one transaction's values. After an error the backend
-// holds part of the state.
+// in transactions of at most CacheEntries entries and about maxRestoreTxBytes of values. A
+// transaction refers to the values it was given until it commits, so Restore copies them into
+// an arena that it reuses after each commit: restoring needs the memory of one transaction's
+// values (and bbolt's of its dirty pages). After an error the backend holds part of the state.
 func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) error {
 	if b.closed {
 		return ErrClosed
@@ -465,6 +465,9 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) e
 			return nil, err
 		}
 		return func(e *entry) error {
+			if e == nil {
+				return nil
+			}
 			if bkt == nil {
 				var err error
 				if bkt, err = begin(st.name); err != nil {
@@ -476,7 +479,7 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) e
 			if err := bkt.Put(key, vals.copy(e.value)); err != nil { // Put copies the key, not the value
 				return err
 			}
-			if n++; n >= b.maxDirty {
+			if n++; n >= b.maxDirty || vals.held >= maxRestoreTxBytes {
 				n, bkt = 0, nil
 				err, tx = tx.Commit(), nil
 				vals.reset()
@@ -498,16 +501,22 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) e
 	return nil
 }
 
+// maxRestoreTxBytes bounds the values of one of Restore's transactions (but not a single
+// value).
+const maxRestoreTxBytes = 16 << 20
+
 // arena holds copies of byte slices in chunks, until reset makes its chunks reusable.
 type arena struct {
 	chunks [][]byte // chunks[:used] hold copies; the last of them has room left
 	used   int
+	held   int // bytes of the copies handed out since reset
 }
 
 const arenaChunk = 1 << 20
 
 // copy returns a copy of b that stays valid until reset.
 func (a *arena) copy(b []byte) []byte {
+	a.held += len(b)
 	if a.used == 0 || cap(a.chunks[a.used-1])-len(a.chunks[a.used-1]) < len(b) {
 		if len(b) > arenaChunk/4 {
 			return bytes.Clone(b) // too large to share a chunk
@@ -528,7 +537,7 @@ func (a *arena) reset() {
 	for i := range a.chunks[:a.used] {
 		a.chunks[i] = a.chunks[i][:0]
 	}
-	a.used = 0
+	a.used, a.held = 0, 0
 }
 
 // Close closes and removes the working file. It waits for snapshots that are not released.

@@ -253,6 +253,52 @@ func (s *snapReader) bytes(n int, what string, buf *[]byte) []byte {
 	return b
 }
 
+// peekEntry reads the next entry of a block without copying it when it fits the bufio
+// buffer: the key part and value point into the buffer and are valid until the next read. An
+// empty key part is the end of the block. It returns false, having consumed nothing, when the
+// entry does not fit or does not parse; the copying path then reads it or reports the error.
+func (s *snapReader) peekEntry() (kp, val []byte, ok bool) {
+	left := s.left()
+	peek := func(n int64) []byte {
+		b, err := s.br.Peek(int(min(n, left)))
+		if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
+			s.fail("entry", err)
+		}
+		return b
+	}
+	b := peek(binary.MaxVarintLen64)
+	kl, n := binary.Uvarint(b)
+	if n <= 0 || kl > uint64(left) {
+		return nil, nil, false
+	}
+	if kl == 0 {
+		s.discard(n)
+		return nil, nil, true
+	}
+	need := n + int(kl)
+	if b = peek(int64(need) + binary.MaxVarintLen64); len(b) < need {
+		return nil, nil, false
+	}
+	vl, m := binary.Uvarint(b[need:])
+	if m <= 0 || vl > uint64(left) {
+		return nil, nil, false
+	}
+	total := need + m + int(vl)
+	if int64(total) > left {
+		return nil, nil, false
+	}
+	if b = peek(int64(total)); len(b) < total {
+		return nil, nil, false
+	}
+	s.discard(total) // leaves the buffered bytes in place
+	return b[n:need], b[need+m : total], true
+}
+
+func (s *snapReader) discard(n int) {
+	d, _ := s.br.Discard(n) // n bytes are buffered
+	s.off += int64(d)
+}
+
 // skipTo skips to the file position off, which must not lie behind the current one.
 func (s *snapReader) skipTo(off int64, what string) {
 	if s.err != nil {
@@ -305,11 +351,12 @@ func (s *snapReader) verifyAfter() error {
 // header reads the header.
 func (s *snapReader) header() (*snapshotHeader, error) {
 	var buf []byte
-	if string(s.bytes(len(snapshotMagic), "magic", &buf)) != snapshotMagic {
-		if s.err == nil || !s.src {
-			return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
-		}
+	magic := s.bytes(len(snapshotMagic), "magic", &buf)
+	if s.err != nil {
 		return nil, s.err
+	}
+	if string(magic) != snapshotMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
 	version, keyType := s.u8("version"), s.u8("key type")
 	if s.err != nil {
@@ -362,7 +409,7 @@ type entry struct {
 }
 
 // blockFunc is called at the start of each state's block in a key group's section; it
-// returns the function that receives the block's entries.
+// returns the function that receives the block's entries, and nil at the end of the block.
 type blockFunc func(st stateMeta, kg int) (func(e *entry) error, error)
 
 // readGroup parses the section of key group kg, which starts at the current position. It
@@ -384,12 +431,20 @@ func (s *snapReader) readGroup(h *snapshotHeader, kg int, block blockFunc) error
 			return err
 		}
 		for s.err == nil {
-			kp := s.bytes(s.length("key length"), "key", &s.key)
-			if s.err != nil || len(kp) == 0 {
+			kp, val, ok := s.peekEntry()
+			if !ok { // the entry does not fit the buffer (or is corrupt): copy it
+				kp = s.bytes(s.length("key length"), "key", &s.key)
+				if s.err == nil && len(kp) > 0 {
+					val = s.bytes(s.length("value length"), "value", &s.val)
+				}
+			}
+			if s.err != nil {
 				break
 			}
-			val := s.bytes(s.length("value length"), "value", &s.val)
-			if s.err != nil {
+			if len(kp) == 0 {
+				if err := fn(nil); err != nil {
+					return err
+				}
 				break
 			}
 			key, n, err := decodeKey(kp, h.keyType)
@@ -553,6 +608,14 @@ func readKeyGroups(s *snapReader, h *pb.KeyedStateHandle, hr KeyGroupRange, lo, 
 	if err := check(hdr); err != nil {
 		return err
 	}
+	// Every section lies after the header and the one before it, in the file.
+	prev := int64(hdr.size)
+	for i, off := range h.Offsets {
+		if off < prev || off >= s.size {
+			return fmt.Errorf("%w: key group %d offset %d out of order or outside the file (%d bytes, header %d)", ErrCorrupt, hr.Start+i, off, s.size, hdr.size)
+		}
+		prev = off
+	}
 	for kg := lo; kg <= hi; kg++ {
 		s.skipTo(h.Offsets[kg-hr.Start], fmt.Sprintf("key group %d", kg))
 		if err := s.readGroup(hdr, kg, block); err != nil {
@@ -617,8 +680,10 @@ func CountEntries(h *pb.KeyedStateHandle, open FileOpener) (map[string]int, erro
 	counts := map[string]int{}
 	err := readHandle(h, hr, hr.Start, hr.End, open, func(*snapshotHeader) error { return nil },
 		func(st stateMeta, _ int) (func(*entry) error, error) {
-			return func(*entry) error {
-				counts[st.name]++
+			return func(e *entry) error {
+				if e != nil {
+					counts[st.name]++
+				}
 				return nil
 			}, nil
 		})

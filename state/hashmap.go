@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -56,10 +57,11 @@ type hmTable interface {
 	load(i int, e *entry) error
 }
 
-// rawState is restored state not yet registered: per key-group index, its encoded entries.
+// rawState is restored state not yet registered: per key-group index, its encoded entries,
+// in chunks.
 type rawState struct {
 	kind   stateKind
-	groups [][]byte
+	groups [][][]byte
 }
 
 // scratch is reusable encoding space.
@@ -143,6 +145,9 @@ func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener
 				return nil, err
 			}
 			return func(e *entry) error {
+				if e == nil {
+					return nil
+				}
 				if err := t.load(i, e); err != nil {
 					return fmt.Errorf("state %q: %w", st.name, err)
 				}
@@ -151,25 +156,57 @@ func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener
 		}
 		raw := b.pending[st.name]
 		if raw == nil {
-			raw = &rawState{kind: st.kind, groups: make([][]byte, b.rng.Len())}
+			raw = &rawState{kind: st.kind, groups: make([][][]byte, b.rng.Len())}
 			b.pending[st.name] = raw
 		} else if err := checkKind(st.name, raw.kind, st.kind); err != nil {
 			return nil, err
 		}
 		return func(e *entry) error {
-			raw.groups[i] = appendRaw(raw.groups[i], e.keyPart, e.value)
+			if e == nil {
+				raw.groups[i] = trimChunks(raw.groups[i])
+			} else {
+				raw.groups[i] = appendRaw(raw.groups[i], e.keyPart, e.value)
+			}
 			return nil
 		}, nil
 	})
 }
 
-// appendRaw appends an entry to a raw state's block, in the snapshot's encoding.
-func appendRaw(b, keyPart, val []byte) []byte {
-	b = grow(b, record.UvarintLen(uint64(len(keyPart)))+len(keyPart)+record.UvarintLen(uint64(len(val)))+len(val))
+// Chunks of a raw state's entries grow from minRawChunk to maxRawChunk bytes.
+const (
+	minRawChunk = 4 << 10
+	maxRawChunk = 256 << 10
+)
+
+// appendRaw appends an entry, in the snapshot's encoding, to the chunks of a raw state's key
+// group. An entry lies in one chunk; one larger than maxRawChunk has a chunk of its own.
+func appendRaw(chunks [][]byte, keyPart, val []byte) [][]byte {
+	n := record.UvarintLen(uint64(len(keyPart))) + len(keyPart) + record.UvarintLen(uint64(len(val))) + len(val)
+	if len(chunks) == 0 || cap(chunks[len(chunks)-1])-len(chunks[len(chunks)-1]) < n {
+		size := minRawChunk
+		if len(chunks) > 0 {
+			size = min(2*cap(chunks[len(chunks)-1]), maxRawChunk)
+		}
+		chunks = append(chunks, make([]byte, 0, max(size, n)))
+	}
+	b := chunks[len(chunks)-1]
 	b = binary.AppendUvarint(b, uint64(len(keyPart)))
 	b = append(b, keyPart...)
 	b = binary.AppendUvarint(b, uint64(len(val)))
-	return append(b, val...)
+	chunks[len(chunks)-1] = append(b, val...)
+	return chunks
+}
+
+// trimChunks gives the last chunk back its room when a restored block ends, unless that is
+// little: the chunks are kept as long as the state is not registered.
+func trimChunks(chunks [][]byte) [][]byte {
+	if len(chunks) > 0 {
+		last := chunks[len(chunks)-1]
+		if cap(last)-len(last) > len(last)/8 {
+			chunks[len(chunks)-1] = bytes.Clone(last)
+		}
+	}
+	return chunks
 }
 
 // Close drops the state. Snapshots taken before remain writable.
@@ -240,7 +277,9 @@ func (s *hmSnapshot) encodeGroup(i int) []byte {
 		if st.table != nil {
 			b = st.table.appendGroup(b, i, &sc)
 		} else {
-			b = append(b, st.raw.groups[i]...)
+			for _, entries := range st.raw.groups[i] {
+				b = append(b, entries...)
+			}
 		}
 		if len(b) == body {
 			b = b[:mark]
@@ -294,16 +333,18 @@ func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind
 		if err := checkKind(name, kind, raw.kind); err != nil {
 			return zero, err
 		}
-		for i, entries := range raw.groups {
-			err := forEachEntry(entries, func(kp, val []byte) error {
-				k, n, err := decodeKey(kp, b.keyType)
+		for i, chunks := range raw.groups {
+			for _, entries := range chunks {
+				err := forEachEntry(entries, func(kp, val []byte) error {
+					k, n, err := decodeKey(kp, b.keyType)
+					if err != nil {
+						return err
+					}
+					return s.load(i, &entry{key: k, keyPart: kp, userKey: kp[n:], value: val})
+				})
 				if err != nil {
-					return err
+					return zero, fmt.Errorf("state %q: restore: %w", name, err)
 				}
-				return s.load(i, &entry{key: k, keyPart: kp, userKey: kp[n:], value: val})
-			})
-			if err != nil {
-				return zero, fmt.Errorf("state %q: restore: %w", name, err)
 			}
 		}
 	}

@@ -254,44 +254,51 @@ func (s *snapReader) bytes(n int, what string, buf *[]byte) []byte {
 }
 
 // peekEntry reads the next entry of a block without copying it when it fits the bufio
-// buffer: the key part and value point into the buffer and are valid until the next read. An
-// empty key part is the end of the block. It returns false, having consumed nothing, when the
-// entry does not fit or does not parse; the copying path then reads it or reports the error.
-func (s *snapReader) peekEntry() (kp, val []byte, ok bool) {
-	left := s.left()
-	peek := func(n int64) []byte {
-		b, err := s.br.Peek(int(min(n, left)))
+// buffer: the key part and value (and the entry's whole encoding, raw) point into the buffer
+// and are valid until the next read. An empty key part is the end of the block. It returns
+// false, having consumed nothing, when the entry does not fit or does not parse; the copying
+// path then reads it or reports the error.
+func (s *snapReader) peekEntry() (kp, val, raw []byte, ok bool) {
+	b, _ := s.br.Peek(s.br.Buffered()) // what is buffered, without reading
+	kp, val, n := parseEntry(b, s.left())
+	if n == 0 {
+		// Fill the buffer and try again.
+		var err error
+		b, err = s.br.Peek(int(min(s.left(), snapReadBuffer)))
 		if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
 			s.fail("entry", err)
+			return nil, nil, nil, false
 		}
-		return b
+		if kp, val, n = parseEntry(b, s.left()); n == 0 {
+			return nil, nil, nil, false
+		}
 	}
-	b := peek(binary.MaxVarintLen64)
-	kl, n := binary.Uvarint(b)
-	if n <= 0 || kl > uint64(left) {
-		return nil, nil, false
+	raw = b[:n]
+	s.discard(n) // leaves the buffered bytes in place
+	return kp, val, raw, true
+}
+
+// parseEntry parses an entry (or the end of a block: an empty key part) at the start of b,
+// of a file with left bytes left. n is the entry's size, 0 when b does not hold it all or it
+// does not parse.
+func parseEntry(b []byte, left int64) (kp, val []byte, n int) {
+	kl, i := binary.Uvarint(b)
+	if i <= 0 || kl > uint64(len(b)-i) || int64(kl) > left {
+		return nil, nil, 0
 	}
 	if kl == 0 {
-		s.discard(n)
-		return nil, nil, true
+		return nil, nil, i
 	}
-	need := n + int(kl)
-	if b = peek(int64(need) + binary.MaxVarintLen64); len(b) < need {
-		return nil, nil, false
+	kp, b = b[i:i+int(kl)], b[i+int(kl):]
+	vl, j := binary.Uvarint(b)
+	if j <= 0 || vl > uint64(len(b)-j) {
+		return nil, nil, 0
 	}
-	vl, m := binary.Uvarint(b[need:])
-	if m <= 0 || vl > uint64(left) {
-		return nil, nil, false
+	n = i + int(kl) + j + int(vl)
+	if int64(n) > left {
+		return nil, nil, 0
 	}
-	total := need + m + int(vl)
-	if int64(total) > left {
-		return nil, nil, false
-	}
-	if b = peek(int64(total)); len(b) < total {
-		return nil, nil, false
-	}
-	s.discard(total) // leaves the buffered bytes in place
-	return b[n:need], b[need+m : total], true
+	return kp, b[j : j+int(vl)], n
 }
 
 func (s *snapReader) discard(n int) {
@@ -406,6 +413,7 @@ type entry struct {
 	keyPart []byte       // the key's encoding and, for map state, the user key: a bbolt key without its key-group prefix
 	userKey []byte       // keyPart after the key: a map state's user key
 	value   []byte
+	raw     []byte // the entry's encoding in the snapshot, when the reader has it at hand
 }
 
 // blockFunc is called at the start of each state's block in a key group's section; it
@@ -431,7 +439,7 @@ func (s *snapReader) readGroup(h *snapshotHeader, kg int, block blockFunc) error
 			return err
 		}
 		for s.err == nil {
-			kp, val, ok := s.peekEntry()
+			kp, val, raw, ok := s.peekEntry()
 			if !ok { // the entry does not fit the buffer (or is corrupt): copy it
 				kp = s.bytes(s.length("key length"), "key", &s.key)
 				if s.err == nil && len(kp) > 0 {
@@ -457,7 +465,7 @@ func (s *snapReader) readGroup(h *snapshotHeader, kg int, block blockFunc) error
 			if got := KeyGroup(key, h.keyType, h.maxP); got != kg {
 				return fmt.Errorf("%w: state %q: key %s in the section of key group %d belongs to key group %d", ErrCorrupt, st.name, key.Format(h.keyType), kg, got)
 			}
-			e = entry{key: key, keyPart: kp, userKey: kp[n:], value: val}
+			e = entry{key: key, keyPart: kp, userKey: kp[n:], value: val, raw: raw}
 			if err := fn(&e); err != nil {
 				return err
 			}

@@ -165,7 +165,7 @@ func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener
 			if e == nil {
 				raw.groups[i] = trimChunks(raw.groups[i])
 			} else {
-				raw.groups[i] = appendRaw(raw.groups[i], e.keyPart, e.value)
+				raw.groups[i] = appendRaw(raw.groups[i], e)
 			}
 			return nil
 		}, nil
@@ -180,8 +180,12 @@ const (
 
 // appendRaw appends an entry, in the snapshot's encoding, to the chunks of a raw state's key
 // group. An entry lies in one chunk; one larger than maxRawChunk has a chunk of its own.
-func appendRaw(chunks [][]byte, keyPart, val []byte) [][]byte {
-	n := record.UvarintLen(uint64(len(keyPart))) + len(keyPart) + record.UvarintLen(uint64(len(val))) + len(val)
+func appendRaw(chunks [][]byte, e *entry) [][]byte {
+	keyPart, val := e.keyPart, e.value
+	n := len(e.raw)
+	if e.raw == nil {
+		n = record.UvarintLen(uint64(len(keyPart))) + len(keyPart) + record.UvarintLen(uint64(len(val))) + len(val)
+	}
 	if len(chunks) == 0 || cap(chunks[len(chunks)-1])-len(chunks[len(chunks)-1]) < n {
 		size := minRawChunk
 		if len(chunks) > 0 {
@@ -190,6 +194,10 @@ func appendRaw(chunks [][]byte, keyPart, val []byte) [][]byte {
 		chunks = append(chunks, make([]byte, 0, max(size, n)))
 	}
 	b := chunks[len(chunks)-1]
+	if e.raw != nil {
+		chunks[len(chunks)-1] = append(b, e.raw...)
+		return chunks
+	}
 	b = binary.AppendUvarint(b, uint64(len(keyPart)))
 	b = append(b, keyPart...)
 	b = binary.AppendUvarint(b, uint64(len(val)))

@@ -453,7 +453,7 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) e
 			return bkt, nil
 		}
 	)
-	err := restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int) (func(*entry) error, error) {
+	err := restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, _ int64) (func(*entry) error, error) {
 		if k, ok := b.kinds[st.name]; ok {
 			if err := checkKind(st.name, k, st.kind); err != nil {
 				return nil, err

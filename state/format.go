@@ -416,13 +416,15 @@ type entry struct {
 	raw     []byte // the entry's encoding in the snapshot, when the reader has it at hand
 }
 
-// blockFunc is called at the start of each state's block in a key group's section; it
-// returns the function that receives the block's entries, and nil at the end of the block.
-type blockFunc func(st stateMeta, kg int) (func(e *entry) error, error)
+// blockFunc is called at the start of each state's block in a key group's section, with an
+// upper bound of the block's size in bytes (what is left of the section); it returns the
+// function that receives the block's entries, and nil at the end of the block.
+type blockFunc func(st stateMeta, kg int, size int64) (func(e *entry) error, error)
 
-// readGroup parses the section of key group kg, which starts at the current position. It
-// validates every entry (the key decodes and falls in kg) and passes it on as block says.
-func (s *snapReader) readGroup(h *snapshotHeader, kg int, block blockFunc) error {
+// readGroup parses the section of key group kg, which starts at the current position and
+// ends before end. It validates every entry (the key decodes and falls in kg) and passes it
+// on as block says.
+func (s *snapReader) readGroup(h *snapshotHeader, kg int, end int64, block blockFunc) error {
 	start := s.off
 	if got := s.int("key group", UpperBoundMaxParallelism); s.err == nil && got != kg {
 		s.corrupt("section at offset %d is key group %d, want %d", start, got, kg)
@@ -434,7 +436,7 @@ func (s *snapReader) readGroup(h *snapshotHeader, kg int, block blockFunc) error
 			break
 		}
 		st := h.states[idx-1]
-		fn, err := block(st, kg)
+		fn, err := block(st, kg, max(end-s.off, 0))
 		if err != nil {
 			return err
 		}
@@ -626,7 +628,11 @@ func readKeyGroups(s *snapReader, h *pb.KeyedStateHandle, hr KeyGroupRange, lo, 
 	}
 	for kg := lo; kg <= hi; kg++ {
 		s.skipTo(h.Offsets[kg-hr.Start], fmt.Sprintf("key group %d", kg))
-		if err := s.readGroup(hdr, kg, block); err != nil {
+		end := s.size
+		if i := kg + 1 - hr.Start; i < len(h.Offsets) {
+			end = h.Offsets[i]
+		}
+		if err := s.readGroup(hdr, kg, end, block); err != nil {
 			return err
 		}
 	}
@@ -687,7 +693,7 @@ func CountEntries(h *pb.KeyedStateHandle, open FileOpener) (map[string]int, erro
 	hr := KeyGroupRange{Start: int(h.KeyGroupStart), End: int(h.KeyGroupEnd)}
 	counts := map[string]int{}
 	err := readHandle(h, hr, hr.Start, hr.End, open, func(*snapshotHeader) error { return nil },
-		func(st stateMeta, _ int) (func(*entry) error, error) {
+		func(st stateMeta, _ int, _ int64) (func(*entry) error, error) {
 			return func(e *entry) error {
 				if e != nil {
 					counts[st.name]++

@@ -235,7 +235,7 @@ func FuzzKeyedRestore(f *testing.F) {
 		_, _ = CountEntries(handle, read)
 		// Both backends validate the file alike before they store anything; only a file that
 		// passes is worth restoring into them (a bbolt backend costs a file per input).
-		err := restoreHandles([]*pb.KeyedStateHandle{handle}, read, rng, keyType, maxP, func(stateMeta, int) (func(*entry) error, error) { return func(*entry) error { return nil }, nil })
+		err := restoreHandles([]*pb.KeyedStateHandle{handle}, read, rng, keyType, maxP, func(stateMeta, int, int64) (func(*entry) error, error) { return func(*entry) error { return nil }, nil })
 		if err != nil {
 			return
 		}

@@ -137,7 +137,7 @@ func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener
 		return ErrClosed
 	}
 	b.epoch++
-	return restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int) (func(*entry) error, error) {
+	return restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, size int64) (func(*entry) error, error) {
 		i := kg - b.rng.Start
 		b.beforeWrite(i)
 		if t, ok := b.tables[st.name]; ok {
@@ -160,6 +160,10 @@ func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener
 			b.pending[st.name] = raw
 		} else if err := checkKind(st.name, raw.kind, st.kind); err != nil {
 			return nil, err
+		}
+		if len(raw.groups[i]) == 0 && size > 0 {
+			// The block is at most size bytes (all of them if it is the section's only one).
+			raw.groups[i] = [][]byte{make([]byte, 0, min(size, maxRawChunk))}
 		}
 		return func(e *entry) error {
 			if e == nil {

@@ -135,9 +135,10 @@ type snapshotHeader struct {
 // snapReader parses a snapshot from a stream, one entry at a time, remembering the first
 // error. size is the file's size as its handle says: every length and count is bounded by the
 // bytes left before it, so corrupt input cannot make the reader allocate more than the file
-// holds, and it never reads beyond it. An entry's key part and value are read into buffers
-// that the next entry reuses: the memory a restore needs for reading is that of its largest
-// entry, plus the bufio buffer.
+// holds, and it never reads beyond it. An entry that fits the 64 KiB bufio buffer is parsed
+// in place; a larger one is read into buffers that the next one reuses. So the memory a
+// restore needs for reading is the bufio buffer plus its largest key and value, however large
+// the file.
 type snapReader struct {
 	br   *bufio.Reader
 	off  int64 // file position of the next byte

@@ -26,9 +26,12 @@ type KeyedBackend interface {
 	// possibly on another goroutine while the backend keeps processing.
 	Snapshot() (Snapshot, error)
 	// Restore loads the key groups of this backend's range from keyed state handles of any
-	// parallelism. read returns a file's verified contents in a buffer of its own, which
-	// Restore may keep referring to until it returns.
-	Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error
+	// parallelism. It streams each file that holds some of them from open (as
+	// storage.Root.OpenFile opens it), in bounded memory, reads it to its end and closes it:
+	// an error of the reader, also one at the end of the file after entries were loaded,
+	// fails the restore. After an error the backend holds part of the state and is to be
+	// discarded.
+	Restore(handles []*pb.KeyedStateHandle, open FileOpener) error
 	// Close releases the backend (a bbolt backend removes its working file).
 	Close() error
 }

@@ -420,9 +420,12 @@ func (b *boltBackend) Snapshot() (Snapshot, error) {
 	return s, nil
 }
 
-// Restore writes the key groups of this backend's range into the file, in transactions of
-// at most CacheEntries entries. After an error the backend holds part of the state.
-func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error {
+// Restore writes the key groups of this backend's range into the file, one entry at a time,
+// in transactions of at most CacheEntries entries and about maxRestoreTxBytes of values. A
+// transaction refers to the values it was given until it commits, so Restore copies them into
+// an arena that it reuses after each commit: restoring needs the memory of one transaction's
+// values (and bbolt's of its dirty pages). After an error the backend holds part of the state.
+func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) error {
 	if b.closed {
 		return ErrClosed
 	}
@@ -431,42 +434,59 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.File
 	}
 	b.closeReader()
 	var (
-		tx  *bbolt.Tx
-		n   int
-		key []byte
+		tx    *bbolt.Tx
+		n     int
+		key   []byte
+		vals  arena
+		begin = func(name string) (*bbolt.Bucket, error) {
+			if tx == nil {
+				var err error
+				if tx, err = b.db.Begin(true); err != nil {
+					return nil, err
+				}
+			}
+			bkt, err := tx.CreateBucketIfNotExists([]byte(name))
+			if err != nil {
+				return nil, err
+			}
+			bkt.FillPercent = 1 // a restore writes each key group in one pass: full pages, not half-split ones
+			return bkt, nil
+		}
 	)
-	err := restoreHandles(handles, read, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, entries []byte) error {
+	err := restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, _ int64) (func(*entry) error, error) {
 		if k, ok := b.kinds[st.name]; ok {
 			if err := checkKind(st.name, k, st.kind); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		b.kinds[st.name] = st.kind
-		if tx == nil {
-			var err error
-			if tx, err = b.db.Begin(true); err != nil {
+		bkt, err := begin(st.name)
+		if err != nil {
+			return nil, err
+		}
+		return func(e *entry) error {
+			if e == nil {
+				return nil
+			}
+			if bkt == nil {
+				var err error
+				if bkt, err = begin(st.name); err != nil {
+					return err
+				}
+			}
+			key = binary.BigEndian.AppendUint16(key[:0], uint16(kg))
+			key = append(key, e.keyPart...)
+			if err := bkt.Put(key, vals.copy(e.value)); err != nil { // Put copies the key, not the value
 				return err
 			}
-		}
-		bkt, err := tx.CreateBucketIfNotExists([]byte(st.name))
-		if err != nil {
-			return err
-		}
-		bkt.FillPercent = 1 // a restore writes each key group in one pass: full pages, not half-split ones
-		err = forEachEntry(entries, func(kp, val []byte) error {
-			key = binary.BigEndian.AppendUint16(key[:0], uint16(kg))
-			key = append(key, kp...)
-			n++
-			return bkt.Put(key, val) // val points into read's buffer, which outlives the transaction
-		})
-		if err != nil {
-			return err
-		}
-		if n >= b.maxDirty {
-			n = 0
-			err, tx = tx.Commit(), nil
-		}
-		return err
+			if n++; n >= b.maxDirty || vals.held >= maxRestoreTxBytes {
+				n, bkt = 0, nil
+				err, tx = tx.Commit(), nil
+				vals.reset()
+				return err
+			}
+			return nil
+		}, nil
 	})
 	if tx != nil {
 		if err == nil {
@@ -479,6 +499,45 @@ func (b *boltBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.File
 		return fmt.Errorf("bbolt state backend: %w", err)
 	}
 	return nil
+}
+
+// maxRestoreTxBytes bounds the values of one of Restore's transactions (but not a single
+// value).
+const maxRestoreTxBytes = 16 << 20
+
+// arena holds copies of byte slices in chunks, until reset makes its chunks reusable.
+type arena struct {
+	chunks [][]byte // chunks[:used] hold copies; the last of them has room left
+	used   int
+	held   int // bytes of the copies handed out since reset
+}
+
+const arenaChunk = 1 << 20
+
+// copy returns a copy of b that stays valid until reset.
+func (a *arena) copy(b []byte) []byte {
+	a.held += len(b)
+	if a.used == 0 || cap(a.chunks[a.used-1])-len(a.chunks[a.used-1]) < len(b) {
+		if len(b) > arenaChunk/4 {
+			return bytes.Clone(b) // too large to share a chunk
+		}
+		if a.used == len(a.chunks) {
+			a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
+		}
+		a.used++
+	}
+	c := &a.chunks[a.used-1]
+	start := len(*c)
+	*c = append(*c, b...)
+	return (*c)[start:len(*c):len(*c)]
+}
+
+// reset makes every chunk reusable: the copies handed out are no longer referred to.
+func (a *arena) reset() {
+	for i := range a.chunks[:a.used] {
+		a.chunks[i] = a.chunks[i][:0]
+	}
+	a.used, a.held = 0, 0
 }
 
 // Close closes and removes the working file. It waits for snapshots that are not released.

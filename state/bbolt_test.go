@@ -51,10 +51,10 @@ func takeSnapshot(t *testing.T, b KeyedBackend) *onceSnapshot {
 func checkSnapshot(t *testing.T, data []byte, offsets []int64, md *model, keys int, dsts ...string) {
 	t.Helper()
 	fs := files{"chk": data}
-	h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk"}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
+	h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk", Size: int64(len(data))}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
 	for _, dst := range dsts {
 		r := newBackend(t, dst, record.Int64, fullRange, 0)
-		must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+		must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 		md.checkRange(t, r, register(t, r), keys)
 	}
 }

@@ -187,12 +187,12 @@ func BenchmarkRestore(b *testing.B) {
 				must(b, err)
 				snap.Release()
 				fs := files{"chk": buf.Bytes()}
-				h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk"}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
+				h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk", Size: int64(buf.Len())}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: offsets}
 				for b.Loop() {
 					b.StopTimer()
 					r := newBackend(b, kind, record.Int64, fullRange, 0)
 					b.StartTimer()
-					must(b, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+					must(b, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 				}
 			})
 		}

@@ -109,7 +109,7 @@ func TestKeyTypesRoundTrip(t *testing.T) {
 				fs := files{}
 				h := fs.snapshot(t, b, "chk")
 				r := newBackend(t, dst, tc.t, fullRange, 0)
-				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 				rv, err := NewValueState(r, "v", ValueCodec(tc.t))
 				must(t, err)
 				for _, k := range tc.vs {

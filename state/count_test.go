@@ -35,7 +35,7 @@ func TestCountEntries(t *testing.T) {
 			must(t, bs.r.Add(3))
 			must(t, bs.l.Clear())
 			fs := files{}
-			got, err := CountEntries(fs.snapshot(t, b, "chk-1"), fs.read)
+			got, err := CountEntries(fs.snapshot(t, b, "chk-1"), fs.open)
 			must(t, err)
 			want := map[string]int{"count": 5, "names": 4, "totals": 8, "sum": 1}
 			if !maps.Equal(got, want) {
@@ -49,7 +49,7 @@ func TestCountEntries(t *testing.T) {
 				must(t, bs.m.Clear())
 				must(t, bs.r.Clear())
 			}
-			got, err = CountEntries(fs.snapshot(t, b, "chk-2"), fs.read)
+			got, err = CountEntries(fs.snapshot(t, b, "chk-2"), fs.open)
 			must(t, err)
 			if len(got) != 0 {
 				t.Errorf("CountEntries of cleared states = %v, want none", got)

@@ -231,11 +231,11 @@ func FuzzKeyedRestore(f *testing.F) {
 			KeyGroupStart: int32(hr.Start), KeyGroupEnd: int32(hr.End),
 			Offsets: parseOffsets(offsetBytes),
 		}
-		read := func(*pb.FileHandle) ([]byte, error) { return data, nil }
+		read := openBytes(data)
 		_, _ = CountEntries(handle, read)
 		// Both backends validate the file alike before they store anything; only a file that
 		// passes is worth restoring into them (a bbolt backend costs a file per input).
-		err := restoreHandles([]*pb.KeyedStateHandle{handle}, read, rng, keyType, maxP, func(stateMeta, int, []byte) error { return nil })
+		err := restoreHandles([]*pb.KeyedStateHandle{handle}, read, rng, keyType, maxP, func(stateMeta, int, int64) (func(*entry) error, error) { return func(*entry) error { return nil }, nil })
 		if err != nil {
 			return
 		}
@@ -288,7 +288,7 @@ func FuzzKeyedRestore(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer b2.Close()
-		if err := b2.Restore([]*pb.KeyedStateHandle{h2}, func(*pb.FileHandle) ([]byte, error) { return again, nil }); err != nil {
+		if err := b2.Restore([]*pb.KeyedStateHandle{h2}, openBytes(again)); err != nil {
 			t.Fatalf("restore of a snapshot of restored state: %v", err)
 		}
 		s2, err := registerFuzz(b2)

@@ -53,11 +53,12 @@ type hmTable interface {
 	meta() stateMeta
 	// appendGroup appends the snapshot entries of key group index i.
 	appendGroup(b []byte, i int, sc *scratch) []byte
-	// load adds restored entries of key group index i.
-	load(i int, entries []byte) error
+	// load adds a restored entry of key group index i.
+	load(i int, e *entry) error
 }
 
-// rawState is restored state not yet registered: per key-group index, encoded entry blocks.
+// rawState is restored state not yet registered: per key-group index, its encoded entries,
+// in chunks.
 type rawState struct {
 	kind   stateKind
 	groups [][][]byte
@@ -127,36 +128,97 @@ func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	return s, nil
 }
 
-// Restore loads the key groups of this backend's range. Entries of registered states are
-// decoded at once; others are kept encoded until the state is registered (and are included in
-// snapshots meanwhile). After an error the backend holds part of the state.
-func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, read func(*pb.FileHandle) ([]byte, error)) error {
+// Restore loads the key groups of this backend's range, one entry at a time. Entries of
+// registered states are decoded at once; others are kept encoded until the state is
+// registered (and are included in snapshots meanwhile). After an error the backend holds
+// part of the state.
+func (b *hashMapBackend) Restore(handles []*pb.KeyedStateHandle, open FileOpener) error {
 	if b.closed {
 		return ErrClosed
 	}
 	b.epoch++
-	return restoreHandles(handles, read, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, entries []byte) error {
+	return restoreHandles(handles, open, b.rng, b.keyType, b.maxP, func(st stateMeta, kg int, size int64) (func(*entry) error, error) {
 		i := kg - b.rng.Start
 		b.beforeWrite(i)
 		if t, ok := b.tables[st.name]; ok {
 			if err := checkKind(st.name, t.meta().kind, st.kind); err != nil {
-				return err
+				return nil, err
 			}
-			if err := t.load(i, entries); err != nil {
-				return fmt.Errorf("state %q: %w", st.name, err)
-			}
-			return nil
+			return func(e *entry) error {
+				if e == nil {
+					return nil
+				}
+				if err := t.load(i, e); err != nil {
+					return fmt.Errorf("state %q: %w", st.name, err)
+				}
+				return nil
+			}, nil
 		}
 		raw := b.pending[st.name]
 		if raw == nil {
 			raw = &rawState{kind: st.kind, groups: make([][][]byte, b.rng.Len())}
 			b.pending[st.name] = raw
 		} else if err := checkKind(st.name, raw.kind, st.kind); err != nil {
-			return err
+			return nil, err
 		}
-		raw.groups[i] = append(raw.groups[i], bytes.Clone(entries))
-		return nil
+		if len(raw.groups[i]) == 0 && size > 0 {
+			// The block is at most size bytes (all of them if it is the section's only one).
+			raw.groups[i] = [][]byte{make([]byte, 0, min(size, maxRawChunk))}
+		}
+		return func(e *entry) error {
+			if e == nil {
+				raw.groups[i] = trimChunks(raw.groups[i])
+			} else {
+				raw.groups[i] = appendRaw(raw.groups[i], e)
+			}
+			return nil
+		}, nil
 	})
+}
+
+// Chunks of a raw state's entries grow from minRawChunk to maxRawChunk bytes.
+const (
+	minRawChunk = 4 << 10
+	maxRawChunk = 256 << 10
+)
+
+// appendRaw appends an entry, in the snapshot's encoding, to the chunks of a raw state's key
+// group. An entry lies in one chunk; one larger than maxRawChunk has a chunk of its own.
+func appendRaw(chunks [][]byte, e *entry) [][]byte {
+	keyPart, val := e.keyPart, e.value
+	n := len(e.raw)
+	if e.raw == nil {
+		n = record.UvarintLen(uint64(len(keyPart))) + len(keyPart) + record.UvarintLen(uint64(len(val))) + len(val)
+	}
+	if len(chunks) == 0 || cap(chunks[len(chunks)-1])-len(chunks[len(chunks)-1]) < n {
+		size := minRawChunk
+		if len(chunks) > 0 {
+			size = min(2*cap(chunks[len(chunks)-1]), maxRawChunk)
+		}
+		chunks = append(chunks, make([]byte, 0, max(size, n)))
+	}
+	b := chunks[len(chunks)-1]
+	if e.raw != nil {
+		chunks[len(chunks)-1] = append(b, e.raw...)
+		return chunks
+	}
+	b = binary.AppendUvarint(b, uint64(len(keyPart)))
+	b = append(b, keyPart...)
+	b = binary.AppendUvarint(b, uint64(len(val)))
+	chunks[len(chunks)-1] = append(b, val...)
+	return chunks
+}
+
+// trimChunks gives the last chunk back its room when a restored block ends, unless that is
+// little: the chunks are kept as long as the state is not registered.
+func trimChunks(chunks [][]byte) [][]byte {
+	if len(chunks) > 0 {
+		last := chunks[len(chunks)-1]
+		if cap(last)-len(last) > len(last)/8 {
+			chunks[len(chunks)-1] = bytes.Clone(last)
+		}
+	}
+	return chunks
 }
 
 // Close drops the state. Snapshots taken before remain writable.
@@ -283,9 +345,16 @@ func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind
 		if err := checkKind(name, kind, raw.kind); err != nil {
 			return zero, err
 		}
-		for i, blocks := range raw.groups {
-			for _, entries := range blocks {
-				if err := s.load(i, entries); err != nil {
+		for i, chunks := range raw.groups {
+			for _, entries := range chunks {
+				err := forEachEntry(entries, func(kp, val []byte) error {
+					k, n, err := decodeKey(kp, b.keyType)
+					if err != nil {
+						return err
+					}
+					return s.load(i, &entry{key: k, keyPart: kp, userKey: kp[n:], value: val})
+				})
+				if err != nil {
 					return zero, fmt.Errorf("state %q: restore: %w", name, err)
 				}
 			}
@@ -317,18 +386,6 @@ func (s *hmState[E]) clear() error {
 		delete(s.groups[i], s.b.key)
 	}
 	return nil
-}
-
-// loadEntries calls fn with the key, the rest of the key part (a map state's user key) and the
-// value of every restored entry.
-func (s *hmState[E]) loadEntries(entries []byte, fn func(k record.Value, userKey, val []byte) error) error {
-	return forEachEntry(entries, func(kp, val []byte) error {
-		k, n, err := decodeKey(kp, s.b.keyType)
-		if err != nil {
-			return err
-		}
-		return fn(k, kp[n:], val)
-	})
 }
 
 // hmValue is value or reducing state in a hashmap backend.
@@ -409,15 +466,13 @@ func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmValue[T]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
-		v, err := s.c.Decode(val)
-		if err != nil {
-			return err
-		}
-		s.groupMap(i)[k] = &v
-		return nil
-	})
+func (s *hmValue[T]) load(i int, e *entry) error {
+	v, err := s.c.Decode(e.value)
+	if err != nil {
+		return err
+	}
+	s.groupMap(i)[e.key] = &v
+	return nil
 }
 
 // hmList is list state in a hashmap backend.
@@ -486,15 +541,13 @@ func (s *hmList[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmList[T]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, _, val []byte) error {
-		vs, err := decodeList(val, s.c)
-		if err != nil || len(vs) == 0 {
-			return err
-		}
-		s.groupMap(i)[k] = &vs
-		return nil
-	})
+func (s *hmList[T]) load(i int, e *entry) error {
+	vs, err := decodeList(e.value, s.c)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	s.groupMap(i)[e.key] = &vs
+	return nil
 }
 
 // decodeList decodes a list value: length-prefixed elements.
@@ -734,21 +787,19 @@ func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
 	return b
 }
 
-func (s *hmMap[K, V]) load(i int, entries []byte) error {
-	return s.loadEntries(entries, func(k record.Value, ukb, val []byte) error {
-		uk, err := s.kc.Decode(ukb)
-		if err != nil {
-			return err
-		}
-		v, err := s.vc.Decode(val)
-		if err != nil {
-			return err
-		}
-		g := s.groupMap(i)
-		if g[k] == nil {
-			g[k] = &userMap[K, V]{}
-		}
-		g[k].put(uk, v)
-		return nil
-	})
+func (s *hmMap[K, V]) load(i int, e *entry) error {
+	uk, err := s.kc.Decode(e.userKey)
+	if err != nil {
+		return err
+	}
+	v, err := s.vc.Decode(e.value)
+	if err != nil {
+		return err
+	}
+	g := s.groupMap(i)
+	if g[e.key] == nil {
+		g[e.key] = &userMap[K, V]{}
+	}
+	g[e.key].put(uk, v)
+	return nil
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -44,12 +45,17 @@ var fullRange = KeyGroupRange{Start: 0, End: testMaxP - 1}
 // files is an in-memory checkpoint directory.
 type files map[string][]byte
 
-func (fs files) read(h *pb.FileHandle) ([]byte, error) {
+func (fs files) open(h *pb.FileHandle) (io.ReadCloser, error) {
 	data, ok := fs[h.Path]
 	if !ok {
 		return nil, fmt.Errorf("no file %q", h.Path)
 	}
-	return data, nil
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// openBytes is a FileOpener of data, whatever the handle.
+func openBytes(data []byte) FileOpener {
+	return func(*pb.FileHandle) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 }
 
 // snapshot takes a snapshot of b into fs[path] and returns its handle.

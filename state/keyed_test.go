@@ -404,7 +404,7 @@ func TestValueStateKeys(t *testing.T) {
 			h := fs.snapshot(t, b, "snap")
 			half := KeyGroupRange{Start: 0, End: testMaxP/2 - 1}
 			r := newBackend(t, kind, record.Int64, half, 4)
-			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 			rs, err := NewValueState(r, "timers", Int64Codec{})
 			must(t, err)
 			checkKeys(rs, half)
@@ -480,7 +480,7 @@ func TestMapStateGrowsAndShrinks(t *testing.T) {
 				rb := newBackend(t, to, record.Int64, fullRange, 0)
 				rms, err := NewMapState(rb, "m", Int64Codec{}, Int64Codec{})
 				must(t, err)
-				must(t, rb.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				must(t, rb.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 				check(rb, rms, "restored into "+to)
 			}
 		})
@@ -516,7 +516,7 @@ func TestGetForUpdateLeavesSnapshotsAlone(t *testing.T) {
 			r := newBackend(t, kind, record.Int64, fullRange, 0)
 			rms, err := NewMapState(r, "m", Int64Codec{}, RowCodec(schema))
 			must(t, err)
-			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 			set(r, 1)
 			if got, _, err := rms.Get(7); err != nil || got[0].Int() != 1 {
 				t.Errorf("the snapshot holds %v (%v), want the value before the update, 1", got, err)

@@ -49,7 +49,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 						rs = register(t, r)
 					}
 					reads := 0
-					read := func(fh *pb.FileHandle) ([]byte, error) { reads++; return fs.read(fh) }
+					read := func(fh *pb.FileHandle) (io.ReadCloser, error) { reads++; return fs.open(fh) }
 					must(t, r.Restore([]*pb.KeyedStateHandle{h, h}, read)) // listed twice, read once
 					if reads != 1 {
 						t.Errorf("Restore read the file %d times, want 1", reads)
@@ -76,11 +76,11 @@ func TestUnregisteredStateSurvivesSnapshot(t *testing.T) {
 			h1 := fs.snapshot(t, b, "chk-1")
 
 			mid := newBackend(t, kind, record.Int64, fullRange, 0)
-			must(t, mid.Restore([]*pb.KeyedStateHandle{h1}, fs.read))
+			must(t, mid.Restore([]*pb.KeyedStateHandle{h1}, fs.open))
 			h2 := fs.snapshot(t, mid, "chk-2") // no state registered
 
 			last := newBackend(t, kind, record.Int64, fullRange, 0)
-			must(t, last.Restore([]*pb.KeyedStateHandle{h2}, fs.read))
+			must(t, last.Restore([]*pb.KeyedStateHandle{h2}, fs.open))
 			md.checkRange(t, last, register(t, last), keys)
 		})
 	}
@@ -98,14 +98,14 @@ func TestRestoreKindMismatch(t *testing.T) {
 			h := fs.snapshot(t, b, "chk-1")
 
 			r := newBackend(t, kind, record.Int64, fullRange, 0)
-			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 			if _, err := NewListState(r, "s", Int64Codec{}); err == nil || !strings.Contains(err.Error(), `"s"`) {
 				t.Errorf("NewListState over a restored value state = %v, want an error naming it", err)
 			}
 			r2 := newBackend(t, kind, record.Int64, fullRange, 0)
 			_, err = NewReducingState(r2, "s", Int64Codec{}, func(a, b int64) int64 { return a + b })
 			must(t, err)
-			if err := r2.Restore([]*pb.KeyedStateHandle{h}, fs.read); err == nil {
+			if err := r2.Restore([]*pb.KeyedStateHandle{h}, fs.open); err == nil {
 				t.Errorf("Restore of a value state into a registered reducing state = nil, want an error")
 			}
 		})
@@ -135,9 +135,9 @@ func TestRescaleKeyed(t *testing.T) {
 				rng := RangeForOperator(i, testMaxP, tc.to)
 				b := newBackend(t, kinds[(i+1)%2], record.Int64, rng, 32)
 				var reads []string
-				read := func(h *pb.FileHandle) ([]byte, error) {
+				read := func(h *pb.FileHandle) (io.ReadCloser, error) {
 					reads = append(reads, h.Path)
-					return fs.read(h)
+					return fs.open(h)
 				}
 				must(t, b.Restore(handles, read))
 				for _, h := range handles {
@@ -209,10 +209,10 @@ func TestWritesContinueDuringSnapshot(t *testing.T) {
 				t.Fatalf("snapshot of %d bytes is too small to be interrupted mid-stream", n)
 			}
 			fs := files{"chk": g.buf.Bytes()}
-			h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk"}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: res.offsets}
+			h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "chk", Size: int64(g.buf.Len())}, KeyGroupStart: 0, KeyGroupEnd: testMaxP - 1, Offsets: res.offsets}
 			for _, dst := range kinds {
 				r := newBackend(t, dst, record.Int64, fullRange, 0)
-				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 				md.checkRange(t, r, register(t, r), keys)
 			}
 			// The live backend has the new values.
@@ -265,8 +265,8 @@ func TestConcurrentSnapshots(t *testing.T) {
 				md      *model
 			}{{"s1", o1, md1}, {"s2", o2, md2}} {
 				r := newBackend(t, kind, record.Int64, fullRange, 0)
-				h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: c.path}, KeyGroupEnd: testMaxP - 1, Offsets: c.offsets}
-				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.read))
+				h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: c.path, Size: int64(len(fs[c.path]))}, KeyGroupEnd: testMaxP - 1, Offsets: c.offsets}
+				must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
 				c.md.checkRange(t, r, register(t, r), keys)
 			}
 		})
@@ -295,7 +295,7 @@ func TestRestoreRejectsCorruptInput(t *testing.T) {
 			_, err = NewMapState(r, "m", StringCodec{}, Int64Codec{})
 			must(t, err)
 			restore := func(data []byte, h *pb.KeyedStateHandle) error {
-				return r.Restore([]*pb.KeyedStateHandle{h}, func(*pb.FileHandle) ([]byte, error) { return data, nil })
+				return r.Restore([]*pb.KeyedStateHandle{h}, openBytes(data))
 			}
 			must(t, restore(good, h))
 
@@ -342,7 +342,7 @@ func TestRestoreRejectsOtherMaxParallelismOrKeyType(t *testing.T) {
 	} {
 		r, err := NewKeyedBackend(o)
 		must(t, err)
-		if err := r.Restore([]*pb.KeyedStateHandle{h}, fs.read); err == nil {
+		if err := r.Restore([]*pb.KeyedStateHandle{h}, fs.open); err == nil {
 			t.Errorf("Restore into %+v = nil, want an error", o)
 		}
 		must(t, r.Close())
@@ -353,7 +353,7 @@ func TestRestoreReadError(t *testing.T) {
 	for _, kind := range kinds {
 		b := newBackend(t, kind, record.Int64, fullRange, 0)
 		h := &pb.KeyedStateHandle{File: &pb.FileHandle{Path: "gone"}, KeyGroupEnd: testMaxP - 1, Offsets: make([]int64, testMaxP)}
-		err := b.Restore([]*pb.KeyedStateHandle{h}, func(*pb.FileHandle) ([]byte, error) { return nil, io.ErrUnexpectedEOF })
+		err := b.Restore([]*pb.KeyedStateHandle{h}, func(*pb.FileHandle) (io.ReadCloser, error) { return nil, io.ErrUnexpectedEOF })
 		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "gone") {
 			t.Errorf("%s: Restore with a failing read = %v, want it wrapped with the path", kind, err)
 		}

@@ -224,8 +224,29 @@ func ReadFile(jobDir string, h *pb.FileHandle) ([]byte, error) {
 	return NewRoot(NewLocal(jobDir)).ReadFile(context.Background(), h)
 }
 
-// ReadFile reads the file of h in r, as the function ReadFile does in a local directory.
+// ReadFile reads the file of h in r whole, as the function ReadFile does in a local directory.
+// State files can be large: a restore streams them with OpenFile.
 func (r Root) ReadFile(ctx context.Context, h *pb.FileHandle) ([]byte, error) {
+	f, err := r.OpenFile(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f) // at most the handle's size: OpenFile reads no further
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// OpenFile opens the file of h in r for reading from its start. The reader counts the bytes
+// and computes the CRC-32C as they are read. At the end of the file its Read returns io.EOF
+// only when size and checksum match h; otherwise it returns an error wrapping ErrCorrupt that
+// names the file, as do a Read beyond h's size (found without reading the file further) and a
+// Close after every byte of h was read but not the end of the file. A missing file is an
+// error wrapping ErrCorrupt and fs.ErrNotExist. What a Read returned before the end is not
+// verified yet: a consumer must read to io.EOF before it trusts the contents.
+func (r Root) OpenFile(ctx context.Context, h *pb.FileHandle) (io.ReadCloser, error) {
 	name, err := objectName(h.GetPath())
 	if err != nil {
 		return nil, err
@@ -234,38 +255,78 @@ func (r Root) ReadFile(ctx context.Context, h *pb.FileHandle) ([]byte, error) {
 	if err != nil {
 		return nil, openError(h.GetPath(), err)
 	}
-	defer f.Close()
-	// The handle's size bounds the read: a longer file is corrupt, and is not read whole.
-	b, err := io.ReadAll(io.LimitReader(f, max(h.GetSize(), 0)+1))
-	if err != nil {
-		return nil, fmt.Errorf("storage: reading %s: %w", h.GetPath(), err)
+	return &verifyingReader{r: f, h: h, crc: crc32.New(castagnoli)}, nil
+}
+
+// verifyingReader reads one state file, verifying it against its handle at the end.
+type verifyingReader struct {
+	r   io.ReadCloser
+	h   *pb.FileHandle
+	crc hash.Hash32
+	n   int64 // bytes read
+	err error // sticky: io.EOF once verified, or the error that ended the reading
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
 	}
-	if int64(len(b)) > h.GetSize() {
-		return nil, fmt.Errorf("storage: %w: %s has more than %d bytes, expected %d", ErrCorrupt, h.GetPath(), h.GetSize(), h.GetSize())
+	if len(p) == 0 {
+		return 0, nil
 	}
-	if err := check(h, int64(len(b)), Checksum(b)); err != nil {
-		return nil, err
+	// Ask for at most one byte beyond the handle's size: a longer file is corrupt, and is
+	// not read on.
+	if rest := max(v.h.GetSize(), 0) - v.n + 1; int64(len(p)) > rest {
+		p = p[:rest]
 	}
-	return b, nil
+	n, err := v.r.Read(p)
+	if v.n+int64(n) > v.h.GetSize() {
+		n = int(v.h.GetSize() - v.n)
+		v.crc.Write(p[:n])
+		v.n += int64(n)
+		v.err = fmt.Errorf("storage: %w: %s has more than %d bytes, expected %d", ErrCorrupt, v.h.GetPath(), v.h.GetSize(), v.h.GetSize())
+		return n, v.err
+	}
+	v.crc.Write(p[:n])
+	v.n += int64(n)
+	switch {
+	case err == io.EOF:
+		if v.err = check(v.h, v.n, v.crc.Sum32()); v.err == nil {
+			v.err = io.EOF
+		}
+	case err != nil:
+		v.err = fmt.Errorf("storage: reading %s: %w", v.h.GetPath(), err)
+	}
+	return n, v.err
+}
+
+// Close closes the file. After every byte of the handle was read it verifies the file if
+// Read has not yet: it checks that the file ends there and that the checksum matches.
+func (v *verifyingReader) Close() error {
+	if v.err == nil && v.n == v.h.GetSize() {
+		var b [1]byte
+		for range 100 { // a Read may return neither bytes nor an error, but not forever
+			if _, _ = v.Read(b[:]); v.err != nil {
+				break
+			}
+		}
+	}
+	cerr := v.r.Close()
+	if v.err != nil && v.err != io.EOF && errors.Is(v.err, ErrCorrupt) {
+		return v.err
+	}
+	return cerr
 }
 
 // verifyFile checks h's file without holding it in memory.
 func (r Root) verifyFile(ctx context.Context, h *pb.FileHandle) error {
-	name, err := objectName(h.GetPath())
+	f, err := r.OpenFile(ctx, h)
 	if err != nil {
 		return err
 	}
-	f, err := r.fs.Open(ctx, name)
-	if err != nil {
-		return openError(h.GetPath(), err)
-	}
 	defer f.Close()
-	crc := crc32.New(castagnoli)
-	n, err := io.Copy(crc, f)
-	if err != nil {
-		return fmt.Errorf("storage: reading %s: %w", h.GetPath(), err)
-	}
-	return check(h, n, crc.Sum32())
+	_, err = io.Copy(io.Discard, f)
+	return err
 }
 
 func openError(rel string, err error) error {

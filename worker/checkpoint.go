@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -119,8 +120,8 @@ func (t *task) initState(keyType keyInfo) error {
 		if err != nil {
 			return fmt.Errorf("restore keyed state from checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
-		read := func(h *pb.FileHandle) ([]byte, error) { return root.ReadFile(t.ctx, h) }
-		if err := kb.Restore(keyed, read); err != nil {
+		open := func(h *pb.FileHandle) (io.ReadCloser, error) { return root.OpenFile(t.ctx, h) }
+		if err := kb.Restore(keyed, open); err != nil {
 			return fmt.Errorf("restore keyed state from checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -339,14 +340,14 @@ func (h *Harness) setup(reg *operator.Registry) error {
 		}
 		h.keyed = kb
 		if len(keyed) > 0 {
-			read := func(f *pb.FileHandle) ([]byte, error) {
+			open := func(f *pb.FileHandle) (io.ReadCloser, error) {
 				data, ok := files[f.GetPath()]
 				if !ok {
 					return nil, fmt.Errorf("no snapshot file %q", f.GetPath())
 				}
-				return data, nil
+				return io.NopCloser(bytes.NewReader(data)), nil
 			}
-			if err := kb.Restore(keyed, read); err != nil {
+			if err := kb.Restore(keyed, open); err != nil {
 				return fmt.Errorf("restore keyed state: %w", err)
 			}
 		}
@@ -700,7 +701,9 @@ func (h *Harness) StateEntries() (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return state.CountEntries(k, func(*pb.FileHandle) ([]byte, error) { return files["entries"], nil })
+	return state.CountEntries(k, func(*pb.FileHandle) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(files["entries"])), nil
+	})
 }
 
 // Owns reports whether the key of row (of input i) is in the harness's key groups: route

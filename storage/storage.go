@@ -143,7 +143,13 @@ func (r Root) CreateFile(ctx context.Context, id int64, name string) (*FileWrite
 // CreateSavepointFile creates <dir>/<name> in a savepoint's directory, as CreateFile does in a
 // checkpoint's; its handle's path is name alone (relative to the savepoint's directory).
 func CreateSavepointFile(dir, name string) (*FileWriter, error) {
-	return NewRoot(NewLocal(dir)).createFile(context.Background(), ".", name)
+	return NewRoot(NewLocal(dir)).CreateSavepointFile(context.Background(), name)
+}
+
+// CreateSavepointFile creates the state file name in r, a savepoint's directory (local or
+// s3://, see OpenRoot), as the function CreateSavepointFile does in a local one.
+func (r Root) CreateSavepointFile(ctx context.Context, name string) (*FileWriter, error) {
+	return r.createFile(ctx, ".", name)
 }
 
 // createFile creates <sub>/<name> in r; the handle's path is <sub>/<name>.
@@ -245,6 +251,20 @@ func (r Root) ReadFile(ctx context.Context, h *pb.FileHandle) ([]byte, error) {
 	return b, nil
 }
 
+// OpenFile streams the file of h in r from its start, unverified (for a header of a file that
+// Verify checked). A missing file is an error wrapping ErrCorrupt and fs.ErrNotExist.
+func (r Root) OpenFile(ctx context.Context, h *pb.FileHandle) (io.ReadCloser, error) {
+	name, err := objectName(h.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.fs.Open(ctx, name)
+	if err != nil {
+		return nil, openError(h.GetPath(), err)
+	}
+	return f, nil
+}
+
 // verifyFile checks h's file without holding it in memory.
 func (r Root) verifyFile(ctx context.Context, h *pb.FileHandle) error {
 	name, err := objectName(h.GetPath())
@@ -307,10 +327,17 @@ func (r Root) WriteMetadata(ctx context.Context, md *pb.CheckpointMetadata) (str
 // WriteSavepointMetadata publishes md as <dir>/_metadata, as WriteMetadata does for a
 // checkpoint; md.Savepoint is set. The savepoint is complete once it returns.
 func WriteSavepointMetadata(dir string, md *pb.CheckpointMetadata) error {
+	return NewRoot(NewLocal(dir)).WriteSavepointMetadata(context.Background(), md)
+}
+
+// WriteSavepointMetadata publishes md as _metadata in r, a savepoint's directory, as the
+// function WriteSavepointMetadata does in a local one: one object that appears whole, after
+// the state files.
+func (r Root) WriteSavepointMetadata(ctx context.Context, md *pb.CheckpointMetadata) error {
 	md = proto.CloneOf(md)
 	md.Savepoint = true
-	if err := NewRoot(NewLocal(dir)).writeMetadata(context.Background(), ".", md); err != nil {
-		return fmt.Errorf("storage: writing savepoint metadata %s: %w", filepath.Join(dir, MetadataFile), err)
+	if err := r.writeMetadata(ctx, ".", md); err != nil {
+		return fmt.Errorf("storage: writing savepoint metadata %s: %w", JoinPath(r.String(), MetadataFile), err)
 	}
 	return nil
 }

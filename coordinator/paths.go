@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/confine"
@@ -52,6 +53,24 @@ func (p jobPaths) check(what, path string) (string, error) {
 		return "", fmt.Errorf("%w: %s: %w", ErrPathNotAllowed, what, err)
 	}
 	return resolved, nil
+}
+
+// checkLocation checks a location that what names (a savepoint's target, a restore path, a
+// savepoint to dispose of): an s3:// URI of valid form (storage.CheckLocation), or a local
+// path confined to io.allowed-paths. Other URIs (file://) are refused: they would slip past
+// the confinement.
+func (p jobPaths) checkLocation(what, loc string) error {
+	if !storage.IsURI(loc) {
+		_, err := p.check(what, loc)
+		return err
+	}
+	if scheme, _, _ := strings.Cut(loc, "://"); !strings.EqualFold(scheme, "s3") {
+		return fmt.Errorf("%w: %s %q: only s3:// locations and local paths are supported", ErrInvalidArgument, what, loc)
+	}
+	if err := storage.CheckLocation(loc); err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, what, loc, err)
+	}
+	return nil
 }
 
 // outputDir is a directory a sink of a job writes into and owns.

@@ -89,9 +89,10 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 	var outputs []outputDir
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
 		// The job's own setting, as resolveCheckpointDir made it absolute (tasks use that).
-		// A URI (s3://) is no local path: the cluster's S3 settings reach it.
-		if _, ok := g.GetJobConfig()[key]; ok && !storage.IsURI(g.GetConfig()[key]) {
-			if _, err := p.check("config key "+key, g.GetConfig()[key]); err != nil {
+		// An s3:// URI is no local path: the cluster's S3 settings reach it; other URIs
+		// (file://) are refused, since they would slip past the confinement.
+		if _, ok := g.GetJobConfig()[key]; ok {
+			if err := p.checkLocation("config key "+key, g.GetConfig()[key]); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -51,6 +53,25 @@ func TestDeleteJobFilesOnS3(t *testing.T) {
 		t.Fatalf("objects after forgetting a and b: %v, want %v", got, want)
 	}
 
+	// A savepoint on S3 that job d claimed is deleted with it; one it did not claim, and its
+	// savepoints, stay (the user's).
+	for _, k := range []string{"sp/savepoint-d-1/_metadata", "sp/savepoint-d-1/keyed", "sp/savepoint-d-10/_metadata", "sp/savepoint-d-2/_metadata", "sp/savepoint-d-3/_metadata"} {
+		if _, err := client.PutObject(ctx, srv.Bucket, k, nil, 0, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := "s3://" + srv.Bucket + "/sp/"
+	d := &pb.JobRecord{Id: "d", Graph: graph, Checkpoints: []*pb.CompletedCheckpoint{
+		{Id: 1, BaseDir: sp + "savepoint-d-1", Path: ".", Savepoint: true},
+		{Id: 2, BaseDir: sp + "savepoint-d-2", Path: ".", Savepoint: true, NotOwned: true},
+	}, Savepoints: []*pb.CompletedCheckpoint{{Id: 3, BaseDir: sp + "savepoint-d-3", Path: ".", Savepoint: true}}}
+	if err := deleteJobFiles(d, nil, s3); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(), []string{"cp/ab/chk-1/_metadata", "cp/b/chk-1/_metadata", "sp/savepoint-d-10/_metadata", "sp/savepoint-d-2/_metadata", "sp/savepoint-d-3/_metadata"}; !slices.Equal(got, want) {
+		t.Fatalf("objects after forgetting d: %v, want %v", got, want)
+	}
+
 	// Down endpoint: the deletion fails, naming it.
 	srv.Stop()
 	err := deleteJobFiles(&pb.JobRecord{Id: "ab", Graph: graph}, nil, s3)
@@ -74,6 +95,41 @@ func TestResolveCheckpointDirURI(t *testing.T) {
 		g := &pb.JobGraph{Config: map[string]string{config.CheckpointInterval: "1 s", config.CheckpointDir: bad}}
 		if err := resolveCheckpointDir(g, "/data/checkpoints"); err == nil {
 			t.Errorf("resolveCheckpointDir(%q) accepted it", bad)
+		}
+		g = &pb.JobGraph{Config: map[string]string{config.CheckpointInterval: "1 s", config.SavepointDir: bad}}
+		if err := resolveCheckpointDir(g, "/data/checkpoints"); err == nil {
+			t.Errorf("resolveCheckpointDir(savepoint-dir %q) accepted it", bad)
+		}
+	}
+	// An s3:// savepoint directory is kept as given too.
+	g = &pb.JobGraph{Config: map[string]string{config.CheckpointInterval: "1 s", config.SavepointDir: "s3://bucket/sp"}}
+	if err := resolveCheckpointDir(g, "/data/checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.GetConfig()[config.SavepointDir]; got != "s3://bucket/sp" {
+		t.Errorf("savepoint dir resolved to %q", got)
+	}
+}
+
+// TestCheckLocation: requests name s3:// locations or confined local paths; other URIs and
+// malformed ones are refused, never panicking.
+func TestCheckLocation(t *testing.T) {
+	dir := t.TempDir()
+	p, err := newJobPaths(dir, config.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"s3://bucket/sp", "s3://bucket", filepath.Join(dir, "checkpoints", "sp")} {
+		if err := p.checkLocation("savepoint directory", ok); err != nil {
+			t.Errorf("checkLocation(%q) = %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]error{
+		"file:///etc": ErrInvalidArgument, "gs://b/x": ErrInvalidArgument, "s3://": ErrInvalidArgument,
+		"s3://b/a/../c": ErrInvalidArgument, "/etc": ErrPathNotAllowed, "://": ErrInvalidArgument,
+	} {
+		if err := p.checkLocation("savepoint directory", bad); !errors.Is(err, want) {
+			t.Errorf("checkLocation(%q) = %v, want %v", bad, err, want)
 		}
 	}
 }

@@ -20,8 +20,8 @@
 // github.com/minio/minio-go/v7). Objects appear whole when their writer's Close commits
 // them, stream in and out (multipart uploads above one part), and are listed by name prefix.
 // Root is a checkpoint (or savepoint) directory in an FS; the functions that take a local
-// directory are a local Root's. Checkpoints may be on S3; savepoints and the file sink stay
-// local for now (issue 18).
+// directory are a local Root's. Checkpoints and savepoints may be on S3 (OpenSnapshotAt,
+// DisposeSavepointAt); the file sink stays local for now (issue 18).
 // S3 locations are configured by Flink's keys, cluster settings that
 // a job cannot set (S3SettingsFrom):
 //

@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -156,6 +159,48 @@ func TestSavepointsOnS3(t *testing.T) {
 	stopKey := strings.TrimPrefix(stop.GetSavepointPath(), bucket+"/") + "/"
 	if len(objects(stopKey)) == 0 {
 		t.Errorf("the dispose of %s deleted the stop savepoint %s too", sp.GetSavepointPath(), stop.GetSavepointPath())
+	}
+
+	// Bad restore locations are refused at submit, naming what is wrong, with nothing recorded.
+	before, err := cl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	var keyed string
+	for _, k := range objects(stopKey) {
+		if strings.Contains(k, "/keyed-") {
+			keyed = k
+		}
+	}
+	o, err := c.GetObject(ctx, srv.Bucket, keyed, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(o)
+	o.Close()
+	if err != nil || len(b) == 0 {
+		t.Fatalf("read %s: %d bytes, %v", keyed, len(b), err)
+	}
+	b[len(b)/2] ^= 0x40
+	if _, err := c.PutObject(ctx, srv.Bucket, keyed, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		path string
+		code codes.Code
+		want []string
+	}{
+		{stop.GetSavepointPath(), codes.InvalidArgument, []string{"crc32c", path.Base(keyed)}},
+		{bucket + "/savepoints/nothing", codes.InvalidArgument, []string{"has no _metadata"}},
+		{"s3://no-such-bucket/sp/savepoint-x", codes.InvalidArgument, []string{"no such bucket", "no-such-bucket"}},
+		{"file:///tmp/sp", codes.InvalidArgument, []string{"only s3://"}},
+	} {
+		_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1500, keys, out, cfg)), RestorePath: r.path})
+		checkRefused(t, "Submit -s "+r.path, err, r.code, r.want...)
+	}
+	if after, err := cl.List(ctx); err != nil || len(after) != len(before) {
+		t.Errorf("jobs after the refused submissions: %d (%v), want %d", len(after), err, len(before))
 	}
 }
 

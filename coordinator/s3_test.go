@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -130,6 +131,36 @@ func TestCheckLocation(t *testing.T) {
 	} {
 		if err := p.checkLocation("savepoint directory", bad); !errors.Is(err, want) {
 			t.Errorf("checkLocation(%q) = %v, want %v", bad, err, want)
+		}
+	}
+}
+
+// TestProbeSavepointLocation: the probe before a savepoint says what is wrong with an s3://
+// target (a missing bucket, refused credentials, an endpoint down), naming the location and
+// never the secret key.
+func TestProbeSavepointLocation(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	good := storage.S3Settings{Endpoint: srv.Endpoint, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PathStyle: true, Region: "us-east-1"}
+	badKey, down := good, good
+	badKey.SecretKey = "wrong-secret"
+	down.Endpoint = "http://127.0.0.1:1"
+	ok := "s3://" + srv.Bucket + "/sp"
+	if err := (&dispatcher{s3: good}).probeLocation(t.Context(), "savepoint directory", ok); err != nil {
+		t.Fatalf("probe of %s = %v", ok, err)
+	}
+	for _, c := range []struct {
+		s   storage.S3Settings
+		loc string
+		err error
+	}{
+		{good, "s3://no-such-bucket/sp", storage.ErrNoSuchBucket},
+		{badKey, ok, storage.ErrAccessDenied},
+		{down, ok, storage.ErrUnreachable},
+	} {
+		err := (&dispatcher{s3: c.s}).probeLocation(t.Context(), "savepoint directory", c.loc)
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.loc) || !strings.Contains(err.Error(), "savepoint directory") || strings.Contains(err.Error(), "wrong-secret") {
+			t.Errorf("probe of %s = %v, want %v naming the location", c.loc, err, c.err)
 		}
 	}
 }

@@ -164,3 +164,35 @@ func TestProbeSavepointLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardSavepointOnS3: a failed savepoint's directory, and a claimed savepoint once
+// subsumed, are deleted from S3 object by object (discardFiles with "."), and only them.
+func TestDiscardSavepointOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Cleanup(storage.CloseIdleConnections)
+	s3 := storage.S3Settings{Endpoint: srv.Endpoint, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PathStyle: true, Region: "us-east-1"}
+	client := srv.Client(t)
+	ctx := t.Context()
+	for _, k := range []string{"sp/savepoint-a-1/_metadata", "sp/savepoint-a-1/keyed-v1-s0-a0", "sp/savepoint-a-10/_metadata"} {
+		if _, err := client.PutObject(ctx, srv.Bucket, k, nil, 0, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &jobMaster{ctx: ctx, s3: s3}
+	if err := m.discardFiles("s3://"+srv.Bucket+"/sp/savepoint-a-1", "."); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for o := range client.ListObjects(ctx, srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		got = append(got, o.Key)
+	}
+	if want := []string{"sp/savepoint-a-10/_metadata"}; !slices.Equal(got, want) {
+		t.Errorf("objects after the discard: %v, want %v", got, want)
+	}
+	if err := m.discardFiles("s3://"+srv.Bucket, "."); err == nil {
+		t.Error("discardFiles of a bucket's root succeeded")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/goflink/goflink/client/clienttest"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/internal/s3test"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
@@ -25,8 +26,9 @@ import (
 // TestSavepointsOnS3: a keyed count with checkpoints on S3 takes a savepoint into its default
 // s3:// savepoint directory and stops with one into another; a new job resumes from the stop's
 // savepoint at another parallelism with exactly-once output, another from a retained
-// checkpoint on S3; dispose deletes a savepoint's objects. A savepoint into a bucket that does
-// not exist fails at once, naming it, and the job keeps running.
+// checkpoint on S3, a third claims the stop's savepoint and its retention deletes it; dispose
+// deletes a savepoint's objects. A savepoint into a bucket that does not exist fails at once,
+// naming it, and the job keeps running; a corrupt snapshot on S3 is refused at submit.
 func TestSavepointsOnS3(t *testing.T) {
 	srv := s3test.Start(t)
 	t.Cleanup(storage.CloseIdleConnections)
@@ -161,6 +163,24 @@ func TestSavepointsOnS3(t *testing.T) {
 		t.Errorf("the dispose of %s deleted the stop savepoint %s too", sp.GetSavepointPath(), stop.GetSavepointPath())
 	}
 
+	// Resumed from the stop's savepoint in claim mode: the job's retention deletes the
+	// savepoint's objects once newer checkpoints subsumed it.
+	id4, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1500, keys, out, cfg)), Parallelism: 2,
+		RestorePath: stop.GetSavepointPath(), ClaimMode: pb.ClaimMode_CLAIM_MODE_CLAIM})
+	if err != nil {
+		t.Fatalf("resume in claim mode from %s = %v", stop.GetSavepointPath(), err)
+	}
+	poll.Until(t, testTimeout, "the claimed savepoint's objects to be deleted", func() error {
+		if left := objects(stopKey); len(left) > 0 {
+			return fmt.Errorf("the claimed savepoint still holds %v", left)
+		}
+		return nil
+	})
+	if err := cl.Cancel(ctx, id4); err != nil {
+		t.Fatal(err)
+	}
+	watchEnd(t, ctx, cl, id4)
+
 	// Bad restore locations are refused at submit, naming what is wrong, with nothing recorded.
 	before, err := cl.List(ctx)
 	if err != nil {
@@ -168,7 +188,7 @@ func TestSavepointsOnS3(t *testing.T) {
 	}
 	c := srv.Client(t)
 	var keyed string
-	for _, k := range objects(stopKey) {
+	for _, k := range objects(strings.TrimPrefix(chk, bucket+"/") + "/") {
 		if strings.Contains(k, "/keyed-") {
 			keyed = k
 		}
@@ -191,7 +211,7 @@ func TestSavepointsOnS3(t *testing.T) {
 		code codes.Code
 		want []string
 	}{
-		{stop.GetSavepointPath(), codes.InvalidArgument, []string{"crc32c", path.Base(keyed)}},
+		{chk, codes.InvalidArgument, []string{"crc32c", path.Base(keyed)}},
 		{bucket + "/savepoints/nothing", codes.InvalidArgument, []string{"has no _metadata"}},
 		{"s3://no-such-bucket/sp/savepoint-x", codes.InvalidArgument, []string{"no such bucket", "no-such-bucket"}},
 		{"file:///tmp/sp", codes.InvalidArgument, []string{"only s3://"}},

@@ -241,12 +241,21 @@ func DiscardLocation(ctx context.Context, parent, name string, s S3Settings) err
 
 // DiscardSnapshotDir deletes the snapshot directory dir (a savepoint's own, or a
 // checkpoint's chk-<n>; a local path or a URI reached with s), every object under it; a
-// missing one is fine. A root (/, a bucket's root) is refused.
+// missing one is fine. A root (/, a bucket's root), a relative path and a malformed URI are
+// refused.
 func DiscardSnapshotDir(ctx context.Context, dir string, s S3Settings) error {
-	if !IsURI(dir) {
+	switch {
+	case IsURI(dir):
+		if err := CheckLocation(dir); err != nil {
+			return fmt.Errorf("storage: discard: %w", err)
+		}
+		dir = strings.TrimRight(dir, "/")
+	case !filepath.IsAbs(dir):
+		return fmt.Errorf("storage: discard %q: not an absolute path", dir)
+	default:
 		dir = filepath.Clean(dir)
 	}
-	parent, base, ok := splitLocation(strings.TrimRight(dir, "/"))
+	parent, base, ok := splitLocation(dir)
 	if !ok {
 		return fmt.Errorf("storage: discard %s: a root is no snapshot directory", dir)
 	}

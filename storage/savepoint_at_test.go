@@ -222,3 +222,26 @@ func TestSnapshotAtS3Errors(t *testing.T) {
 		t.Error("DiscardSnapshotDir(bucket root) = nil error")
 	}
 }
+
+// TestSnapshotAtOddLocations: malformed locations are errors, never a panic, and nothing is
+// deleted.
+func TestSnapshotAtOddLocations(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	ctx := t.Context()
+	for _, p := range []string{"", "://", "s3:", "s3://", "s3:///", "s3://b/", "s3://b/_metadata", "s3://b/x/_metadata/",
+		"file://", "file://host/x", "gs://b/x", "/", "/_metadata", "s3://b/a/../c", "s3://b/\x00", "relative"} {
+		if _, err := OpenSnapshotAt(ctx, p, S3Settings{}); err == nil {
+			t.Errorf("OpenSnapshotAt(%q) = nil error", p)
+		}
+		if _, err := DisposeSavepointAt(ctx, p, S3Settings{}); err == nil {
+			t.Errorf("DisposeSavepointAt(%q) = nil error", p)
+		}
+		if p != "/_metadata" { // an absolute directory like any other; no such one here
+			if err := DiscardSnapshotDir(ctx, p, S3Settings{}); err == nil {
+				t.Errorf("DiscardSnapshotDir(%q) = nil error", p)
+			}
+		}
+		_, _ = NewSavepointDir(p, "j")
+	}
+}

@@ -223,15 +223,15 @@ func DisposeSavepointAt(ctx context.Context, p string, s S3Settings) (string, er
 	if !ok {
 		return "", fmt.Errorf("storage: %s is a savepoint at the root of its location; it is not deleted (move it into a directory of its own to dispose of it)", p)
 	}
-	if err := DiscardLocation(ctx, parent, base, s); err != nil {
+	if err := discardLocation(ctx, parent, base, s); err != nil {
 		return "", fmt.Errorf("storage: dispose savepoint %s: %w", dir, err)
 	}
 	return dir, nil
 }
 
-// DiscardLocation deletes the directory name (every object under it) in the location parent
+// discardLocation deletes the directory name (every object under it) in the location parent
 // (a local path or a URI reached with s); a missing one is fine.
-func DiscardLocation(ctx context.Context, parent, name string, s S3Settings) error {
+func discardLocation(ctx context.Context, parent, name string, s S3Settings) error {
 	fsys, err := Open(parent, s)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func DiscardSnapshotDir(ctx context.Context, dir string, s S3Settings) error {
 	if !ok {
 		return fmt.Errorf("storage: discard %s: a root is no snapshot directory", dir)
 	}
-	if err := DiscardLocation(ctx, parent, base, s); err != nil {
+	if err := discardLocation(ctx, parent, base, s); err != nil {
 		return fmt.Errorf("storage: discard %s: %w", dir, err)
 	}
 	return nil

@@ -433,7 +433,7 @@ TaskManagers in this process, over real loopback gRPC) instead of -m.`,
 	fl.IntVar(&f.taskmanagers, "taskmanagers", 2, "TaskManagers of the --local cluster")
 	fl.IntVar(&f.slots, "slots", 0, "slots per TaskManager of the --local cluster (default: enough for the job)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the --local cluster's activity to stderr (without it: errors only)")
-	fl.StringVarP(&f.fromSavepoint, "fromSavepoint", "s", "", "start from this savepoint or retained checkpoint (its directory or _metadata)")
+	fl.StringVarP(&f.fromSavepoint, "fromSavepoint", "s", "", "start from this savepoint or retained checkpoint (its directory or _metadata; a local path or s3://…)")
 	fl.BoolVarP(&f.allowNonRestored, "allow-non-restored-state", "n", false, "with -s: skip the state of operators (by uid) the job does not have")
 	fl.StringVar(&f.claimMode, "claim-mode", "no-claim", "with -s: no-claim (never delete the snapshot) or claim (the job's retention deletes it once subsumed)")
 	return cmd

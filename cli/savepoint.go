@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,10 +14,11 @@ import (
 )
 
 // absPath makes a path the user gave absolute: the JobManager resolves none itself, since it
-// may run elsewhere (with the same shared directory mounted at the same path).
+// may run elsewhere (with the same shared directory mounted at the same path). A URI
+// (s3://bucket/prefix) is passed on as it is: the JobManager checks it.
 func absPath(what, p string) (string, error) {
-	if p == "" {
-		return "", nil
+	if p == "" || strings.Contains(p, "://") {
+		return p, nil
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -36,7 +38,8 @@ execution.checkpointing.savepoint-dir) and wait until it completed (exit 0, prin
 or failed (exit 1). A savepoint is aligned, complete and self-contained: it can be moved or
 copied elsewhere, and a job started from it (run -s) gets its state whatever its state backend
 or parallelism. The job keeps running; the savepoint commits nothing and no failover restores it.
---dispose PATH deletes a savepoint (refusing a path that is not one).`,
+--dispose PATH deletes a savepoint (refusing a path that is not one). DIR and PATH are local
+paths or s3://bucket/prefix locations (reached with the cluster's s3.* settings).`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if dispose != "" {
 				return args(0, "no arguments with --dispose")(cmd, a)
@@ -80,7 +83,8 @@ savepoint is taken into --savepoint-path (default: execution.checkpointing.savep
 two-phase-commit sinks commit it, and the job ends FINISHED; flinkctl prints the savepoint's
 path once it has. If the savepoint fails the job keeps running (exit 1). --drain first ends
 event time and every operator's input, so every window and event-time timer fires into the
-savepoint (use it for a job that will not be resumed).`,
+savepoint (use it for a job that will not be resumed). --savepoint-path is a local path or an
+s3://bucket/prefix location.`,
 		Args: args(1, "a job ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if timeout <= 0 {

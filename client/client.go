@@ -770,7 +770,7 @@ func (c *Client) TriggerSavepoint(ctx context.Context, req *pb.TriggerSavepointR
 	})
 }
 
-// DisposeSavepoint deletes a savepoint (an absolute path); the JobManager refuses a path that
+// DisposeSavepoint deletes a savepoint (an absolute path or an s3:// location); the JobManager refuses a path that
 // is not a savepoint.
 func (c *Client) DisposeSavepoint(ctx context.Context, path string) error {
 	_, err := call(ctx, c, func(conn *grpc.ClientConn) (*pb.DisposeSavepointResponse, error) {

@@ -124,7 +124,7 @@ type pendingCheckpoint struct {
 
 // savepointRequest makes a triggered checkpoint a savepoint.
 type savepointRequest struct {
-	dir         string // the savepoint's own directory (absolute; created by its writers)
+	dir         string // the savepoint's own directory (absolute or s3://; created by its writers)
 	stop, drain bool   // stop-with-savepoint, with a drain
 }
 

@@ -142,6 +142,21 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 // probeTimeout bounds the probe of a job's S3 checkpoint location at submit.
 const probeTimeout = 30 * time.Second
 
+// probeLocation checks that the JobManager can write, read and delete in the s3:// location
+// loc (storage.Probe), which what names in errors.
+func (d *dispatcher) probeLocation(ctx context.Context, what, loc string) error {
+	fsys, err := storage.Open(loc, d.s3)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, what, loc, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if err := storage.Probe(ctx, fsys); err != nil {
+		return fmt.Errorf("%s %q is not usable: %w", what, loc, err)
+	}
+	return nil
+}
+
 // probeCheckpointDir checks that the JobManager can write, read and delete in a job's s3://
 // checkpoint directory (storage.Probe), so that a missing bucket, refused credentials or an
 // endpoint that does not answer refuse the job at submit, before anything is scheduled. A
@@ -214,7 +229,7 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if p := req.GetRestorePath(); p != "" {
-		if _, err := d.paths.check("restore path (-s)", p); err != nil {
+		if err := d.paths.checkLocation("restore path (-s)", p); err != nil {
 			return "", err
 		}
 	}
@@ -235,7 +250,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		if graph.GetConfig()[config.CheckpointInterval] == "" {
 			return "", fmt.Errorf("%w %s: the job does not take checkpoints (set %s)", ErrInvalidRestore, req.GetRestorePath(), config.CheckpointInterval)
 		}
-		if restore, err = restoreFrom(graph, req); err != nil {
+		// Verification reads every state file; the S3 client's retries bound a location that
+		// does not answer.
+		if restore, err = restoreFrom(context.Background(), graph, req, d.s3); err != nil {
 			return "", err
 		}
 	}
@@ -377,7 +394,11 @@ func resolveCheckpointDir(g *pb.JobGraph, defaultDir string) error {
 		g.Config = map[string]string{}
 	}
 	g.Config[config.CheckpointDir] = abs
-	if sp := g.GetConfig()[config.SavepointDir]; sp != "" {
+	if sp := g.GetConfig()[config.SavepointDir]; storage.IsURI(sp) {
+		if err := storage.CheckLocation(sp); err != nil {
+			return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.SavepointDir, sp, err)
+		}
+	} else if sp != "" {
 		abs, err := filepath.Abs(sp)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", config.SavepointDir, sp, err)

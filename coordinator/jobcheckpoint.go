@@ -118,7 +118,11 @@ func (m *jobMaster) finalize(id int64, trigger time.Time, states []*pb.OperatorS
 	md := &pb.CheckpointMetadata{Version: 1, JobId: m.id, CheckpointId: id, TriggerTimeMs: trigger.UnixMilli(), States: states}
 	cp := &pb.CompletedCheckpoint{Id: id, TriggerTime: timestamppb.New(trigger), StateSizeBytes: size}
 	if sp != nil {
-		if err := storage.WriteSavepointMetadata(sp.dir, md); err != nil {
+		root, err := storage.OpenRoot(sp.dir, m.s3)
+		if err != nil {
+			return nil, fmt.Errorf("write savepoint %d metadata: %w", id, err)
+		}
+		if err := root.WriteSavepointMetadata(m.ctx, md); err != nil {
 			return nil, fmt.Errorf("write savepoint %d metadata: %w", id, err)
 		}
 		// A stop's savepoint is retained for a failover until the job ends; the job never
@@ -211,10 +215,13 @@ func (m *jobMaster) discardAt(id int64, root, rel string) {
 }
 
 // discardFiles deletes the snapshot at rel in root: a checkpoint's chk-<n> in a local or
-// s3:// job directory, or a (local) savepoint's own directory, ".".
+// s3:// job directory, or a savepoint's own directory, ".", local or on S3.
 func (m *jobMaster) discardFiles(root, rel string) error {
-	if rel == "." || !storage.IsURI(root) {
+	if !storage.IsURI(root) {
 		return storage.DiscardAt(root, rel)
+	}
+	if rel == "." {
+		return storage.DiscardSnapshotDir(context.WithoutCancel(m.ctx), root, m.s3)
 	}
 	r, err := storage.OpenRoot(root, m.s3)
 	if err != nil {

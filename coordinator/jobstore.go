@@ -143,8 +143,8 @@ func snapshotDir(rec *pb.JobRecord, cp *pb.CompletedCheckpoint) string {
 // the forgotten job's savepoints and the snapshots it does not own (not_owned; such snapshots
 // are the user's, as in Flink). Those stay until the user disposes of them.
 //
-// A job directory on S3 (s3://) is deleted object by object with the settings s3; snapshots
-// on S3 are all in it.
+// A job directory on S3 (s3://), and a claimed snapshot on S3 elsewhere, are deleted object
+// by object with the settings s3.
 func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord, s3 storage.S3Settings) error {
 	var keep []string
 	for _, r := range remaining {
@@ -169,9 +169,18 @@ func deleteJobFiles(rec *pb.JobRecord, remaining []*pb.JobRecord, s3 storage.S3S
 	} else if dir != "" {
 		errs = append(errs, removeAllExcept(filepath.Clean(dir), keep))
 	}
+	jobDir := jobCheckpointDir(rec)
 	for _, d := range owned { // those in the job's directory are gone already
 		if storage.IsURI(d) {
-			continue // in the job's directory: S3 snapshots are nowhere else
+			if d == jobDir || strings.HasPrefix(d, jobDir+"/") || slices.ContainsFunc(keep, func(k string) bool { return k == d || strings.HasPrefix(k, d+"/") }) {
+				continue
+			}
+			// A snapshot on S3 the job claimed (run -s --claim-mode claim), outside its
+			// directory.
+			ctx, cancel := context.WithTimeout(context.Background(), remoteDeleteTimeout)
+			errs = append(errs, storage.DiscardSnapshotDir(ctx, d, s3))
+			cancel()
+			continue
 		}
 		if _, err := os.Stat(filepath.Join(d, storage.MetadataFile)); err != nil {
 			continue // gone, or not a snapshot's directory: nothing of the job's to delete

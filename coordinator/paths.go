@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/confine"
@@ -54,6 +55,24 @@ func (p jobPaths) check(what, path string) (string, error) {
 	return resolved, nil
 }
 
+// checkLocation checks a location that what names (a savepoint's target, a restore path, a
+// savepoint to dispose of): an s3:// URI of valid form (storage.CheckLocation), or a local
+// path confined to io.allowed-paths. Other URIs (file://) are refused: they would slip past
+// the confinement.
+func (p jobPaths) checkLocation(what, loc string) error {
+	if !storage.IsURI(loc) {
+		_, err := p.check(what, loc)
+		return err
+	}
+	if scheme, _, _ := strings.Cut(loc, "://"); !strings.EqualFold(scheme, "s3") {
+		return fmt.Errorf("%w: %s %q: only s3:// locations and local paths are supported", ErrInvalidArgument, what, loc)
+	}
+	if err := storage.CheckLocation(loc); err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, what, loc, err)
+	}
+	return nil
+}
+
 // outputDir is a directory a sink of a job writes into and owns.
 type outputDir struct {
 	dir      string // resolved
@@ -70,9 +89,10 @@ func (p jobPaths) checkGraph(g *pb.JobGraph, ops *operator.Registry) ([]outputDi
 	var outputs []outputDir
 	for _, key := range []string{config.CheckpointDir, config.SavepointDir} {
 		// The job's own setting, as resolveCheckpointDir made it absolute (tasks use that).
-		// A URI (s3://) is no local path: the cluster's S3 settings reach it.
-		if _, ok := g.GetJobConfig()[key]; ok && !storage.IsURI(g.GetConfig()[key]) {
-			if _, err := p.check("config key "+key, g.GetConfig()[key]); err != nil {
+		// An s3:// URI is no local path: the cluster's S3 settings reach it; other URIs
+		// (file://) are refused, since they would slip past the confinement.
+		if _, ok := g.GetJobConfig()[key]; ok {
+			if err := p.checkLocation("config key "+key, g.GetConfig()[key]); err != nil {
 				errs = append(errs, err)
 			}
 		}

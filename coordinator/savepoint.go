@@ -40,8 +40,11 @@ func (m *jobMaster) savepointRequest(r *pb.TriggerSavepointRequest) (*savepointR
 	if err != nil {
 		return nil, fmt.Errorf("savepoint of job %s: %w: %w", m.id, ErrInvalidArgument, err)
 	}
-	if err := dirsync.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("savepoint of job %s: %w: cannot create the savepoint directory: %w", m.id, ErrInvalidArgument, err)
+	// An s3:// target has no directories; the dispatcher probed it before the request came.
+	if !storage.IsURI(dir) {
+		if err := dirsync.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("savepoint of job %s: %w: cannot create the savepoint directory: %w", m.id, ErrInvalidArgument, err)
+		}
 	}
 	m.log.Info("triggering savepoint", "dir", dir, "stop", r.GetStop(), "drain", r.GetDrain())
 	return &savepointRequest{dir: dir, stop: r.GetStop(), drain: r.GetStop() && r.GetDrain()}, nil
@@ -167,8 +170,8 @@ func rescaledGraph(g *pb.JobGraph, n int32) (*pb.JobGraph, bool, error) {
 // file's size and checksum) before anything is recorded; its state is matched to the job's
 // operators by uid. The graph's max parallelism is the snapshot's where the spec did not set
 // one (as Flink keeps a restored max parallelism).
-func restoreFrom(g *pb.JobGraph, req *pb.SubmitJobRequest) (*pb.CompletedCheckpoint, error) {
-	snap, err := storage.OpenSnapshot(req.GetRestorePath())
+func restoreFrom(ctx context.Context, g *pb.JobGraph, req *pb.SubmitJobRequest, s3 storage.S3Settings) (*pb.CompletedCheckpoint, error) {
+	snap, err := storage.OpenSnapshotAt(ctx, req.GetRestorePath(), s3)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalidRestore, req.GetRestorePath(), err)
 	}
@@ -211,7 +214,7 @@ func restoreFrom(g *pb.JobGraph, req *pb.SubmitJobRequest) (*pb.CompletedCheckpo
 		}
 		v.MaxParallelism = mp
 	}
-	if err := checkKeyTypes(g, vertexOf, snap); err != nil {
+	if err := checkKeyTypes(ctx, g, vertexOf, snap); err != nil {
 		return nil, err
 	}
 	return &pb.CompletedCheckpoint{
@@ -248,7 +251,7 @@ func vertexByUID(g *pb.JobGraph) map[string]*pb.JobVertex {
 
 // checkKeyTypes refuses a snapshot whose keyed state has another key type than the vertex
 // that restores it is keyed by (vertexOf: vertexByUID of g).
-func checkKeyTypes(g *pb.JobGraph, vertexOf map[string]*pb.JobVertex, snap *storage.Snapshot) error {
+func checkKeyTypes(ctx context.Context, g *pb.JobGraph, vertexOf map[string]*pb.JobVertex, snap *storage.Snapshot) error {
 	keyOf := map[int32]*pb.JobEdge{}
 	for _, e := range g.GetEdges() {
 		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
@@ -266,7 +269,7 @@ func checkKeyTypes(g *pb.JobGraph, vertexOf map[string]*pb.JobVertex, snap *stor
 		if e == nil {
 			return fmt.Errorf("%w %s: operator uid %q has keyed state, but %q is not keyed in this job", ErrInvalidRestore, snap.Dir, st.GetOperator(), v.GetName())
 		}
-		t, err := state.SnapshotKeyType(filepath.Join(snap.Root, filepath.FromSlash(h.GetPath())))
+		t, err := snapshotKeyType(ctx, snap, h)
 		if err != nil {
 			return fmt.Errorf("%w %s: %w", ErrInvalidRestore, snap.Dir, err)
 		}
@@ -278,6 +281,16 @@ func checkKeyTypes(g *pb.JobGraph, vertexOf map[string]*pb.JobVertex, snap *stor
 	return nil
 }
 
+// snapshotKeyType reads the key type of the keyed state file h of snap (local or on S3).
+func snapshotKeyType(ctx context.Context, snap *storage.Snapshot, h *pb.FileHandle) (record.Type, error) {
+	f, err := snap.Files.OpenFile(ctx, h)
+	if err != nil {
+		return record.Invalid, err
+	}
+	defer f.Close()
+	return state.ReadSnapshotKeyType(f, storage.JoinPath(snap.Root, h.GetPath()))
+}
+
 // triggerSavepoint takes a savepoint of a running job (with stop: stops the job with it) and
 // waits for its outcome; a stop also waits for the job's end.
 func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepointRequest) (*pb.TriggerSavepointResponse, error) {
@@ -287,10 +300,19 @@ func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 		return nil, err
 	}
 	if t := req.GetTargetDirectory(); t != "" {
-		if !filepath.IsAbs(t) {
-			return nil, fmt.Errorf("savepoint of job %s: %w: directory %q is not an absolute path", id, ErrInvalidArgument, t)
+		if !storage.IsURI(t) && !filepath.IsAbs(t) {
+			return nil, fmt.Errorf("savepoint of job %s: %w: directory %q is not an absolute path or an s3:// location", id, ErrInvalidArgument, t)
 		}
-		if _, err := d.paths.check("savepoint directory", t); err != nil {
+		if err := d.paths.checkLocation("savepoint directory", t); err != nil {
+			return nil, fmt.Errorf("savepoint of job %s: %w", id, err)
+		}
+	}
+	// An s3:// target, given or the job's default, is probed before anything is triggered:
+	// a missing bucket, refused credentials or an endpoint that does not answer fail the
+	// request, naming the location, and the job goes on untouched.
+	rec, _ := d.fsm.job(id)
+	if t := cmp.Or(req.GetTargetDirectory(), rec.GetGraph().GetConfig()[config.SavepointDir]); storage.IsURI(t) {
+		if err := d.probeLocation(ctx, "savepoint directory", t); err != nil {
 			return nil, fmt.Errorf("savepoint of job %s: %w", id, err)
 		}
 	}
@@ -388,14 +410,21 @@ func (d *dispatcher) rescaleJob(jobID string, g *pb.JobGraph) error {
 	return err
 }
 
-// disposeSavepoint deletes a savepoint.
-func disposeSavepoint(p string) (string, error) {
-	if !filepath.IsAbs(p) {
+// disposeSavepoint deletes a savepoint: a local one, or every object of one on S3 (reached
+// with s3).
+func disposeSavepoint(ctx context.Context, p string, s3 storage.S3Settings) (string, error) {
+	if !storage.IsURI(p) && !filepath.IsAbs(p) {
 		return "", fmt.Errorf("%w: savepoint path %q is not absolute", ErrInvalidArgument, p)
 	}
-	dir, err := storage.DisposeSavepoint(p)
-	if errors.Is(err, storage.ErrNotSnapshot) || (err != nil && !errors.Is(err, os.ErrPermission)) {
+	dir, err := storage.DisposeSavepointAt(ctx, p, s3)
+	if errors.Is(err, storage.ErrNotSnapshot) || (err != nil && !errors.Is(err, os.ErrPermission) && !isStorageFailure(err)) {
 		return "", fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return dir, err
+}
+
+// isStorageFailure reports whether err is an S3 location's failure (a missing bucket, refused
+// credentials, an endpoint down), which maps to its own status.
+func isStorageFailure(err error) bool {
+	return errors.Is(err, storage.ErrNoSuchBucket) || errors.Is(err, storage.ErrAccessDenied) || errors.Is(err, storage.ErrUnreachable)
 }

@@ -91,12 +91,12 @@ func (s *jobService) TriggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 	})
 }
 
-func (s *jobService) DisposeSavepoint(_ context.Context, req *pb.DisposeSavepointRequest) (*pb.DisposeSavepointResponse, error) {
+func (s *jobService) DisposeSavepoint(ctx context.Context, req *pb.DisposeSavepointRequest) (*pb.DisposeSavepointResponse, error) {
 	return leaderCall(s.jm, func() (*pb.DisposeSavepointResponse, error) {
-		if _, err := s.jm.disp.paths.check("savepoint path", req.GetSavepointPath()); err != nil {
+		if err := s.jm.disp.paths.checkLocation("savepoint path", req.GetSavepointPath()); err != nil {
 			return nil, fmt.Errorf("dispose savepoint: %w", err)
 		}
-		dir, err := disposeSavepoint(req.GetSavepointPath())
+		dir, err := disposeSavepoint(ctx, req.GetSavepointPath(), s.jm.disp.s3)
 		if err == nil {
 			s.jm.log.Info("savepoint disposed", "path", dir)
 		}

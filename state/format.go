@@ -716,13 +716,19 @@ func SnapshotKeyType(path string) (record.Type, error) {
 		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxHeaderRead))
+	return ReadSnapshotKeyType(f, path)
+}
+
+// ReadSnapshotKeyType is SnapshotKeyType of a snapshot file read from r (a local file or an
+// object), named name in errors; it reads only the file's beginning.
+func ReadSnapshotKeyType(r io.Reader, name string) (record.Type, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxHeaderRead))
 	if err != nil {
-		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
+		return record.Invalid, fmt.Errorf("keyed state %s: %w", name, err)
 	}
 	h, err := parseHeader(b)
 	if err != nil {
-		return record.Invalid, fmt.Errorf("keyed state %s: %w", path, err)
+		return record.Invalid, fmt.Errorf("keyed state %s: %w", name, err)
 	}
 	return h.keyType, nil
 }

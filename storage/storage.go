@@ -20,10 +20,11 @@
 // github.com/minio/minio-go/v7). Objects appear whole when their writer's Close commits
 // them, stream in and out (multipart uploads above one part), and are listed by name prefix.
 // Root is a checkpoint (or savepoint) directory in an FS; the functions that take a local
-// directory are a local Root's. Checkpoints and the file sink's output may be on S3;
-// savepoints stay local for now (issue 18). The file sink writes its part files with S3's
-// multipart operations directly (multipart.go: NewUpload, UploadPart, CompleteUpload,
-// AbortUpload, ListUploads), keeping an upload in its checkpoint state until it commits.
+// directory are a local Root's. Checkpoints, savepoints (OpenSnapshotAt,
+// DisposeSavepointAt) and the file sink's output may be on S3. The file sink writes its part
+// files with S3's multipart operations directly (multipart.go: NewUpload, UploadPart,
+// CompleteUpload, AbortUpload, ListUploads), keeping an upload in its checkpoint state until
+// it commits.
 // S3 locations are configured by Flink's keys, cluster settings that
 // a job cannot set (S3SettingsFrom):
 //
@@ -146,7 +147,13 @@ func (r Root) CreateFile(ctx context.Context, id int64, name string) (*FileWrite
 // CreateSavepointFile creates <dir>/<name> in a savepoint's directory, as CreateFile does in a
 // checkpoint's; its handle's path is name alone (relative to the savepoint's directory).
 func CreateSavepointFile(dir, name string) (*FileWriter, error) {
-	return NewRoot(NewLocal(dir)).createFile(context.Background(), ".", name)
+	return NewRoot(NewLocal(dir)).CreateSavepointFile(context.Background(), name)
+}
+
+// CreateSavepointFile creates the state file name in r, a savepoint's directory (local or
+// s3://, see OpenRoot), as the function CreateSavepointFile does in a local one.
+func (r Root) CreateSavepointFile(ctx context.Context, name string) (*FileWriter, error) {
+	return r.createFile(ctx, ".", name)
 }
 
 // createFile creates <sub>/<name> in r; the handle's path is <sub>/<name>.
@@ -372,10 +379,17 @@ func (r Root) WriteMetadata(ctx context.Context, md *pb.CheckpointMetadata) (str
 // WriteSavepointMetadata publishes md as <dir>/_metadata, as WriteMetadata does for a
 // checkpoint; md.Savepoint is set. The savepoint is complete once it returns.
 func WriteSavepointMetadata(dir string, md *pb.CheckpointMetadata) error {
+	return NewRoot(NewLocal(dir)).WriteSavepointMetadata(context.Background(), md)
+}
+
+// WriteSavepointMetadata publishes md as _metadata in r, a savepoint's directory, as the
+// function WriteSavepointMetadata does in a local one: one object that appears whole, after
+// the state files.
+func (r Root) WriteSavepointMetadata(ctx context.Context, md *pb.CheckpointMetadata) error {
 	md = proto.CloneOf(md)
 	md.Savepoint = true
-	if err := NewRoot(NewLocal(dir)).writeMetadata(context.Background(), ".", md); err != nil {
-		return fmt.Errorf("storage: writing savepoint metadata %s: %w", filepath.Join(dir, MetadataFile), err)
+	if err := r.writeMetadata(ctx, ".", md); err != nil {
+		return fmt.Errorf("storage: writing savepoint metadata %s: %w", JoinPath(r.String(), MetadataFile), err)
 	}
 	return nil
 }

@@ -296,7 +296,12 @@ func (t *task) writeKeyed(id int64, savepointDir string, snap state.Snapshot) (*
 	var f *storage.FileWriter
 	var err error
 	if savepointDir != "" {
-		f, err = storage.CreateSavepointFile(savepointDir, name)
+		// A local path or an s3:// location, as the JobManager chose it.
+		var root storage.Root
+		root, err = storage.OpenRoot(savepointDir, t.env.s3)
+		if err == nil {
+			f, err = root.CreateSavepointFile(t.ctx, name)
+		}
 	} else {
 		var root storage.Root
 		root, err = storage.OpenRoot(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), t.env.s3)

@@ -289,8 +289,9 @@ type CheckpointBarrier struct {
 	// timestamp_ms is when the JobManager triggered the checkpoint (Unix milliseconds).
 	TimestampMs int64             `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	Mode        CheckpointingMode `protobuf:"varint,3,opt,name=mode,proto3,enum=goflink.v1.CheckpointingMode" json:"mode,omitempty"`
-	// savepoint_dir is set for a savepoint: the absolute directory its state files go to
-	// (named by the file alone; the checkpoint's own directory otherwise).
+	// savepoint_dir is set for a savepoint: the directory its state files go to, an absolute
+	// path or an s3:// location (named by the file alone; the checkpoint's own directory
+	// otherwise).
 	SavepointDir string `protobuf:"bytes,4,opt,name=savepoint_dir,json=savepointDir,proto3" json:"savepoint_dir,omitempty"`
 	// stop: the job stops with this savepoint. Sources emit nothing after its barrier; every
 	// task ends, without ending its operators' input, once it completed (a failure resumes

@@ -147,8 +147,8 @@ func (FailureHandling) EnumDescriptor() ([]byte, []int) {
 type TriggerSavepointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// target_directory is where the savepoint's directory is created; empty: the job's
-	// execution.checkpointing.savepoint-dir.
+	// target_directory is where the savepoint's directory is created, an absolute path or an
+	// s3:// location; empty: the job's execution.checkpointing.savepoint-dir.
 	TargetDirectory string `protobuf:"bytes,2,opt,name=target_directory,json=targetDirectory,proto3" json:"target_directory,omitempty"`
 	// stop ends the job with the savepoint; drain (with stop) first sends the maximum
 	// watermark and ends every operator's input, so every window and event-time timer fires.

@@ -214,6 +214,39 @@ func (m *jobMaster) discardAt(id int64, root, rel string) {
 	})
 }
 
+// sweepCheckpoints deletes, once the job ended and every task settled, each checkpoint
+// directory of the job directory that is not a retained checkpoint's: what is left of a
+// checkpoint aborted while a task still wrote its state (the task committed its file after the
+// abort deleted the directory, and was cancelled before it could acknowledge it, so nothing
+// said the file exists). No task writes into the directory any more.
+func (m *jobMaster) sweepCheckpoints() {
+	keep := map[int64]bool{}
+	for _, cp := range m.cp.retained {
+		keep[cp.GetId()] = true
+	}
+	m.wg.Go(func() {
+		root, err := storage.OpenRoot(m.jobDir, m.s3)
+		var ids []int64
+		if err == nil {
+			ids, err = root.CheckpointIDs(context.WithoutCancel(m.ctx))
+		}
+		if err != nil {
+			m.log.Warn("cannot list the job's checkpoint directories to delete what aborted checkpoints left", "dir", m.jobDir, "err", err)
+			return
+		}
+		for _, id := range ids {
+			if keep[id] {
+				continue
+			}
+			if err := m.discardFiles(m.jobDir, storage.CheckpointDirName(id)); err != nil {
+				m.log.Warn("cannot delete what an aborted checkpoint left", "checkpoint_id", id, "err", err)
+				continue
+			}
+			m.log.Info("deleted what an aborted checkpoint left", "checkpoint_id", id)
+		}
+	})
+}
+
 // discardFiles deletes the snapshot at rel in root: a checkpoint's chk-<n> in a local or
 // s3:// job directory, or a savepoint's own directory, ".", local or on S3.
 func (m *jobMaster) discardFiles(root, rel string) error {

@@ -831,6 +831,7 @@ func (m *jobMaster) finish(s pb.JobStatus, cause string) {
 		return
 	}
 	m.cp.stop(pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN, "the job ended")
+	m.sweepCheckpoints()
 	if s != pb.JobStatus_JOB_STATUS_FINISHED {
 		m.releaseFinished()
 	}

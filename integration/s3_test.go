@@ -52,6 +52,14 @@ func TestCheckpointsOnS3(t *testing.T) {
   restart-strategy.type: fixed-delay
   execution.checkpointing.dir: `+base)
 	id := submit(t, ctx, cl, spec)
+	// What a task leaves when it commits a state file after its checkpoint was aborted (and
+	// the directory deleted), and is cancelled before it acknowledges: the JobManager deletes
+	// it when the job ends.
+	client := srv.Client(t)
+	late := "checkpoints/" + id + "/chk-1000000/keyed-v9-s0-a0"
+	if _, err := client.PutObject(ctx, srv.Bucket, late, strings.NewReader("late"), 4, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
@@ -74,8 +82,7 @@ func TestCheckpointsOnS3(t *testing.T) {
 	}
 
 	// The bucket holds the two retained checkpoints, each with its _metadata and keyed state;
-	// the subsumed ones were deleted (asynchronously, hence the wait).
-	client := srv.Client(t)
+	// the subsumed ones and the late file were deleted (asynchronously, hence the wait).
 	var keys []string
 	poll.Until(t, testTimeout, "the bucket to hold the 2 retained checkpoints", func() error {
 		keys = keys[:0]

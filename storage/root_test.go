@@ -3,6 +3,8 @@ package storage
 import (
 	"errors"
 	"io/fs"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -86,5 +88,36 @@ func TestJoinPath(t *testing.T) {
 		if got := JoinPath(c.base, c.rel); got != c.want {
 			t.Errorf("JoinPath(%q, %q) = %q, want %q", c.base, c.rel, got, c.want)
 		}
+	}
+}
+
+// TestRootCheckpointIDs lists the checkpoint directories holding any file, complete or not,
+// in ID order, and nothing else of the job directory; an empty or missing one holds none.
+func TestRootCheckpointIDs(t *testing.T) {
+	for _, impl := range implementations() {
+		t.Run(impl.name, func(t *testing.T) {
+			ctx := t.Context()
+			fsys := impl.open(t)
+			r := NewRoot(fsys)
+			if ids, err := r.CheckpointIDs(ctx); err != nil || len(ids) != 0 {
+				t.Fatalf("empty: CheckpointIDs = %v, %v", ids, err)
+			}
+			for _, name := range []string{"chk-12/op-0", "chk-3/op-0", "chk-3/op-1", "chk-03/x", "chk-x/y", "chk-7", "savepoint-1/_metadata", "chk-40/a/b"} {
+				w, err := fsys.Create(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids, err := r.CheckpointIDs(ctx)
+			if err != nil || !slices.Equal(ids, []int64{3, 12, 40}) {
+				t.Fatalf("CheckpointIDs = %v, %v; want [3 12 40]", ids, err)
+			}
+		})
+	}
+	if ids, err := NewRoot(NewLocal(filepath.Join(t.TempDir(), "missing"))).CheckpointIDs(t.Context()); err != nil || len(ids) != 0 {
+		t.Fatalf("missing directory: CheckpointIDs = %v, %v", ids, err)
 	}
 }

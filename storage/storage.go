@@ -51,6 +51,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -507,6 +508,34 @@ func (r Root) Verify(ctx context.Context, chkPath string) (*pb.CheckpointMetadat
 		}
 	}
 	return md, nil
+}
+
+// CheckpointIDs lists the checkpoint directories (chk-<id>/) of r that hold any file, complete
+// or not, by ID in ascending order. A job directory that does not exist holds none.
+func (r Root) CheckpointIDs(ctx context.Context) ([]int64, error) {
+	objs, err := r.fs.List(ctx, "chk-")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, o := range objs {
+		dir, _, ok := strings.Cut(o.Name, "/")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(dir, "chk-"), 10, 64)
+		if err != nil || CheckpointDirName(n) != dir {
+			continue // not one of ours
+		}
+		if len(ids) == 0 || ids[len(ids)-1] != n {
+			ids = append(ids, n)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // DiscardAt removes the snapshot at path relative to root (a checkpoint's "chk-<n>" in its job

@@ -41,7 +41,8 @@ type FS interface {
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	// Delete removes the object name; a missing one is fine.
 	Delete(ctx context.Context, name string) error
-	// DeleteAll removes every object under dir (named dir/...); none is fine.
+	// DeleteAll removes every object under dir (named dir/...); none is fine. On S3 it also
+	// aborts the multipart uploads in progress under dir.
 	DeleteAll(ctx context.Context, dir string) error
 	// String is the location's URI: a local path or s3://bucket/prefix.
 	String() string

@@ -455,5 +455,16 @@ func (s *S3) DeleteAll(ctx context.Context, dir string) error {
 			return err
 		}
 	}
+	// And what was being written there: the multipart upload of a large object whose writer
+	// died (or is still writing, into a directory that is going away).
+	ups, err := s.ListUploads(ctx, dir+"/")
+	if err != nil {
+		return err
+	}
+	for _, u := range ups {
+		if err := s.AbortUpload(ctx, u.Name, u.ID); err != nil && !errors.Is(err, ErrNoSuchUpload) {
+			return err
+		}
+	}
 	return nil
 }

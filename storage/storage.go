@@ -511,7 +511,8 @@ func (r Root) Verify(ctx context.Context, chkPath string) (*pb.CheckpointMetadat
 }
 
 // CheckpointIDs lists the checkpoint directories (chk-<id>/) of r that hold any file, complete
-// or not, by ID in ascending order. A job directory that does not exist holds none.
+// or not (on S3: or an upload in progress), by ID in ascending order. A job directory that
+// does not exist holds none.
 func (r Root) CheckpointIDs(ctx context.Context) ([]int64, error) {
 	objs, err := r.fs.List(ctx, "chk-")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -520,9 +521,24 @@ func (r Root) CheckpointIDs(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ids []int64
+	names := make([]string, 0, len(objs))
 	for _, o := range objs {
-		dir, _, ok := strings.Cut(o.Name, "/")
+		names = append(names, o.Name)
+	}
+	// On S3 also the directories of uploads in progress: a large state file's, whose writer
+	// died before it completed.
+	if s3, ok := r.fs.(*S3); ok {
+		ups, err := s3.ListUploads(ctx, "chk-")
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range ups {
+			names = append(names, u.Name)
+		}
+	}
+	var ids []int64
+	for _, name := range names {
+		dir, _, ok := strings.Cut(name, "/")
 		if !ok {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -161,7 +162,7 @@ func newSnapReader(r io.Reader, size int64) *snapReader {
 func (s *snapReader) fail(what string, err error) {
 	switch {
 	case s.err != nil:
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		s.err = fmt.Errorf("%w: %s at offset %d truncated (file of %d bytes ends at %d)", ErrCorrupt, what, s.off, s.size, s.off)
 	default:
 		s.err, s.src = fmt.Errorf("reading %s at offset %d: %w", what, s.off, err), true
@@ -266,7 +267,7 @@ func (s *snapReader) peekEntry() (kp, val, raw []byte, ok bool) {
 		// Fill the buffer and try again.
 		var err error
 		b, err = s.br.Peek(int(min(s.left(), snapReadBuffer)))
-		if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) && !errors.Is(err, io.EOF) {
 			s.fail("entry", err)
 			return nil, nil, nil, false
 		}
@@ -335,7 +336,7 @@ func (s *snapReader) finish() error {
 	switch {
 	case err == nil: // more bytes than the handle says
 		s.corrupt("the file has more than the %d bytes its handle says", s.size)
-	case err != io.EOF:
+	case !errors.Is(err, io.EOF):
 		s.fail("the file", err)
 	case s.off != s.size:
 		s.fail("the file", io.EOF)

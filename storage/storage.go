@@ -320,7 +320,7 @@ func (v *verifyingReader) Close() error {
 		}
 	}
 	cerr := v.r.Close()
-	if v.err != nil && v.err != io.EOF && errors.Is(v.err, ErrCorrupt) {
+	if v.err != nil && !errors.Is(v.err, io.EOF) && errors.Is(v.err, ErrCorrupt) {
 		return v.err
 	}
 	return cerr

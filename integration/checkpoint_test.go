@@ -43,6 +43,24 @@ operators:
 `, config, n, rate, oddSum, out)
 }
 
+// checkExactlyOnce checks committed output (by committedOutput) of the founding example over
+// n numbers: every running sum of the failure-free output exactly once, and nothing else.
+func checkExactlyOnce(t *testing.T, got map[string]map[int64]int, records, n int) {
+	t.Helper()
+	total := 0
+	for key, sums := range failureFreeOutput(n) {
+		total += len(sums)
+		for _, s := range sums {
+			if c := got[key][s]; c != 1 {
+				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
+			}
+		}
+	}
+	if records != total {
+		t.Errorf("committed %d records, want %d (the failure-free output)", records, total)
+	}
+}
+
 // failureFreeOutput is what the job writes without failures: per key, the running sums.
 func failureFreeOutput(n int) map[string][]int64 {
 	want := map[string][]int64{}
@@ -141,19 +159,7 @@ func TestFoundingExampleExactlyOnce(t *testing.T) {
 	got, n := committedOutput(t, out)
 	t.Logf("restarts %d, restored from checkpoint %d, %d completed checkpoints, %d committed records",
 		last.GetRestarts(), last.GetRestoredCheckpointId(), completed, n)
-	want := failureFreeOutput(120)
-	total := 0
-	for key, sums := range want {
-		total += len(sums)
-		for _, s := range sums {
-			if c := got[key][s]; c != 1 {
-				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
-			}
-		}
-	}
-	if n != total {
-		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
-	}
+	checkExactlyOnce(t, got, n, 120)
 	if odd, even := maxOf(got["odd"]), maxOf(got["even"]); odd != 3600 || even != 3660 {
 		t.Errorf("final sums odd=%d even=%d, want 3600 and 3660", odd, even)
 	}

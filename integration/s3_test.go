@@ -115,19 +115,7 @@ func TestCheckpointsOnS3(t *testing.T) {
 		last.GetRestoredCheckpointId(), completed, keys)
 
 	got, n := committedOutput(t, out)
-	want := failureFreeOutput(120)
-	total := 0
-	for key, sums := range want {
-		total += len(sums)
-		for _, s := range sums {
-			if c := got[key][s]; c != 1 {
-				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
-			}
-		}
-	}
-	if n != total {
-		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
-	}
+	checkExactlyOnce(t, got, n, 120)
 }
 
 // s3Settings configures a cluster's processes for srv.
@@ -255,19 +243,7 @@ func TestCheckpointsOnS3Outage(t *testing.T) {
 		t.Fatalf("no checkpoint completed after checkpoint %d failed: %v", failed.GetId(), cps)
 	}
 	got, records := committedOutput(t, out)
-	want := failureFreeOutput(n)
-	total := 0
-	for key, sums := range want {
-		total += len(sums)
-		for _, s := range sums {
-			if c := got[key][s]; c != 1 {
-				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
-			}
-		}
-	}
-	if records != total {
-		t.Errorf("committed %d records, want %d", records, total)
-	}
+	checkExactlyOnce(t, got, records, n)
 	t.Logf("the server restarted: checkpoints up to %d completed after it (%d in the history); %d records exactly once", slices.Max(after), len(after), records)
 }
 
@@ -312,19 +288,7 @@ func TestFileSinkOnS3(t *testing.T) {
 	})
 
 	got, n, objects := committedS3Output(t, ctx, client, srv.Bucket, "out/")
-	want := failureFreeOutput(120)
-	total := 0
-	for key, sums := range want {
-		total += len(sums)
-		for _, s := range sums {
-			if c := got[key][s]; c != 1 {
-				t.Errorf("%s running sum %d committed %d times, want exactly once", key, s, c)
-			}
-		}
-	}
-	if n != total {
-		t.Errorf("committed %d records, want %d (the failure-free output)", n, total)
-	}
+	checkExactlyOnce(t, got, n, 120)
 	t.Logf("restored from checkpoint %d; committed objects %v", last.GetRestoredCheckpointId(), objects)
 }
 

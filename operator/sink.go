@@ -225,8 +225,13 @@ type fileTxn struct {
 	// local
 	f *os.File
 	w *bufio.Writer
-	// S3: the bytes not uploaded yet
-	pending []byte
+	// S3: the bytes not uploaded yet; the part uploading in the background, if any (see
+	// s3Parts.upload), and the buffer it will give back; the failure of an upload, which
+	// ends the transaction.
+	pending  []byte
+	inflight chan partUpload
+	spare    []byte
+	upErr    error
 }
 
 func (s *fileSink) Open(ctx *Context, out Output) error {

@@ -88,8 +88,14 @@ func (p *s3Parts) create(t *fileTxn) error {
 
 // write buffers p and uploads every full part.
 func (p *s3Parts) write(t *fileTxn, b []byte) error {
+	if t.upErr != nil {
+		return t.upErr
+	}
 	t.Size += int64(len(b))
 	for len(b) > 0 {
+		if t.pending == nil {
+			t.pending = make([]byte, 0, p.partSize)
+		}
 		n := min(len(b), p.partSize-len(t.pending))
 		t.pending = append(t.pending, b[:n]...)
 		b = b[n:]
@@ -102,31 +108,64 @@ func (p *s3Parts) write(t *fileTxn, b []byte) error {
 	return nil
 }
 
-// upload uploads the buffered bytes as the next part.
+// partUpload is the outcome of a part's background upload, with its buffer to reuse.
+type partUpload struct {
+	part storage.Part
+	buf  []byte
+	err  error
+}
+
+// upload starts uploading the buffered bytes as the next part, in the background once the
+// previous part's upload finished: one part uploads while the task fills the next, so a
+// transaction holds at most two parts' bytes. The part joins t.Parts when it is waited for
+// (await); a failed upload fails the transaction's later writes and its pre-commit.
 func (p *s3Parts) upload(t *fileTxn) error {
+	if err := p.await(t); err != nil {
+		return err
+	}
 	if len(t.Parts) >= maxUploadParts {
 		return fmt.Errorf("transaction %s: more than %d parts of %d bytes: a checkpoint interval this long makes too large a part file", t.Name, maxUploadParts, p.partSize)
 	}
-	ctx, cancel := p.ctx()
-	defer cancel()
-	part, err := p.s3.UploadPart(ctx, p.object(t.Name), t.Upload, len(t.Parts)+1, t.pending)
-	if err != nil {
-		return err
-	}
-	t.Parts = append(t.Parts, part)
-	t.pending = t.pending[:0]
+	data, number, obj, id := t.pending, len(t.Parts)+1, p.object(t.Name), t.Upload
+	t.pending, t.spare = t.spare[:0], nil
+	done := make(chan partUpload, 1)
+	t.inflight = done
+	go func() {
+		ctx, cancel := p.ctx()
+		defer cancel()
+		part, err := p.s3.UploadPart(ctx, obj, id, number, data)
+		done <- partUpload{part: part, buf: data, err: err}
+	}()
 	return nil
+}
+
+// await waits for the part uploading in the background, if any, and adds it to t.Parts.
+func (p *s3Parts) await(t *fileTxn) error {
+	if t.inflight != nil {
+		r := <-t.inflight
+		t.inflight, t.spare = nil, r.buf
+		if r.err != nil && t.upErr == nil {
+			t.upErr = r.err
+		}
+		if r.err == nil {
+			t.Parts = append(t.Parts, r.part)
+		}
+	}
+	return t.upErr
 }
 
 // preCommit uploads the rest as the last part: the upload then holds every byte, and
 // completing it needs only the state (the upload ID and the parts).
 func (p *s3Parts) preCommit(t *fileTxn) error {
-	if len(t.pending) > 0 || len(t.Parts) == 0 {
+	if len(t.pending) > 0 || len(t.Parts) == 0 && t.inflight == nil {
 		if err := p.upload(t); err != nil {
 			return err
 		}
 	}
-	t.pending = nil
+	if err := p.await(t); err != nil {
+		return err
+	}
+	t.pending, t.spare = nil, nil
 	return nil
 }
 
@@ -153,9 +192,10 @@ func (p *s3Parts) commit(t *fileTxn) error {
 	}
 }
 
-// abort aborts the upload; one that no longer exists is fine.
+// abort aborts the upload (after its part in flight); one that no longer exists is fine.
 func (p *s3Parts) abort(t *fileTxn) error {
-	t.pending = nil
+	_ = p.await(t) // the upload goes; so does what failed in it
+	t.pending, t.spare = nil, nil
 	if t.Upload == "" {
 		return nil // its start failed
 	}

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -269,16 +270,22 @@ func TestS3FileSinkLargeTransaction(t *testing.T) {
 		size += int64(len(jsonLines(row)[0]))
 		n++
 	}
+	// The first part went while the rest was written: uploaded, or still uploading in the
+	// background.
 	cur, _ := r.Current()
-	if len(cur.Parts) != 1 || cur.Parts[0].Size != storage.PartSize {
-		t.Errorf("parts while writing: %+v, want one of %d bytes", cur.Parts, storage.PartSize)
+	started := len(cur.Parts)
+	if cur.inflight != nil {
+		started++
+	}
+	if started != 1 {
+		t.Errorf("parts while writing: %+v (one in flight: %v), want the first one started", cur.Parts, cur.inflight != nil)
 	}
 	chk := r.checkpoint(t, 1)
 	txn, err := r.Decode(firstPending(t, chk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(txn.Parts) != 2 || txn.Size != size || txn.Parts[1].Size != size-storage.PartSize {
+	if len(txn.Parts) != 2 || txn.Size != size || txn.Parts[0].Size != storage.PartSize || txn.Parts[1].Size != size-storage.PartSize {
 		t.Errorf("pre-committed %d bytes in parts %+v, want %d bytes in 2 parts", txn.Size, txn.Parts, size)
 	}
 	r.complete(t, 1)
@@ -290,6 +297,32 @@ func TestS3FileSinkLargeTransaction(t *testing.T) {
 	if len(lines) != n || lines[n-1] != jsonLines(kv(key, int64(n-1)))[0] {
 		t.Errorf("committed %d lines, want %d", len(lines), n)
 	}
+}
+
+// TestS3FileSinkPartUploadFails: a part uploads in the background while the next fills; when
+// that upload fails (the server is gone) the pre-commit fails with its error, so the
+// checkpoint fails and nothing is committed, and Close returns without waiting forever.
+func TestS3FileSinkPartUploadFails(t *testing.T) {
+	s := startS3Sink(t)
+	r := s.mustOpen(t, 0, 1, 0, 0, nil)
+	key := strings.Repeat("k", 1000)
+	r.write(t, kv(key, -1)) // the transaction's upload starts with its first record
+	s.srv.Stop()
+	for size := 0; size < storage.PartSize+1000; {
+		row := kv(key, int64(size))
+		if err := r.Process(row); err != nil {
+			t.Fatalf("Process: %v (a part's upload must not fail the write that filled it)", err)
+		}
+		size += len(jsonLines(row)[0])
+	}
+	err := r.PrepareSnapshotPreBarrier(1)
+	if err == nil || !errors.Is(err, storage.ErrUnreachable) {
+		t.Fatalf("pre-commit after a failed part upload: %v, want the upload's %v", err, storage.ErrUnreachable)
+	}
+	if err := r.Process(kv(key, 0)); err == nil {
+		t.Error("a write after the failed upload succeeded")
+	}
+	_ = r.Close() // aborting needs the server; what matters is that it returns
 }
 
 // TestS3FileSinkSkipsNamesInUse: a name whose object exists, or whose upload is in

@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/goflink/goflink/internal/pgtest"
+	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/minicluster"
+	"github.com/goflink/goflink/minicluster/miniclustertest"
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// TestPostgresSinkExactlyOnce: sequence → key-by → count → an exactly-once postgres sink on
+// a real PostgreSQL, with a failure injected after the first checkpoints: the job restarts
+// from a checkpoint, and the table holds every running count exactly once, with no prepared
+// transaction left.
+func TestPostgresSinkExactlyOnce(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text NOT NULL, value bigint NOT NULL, count bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
+	const n, failAt = 300, 151
+	spec := fmt.Sprintf(`name: pg-counts
+parallelism: 2
+config:
+  execution.checkpointing.interval: 50ms
+  restart-strategy.type: fixed-delay
+  restart-strategy.fixed-delay.delay: 50ms
+  execution.checkpointing.dir: %s
+operators:
+  - {name: numbers, type: sequence, from: 1, to: %d, rate: 100}
+  - {name: parity, type: map, fields: {parity: "value %% 2 == 0 ? 'even' : 'odd'", value: "value"}}
+  - {name: by-parity, type: key-by, key: "parity"}
+  - {name: counts, type: count}
+  - {name: fail_at, type: fail, when: "value == %d", attempt: 0}
+  - {name: out, type: postgres, dsn: %q, table: counts, batch-size: 7, delivery-guarantee: exactly-once}
+`, filepath.Join(t.TempDir(), "checkpoints"), n, failAt, srv.DSN(srv.Database))
+	id := submit(t, ctx, cl, spec)
+	last := watchEnd(t, ctx, cl, id)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
+	}
+	if last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
+		t.Fatalf("restarts = %d, restored checkpoint %d: want one restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
+	}
+
+	poll.Until(t, testTimeout, "no prepared transaction left", func() error {
+		var left []string
+		rows, err := conn.Query(ctx, "SELECT gid FROM pg_prepared_xacts")
+		if err == nil {
+			left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("prepared: %v", left)
+		}
+		return nil
+	})
+
+	// Every value once, with its running count: odd 2c-1 and even 2c are the c-th of their key.
+	rows, err := conn.Query(ctx, "SELECT parity, value, count FROM counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	var total int
+	for rows.Next() {
+		var parity string
+		var value, count int64
+		if err := rows.Scan(&parity, &value, &count); err != nil {
+			t.Fatal(err)
+		}
+		total++
+		seen[value]++
+		want := (value + 1) / 2
+		if (value%2 == 0) != (parity == "even") || count != want {
+			t.Errorf("row (%s, %d, %d): want (%s, %d, %d)", parity, value, count, map[bool]string{true: "even", false: "odd"}[value%2 == 0], value, want)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(1); v <= n; v++ {
+		if seen[v] != 1 {
+			t.Errorf("value %d committed %d times, want exactly once", v, seen[v])
+		}
+	}
+	if total != n {
+		t.Errorf("committed %d rows, want %d", total, n)
+	}
+	t.Logf("restored from checkpoint %d", last.GetRestoredCheckpointId())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,16 +16,18 @@ import (
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
-// TestPostgresSinkExactlyOnce: sequence → key-by → count → an exactly-once postgres sink on
-// a real PostgreSQL, with a failure injected after the first checkpoints: the job restarts
-// from a checkpoint, and the table holds every running count exactly once, with no prepared
-// transaction left.
+// TestPostgresSinkExactlyOnce: sequence → key-by → count → two exactly-once postgres sinks on
+// a real PostgreSQL (insert, and upsert by key), with a failure injected after the first
+// checkpoints: the job restarts from a checkpoint, one table holds every running count
+// exactly once, the other each key's last, and no prepared transaction is left. The min-pause
+// lets a checkpoint's completion reach the upserting sink before the next barrier (see
+// connector/postgres txnSink: otherwise its write may wait for its own prepared row locks).
 func TestPostgresSinkExactlyOnce(t *testing.T) {
 	srv := pgtest.Start(t)
 	conn := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text NOT NULL, value bigint NOT NULL, count bigint NOT NULL)"); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text NOT NULL, value bigint NOT NULL, count bigint NOT NULL); CREATE TABLE ups (parity text PRIMARY KEY, value bigint NOT NULL, count bigint NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 1})
@@ -33,6 +36,7 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 parallelism: 2
 config:
   execution.checkpointing.interval: 50ms
+  execution.checkpointing.min-pause: 100ms
   restart-strategy.type: fixed-delay
   restart-strategy.fixed-delay.delay: 50ms
   execution.checkpointing.dir: %s
@@ -43,7 +47,8 @@ operators:
   - {name: counts, type: count}
   - {name: fail_at, type: fail, when: "value == %d", attempt: 0}
   - {name: out, type: postgres, dsn: %q, table: counts, batch-size: 7, delivery-guarantee: exactly-once}
-`, filepath.Join(t.TempDir(), "checkpoints"), n, failAt, srv.DSN(srv.Database))
+  - {name: up, type: postgres, inputs: [fail_at], dsn: %q, table: ups, mode: upsert, key: [parity], batch-size: 1, delivery-guarantee: exactly-once}
+`, filepath.Join(t.TempDir(), "checkpoints"), n, failAt, srv.DSN(srv.Database), srv.DSN(srv.Database))
 	id := submit(t, ctx, cl, spec)
 	last := watchEnd(t, ctx, cl, id)
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
@@ -98,6 +103,18 @@ operators:
 	}
 	if total != n {
 		t.Errorf("committed %d rows, want %d", total, n)
+	}
+	// The upserting sink holds each key's last running count.
+	ups, err := conn.Query(ctx, "SELECT parity || ' ' || value || ' ' || count FROM ups ORDER BY parity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(ups, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"even 300 150", "odd 299 150"}; !slices.Equal(got, want) {
+		t.Errorf("ups = %q, want %q", got, want)
 	}
 	t.Logf("restored from checkpoint %d", last.GetRestoredCheckpointId())
 }

@@ -44,7 +44,7 @@ func newSink(c *pgspec.SinkConfig, in *record.Schema) (operator.Operator, error)
 	d := &dialer{spec: c, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
 	switch c.DeliveryGuarantee {
 	case pgspec.ExactlyOnce:
-		s := &txnSink{dialer: d, w: w}
+		s := &txnSink{dialer: d, w: w, lockTimeout: ownLockTimeout}
 		s.Bind("postgres sink", s)
 		return s, nil
 	case "", pgspec.AtLeastOnce:
@@ -382,17 +382,20 @@ type pgTxn struct {
 // commit, which this task runs when the checkpoint completes; a row of the new transaction
 // that waited for one of those locks would block the task, and with it the commit (an
 // upserted key, a unique column). The rows go out when the commit is done, or at the next
-// barrier, which sends them in any case (then a conflicting row waits up to opTimeout and
-// fails the task; a checkpoint normally completes well before the next barrier).
+// barrier, which sends them in any case: then a conflicting row waits up to ownLockTimeout
+// and fails the task (the restore commits the earlier transaction). That happens when a
+// checkpoint's completion reaches the task after the next barrier, which a short interval
+// without execution.checkpointing.min-pause makes likely in mode upsert.
 type txnSink struct {
 	operator.TwoPhaseSink[*pgTxn]
 	*dialer
 	w *writer
 
-	data, ctl *pgx.Conn
-	prefix    string // gidPrefix
-	nonce     string
-	seq       int
+	data, ctl   *pgx.Conn
+	lockTimeout time.Duration // ownLockTimeout (tests shorten it)
+	prefix      string        // gidPrefix
+	nonce       string
+	seq         int
 }
 
 // gidPrefix is "goflink-<job>-<operator uid>" with characters other than letters, digits,
@@ -479,8 +482,30 @@ func (s *txnSink) send(t *pgTxn) error {
 		}
 		t.begun = true
 	}
-	return s.red.Err(s.w.send(s.data))
+	pending := len(s.Pending()) > 0
+	if pending {
+		// The rows may wait for the locks of this sink's own prepared transaction, whose
+		// commit only this task can run: fail soon rather than block it.
+		ms := strconv.FormatInt(max(s.lockTimeout.Milliseconds(), 1), 10)
+		if err := s.exec(s.data, "SET LOCAL lock_timeout = "+ms); err != nil {
+			return fmt.Errorf("set lock_timeout: %w", err)
+		}
+	}
+	err := s.red.Err(s.w.send(s.data))
+	if err != nil && pending && strings.Contains(err.Error(), "(SQLSTATE "+sqlLockNotAvailable+")") {
+		return fmt.Errorf("%w: a row is locked, most likely by this sink's prepared transaction of an earlier checkpoint "+
+			"whose completion had not reached the task before the next barrier; the restore commits it "+
+			"(execution.checkpointing.min-pause gives the notification time)", err)
+	}
+	return err
 }
+
+// ownLockTimeout bounds how long a write waits for a row lock while a transaction of an
+// earlier checkpoint is prepared and not committed (see txnSink).
+const ownLockTimeout = 10 * time.Second
+
+// sqlLockNotAvailable is the SQLSTATE of a lock wait that reached lock_timeout.
+const sqlLockNotAvailable = "55P03"
 
 // PreCommit sends the rest of t's rows and prepares it.
 func (s *txnSink) PreCommit(t *pgTxn) error {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -424,4 +425,41 @@ func TestConnectErrors(t *testing.T) {
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTxnSinkOwnLockFailsFast: a barrier that comes before the previous checkpoint's
+// completion sends rows that wait for the locks of the sink's own prepared transaction: the
+// write fails after the lock timeout, saying why, instead of blocking the task; the restore
+// commits the earlier transaction.
+func TestTxnSinkOwnLockFailsFast(t *testing.T) {
+	e := startPG(t)
+	c := e.spec("up", pgspec.ExactlyOnce)
+	s, err := e.openTxn(t, c, "job1", 0, 1, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.lockTimeout = 200 * time.Millisecond
+	s.write(t, kv("a", 1))
+	chk1 := s.checkpoint(t, 1)
+	s.write(t, kv("a", 2))
+	err = s.PrepareSnapshotPreBarrier(2) // checkpoint 1 not complete yet: a is locked
+	if err == nil || !strings.Contains(err.Error(), "this sink's prepared transaction of an earlier checkpoint") {
+		t.Fatalf("PrepareSnapshotPreBarrier(2) = %v, want the lock timeout explained", err)
+	}
+	t.Logf("%v", err)
+	s.crash()
+	r := e.mustOpenTxnSpec(t, c, 1, chk1)
+	e.wantRows(t, "after the restore", "up", "a=1")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *pgEnv) mustOpenTxnSpec(t *testing.T, c *pgspec.SinkConfig, restoredID int64, state [][]byte) *testSink {
+	t.Helper()
+	s, err := e.openTxn(t, c, "job1", 0, 1, restoredID, state)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
 }

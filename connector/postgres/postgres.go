@@ -8,8 +8,8 @@
 // barriers into one transaction on its own connection, which the barrier turns into a
 // prepared transaction (PREPARE TRANSACTION, PostgreSQL's two-phase commit) and the
 // checkpoint's completion commits (COMMIT PREPARED): see txnSink. With at-least-once it
-// commits its transaction at every barrier, and a restore writes again what came after the
-// checkpoint.
+// commits each full batch and the rest at every barrier, and a restore writes again what came
+// after the checkpoint (see plainSink).
 //
 // A password never appears in the sink's errors: the DSN's password, and the one read from
 // password-file or password-env, are replaced by "xxxxx" in every error that carries a

@@ -251,11 +251,13 @@ func (w *writer) reset() {
 	w.rows = w.rows[:0]
 }
 
-// plainSink is the at-least-once sink: one transaction per checkpoint, committed at the
-// barrier (PrepareSnapshotPreBarrier), so that a checkpoint completes only with every record
-// before its barrier committed. A restore writes the records after the checkpoint again
-// (duplicate rows in mode insert, the same rows again in mode upsert). EndInput commits, so a
-// bounded job's output is complete when it finishes; Close rolls back what is not committed.
+// plainSink is the at-least-once sink: each full batch is committed in its own transaction,
+// and so is the rest at the barrier (PrepareSnapshotPreBarrier), so that a checkpoint
+// completes only with every record before its barrier committed; without checkpointing rows
+// still become visible a batch at a time. A restore writes the records after the checkpoint
+// again (duplicate rows in mode insert, the same rows again in mode upsert). EndInput
+// commits, so a bounded job's output is complete when it finishes; Close drops what is not
+// committed.
 type plainSink struct {
 	operator.Base
 	*dialer
@@ -279,7 +281,7 @@ func (s *plainSink) Open(ctx *operator.Context, out operator.Output) error {
 func (s *plainSink) Process(row record.Row) error {
 	s.w.add(row)
 	if s.w.due() {
-		return s.send()
+		return s.commit()
 	}
 	return nil
 }
@@ -314,7 +316,7 @@ func (s *plainSink) commit() error {
 	return nil
 }
 
-// PrepareSnapshotPreBarrier commits every record before the barrier.
+// PrepareSnapshotPreBarrier commits the records before the barrier that are not yet.
 func (s *plainSink) PrepareSnapshotPreBarrier(int64) error { return s.commit() }
 
 // EndInput commits the rest.

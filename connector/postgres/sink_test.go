@@ -307,7 +307,8 @@ func TestTxnSinkUpsert(t *testing.T) {
 	}
 }
 
-// TestPlainSink: at-least-once commits at the barrier and at the end of input, upserting.
+// TestPlainSink: at-least-once commits each full batch, the rest at the barrier and at the
+// end of input, inserting and upserting.
 func TestPlainSink(t *testing.T) {
 	e := startPG(t)
 	for _, table := range []string{"out", "up"} {
@@ -324,7 +325,7 @@ func TestPlainSink(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		e.wantRows(t, "before the barrier", table)
+		e.wantRows(t, "before the barrier (the full batch)", table, "a=1", "b=1")
 		if err := s.PrepareSnapshotPreBarrier(1); err != nil {
 			t.Fatal(err)
 		}

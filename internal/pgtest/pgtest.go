@@ -339,7 +339,7 @@ func Binaries() (string, error) {
 	}
 	if d := os.Getenv("PG_BIN"); d != "" {
 		if !has(d) {
-			return "", fmt.Errorf("pgtest: $PG_BIN=%s has no initdb and postgres", d)
+			return "", fmt.Errorf("pgtest: $PG_BIN=%s has no initdb and postgres; the PostgreSQL tests need them: %s", d, InstallCommand)
 		}
 		return d, nil
 	}

@@ -55,3 +55,15 @@ func TestRunTwice(t *testing.T) {
 		t.Errorf("two servers share port %d/%d or directory %s/%s", a.Port, b.Port, a.Dir, b.Dir)
 	}
 }
+
+// TestMissingBinaries: without the server's binaries Run fails, saying how to install them.
+func TestMissingBinaries(t *testing.T) {
+	t.Setenv("PG_BIN", t.TempDir())
+	s, err := Run()
+	if s != nil {
+		s.Stop()
+	}
+	if err == nil || !strings.Contains(err.Error(), InstallCommand) {
+		t.Errorf("Run without binaries: %v, want an error naming %q", err, InstallCommand)
+	}
+}

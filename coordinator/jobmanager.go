@@ -28,6 +28,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka/kafkaspec"
 	"github.com/goflink/goflink/connector/nexmark"
+	"github.com/goflink/goflink/connector/postgres/pgspec"
 	"github.com/goflink/goflink/internal/dirlock"
 	"github.com/goflink/goflink/internal/metrics"
 	"github.com/goflink/goflink/internal/netaddr"
@@ -41,7 +42,7 @@ import (
 // ConnectorTypes are the connectors' operator types a JobManager plans specs with besides the
 // built-in ones: their descriptions, without client libraries. A client that checks a spec
 // before it submits it (flinkctl run --local) plans with the same.
-var ConnectorTypes = []operator.Type{kafkaspec.Type, nexmark.Type}
+var ConnectorTypes = []operator.Type{kafkaspec.Type, nexmark.Type, pgspec.Type}
 
 // HealthLeader is the gRPC health service name that is SERVING only on the leader (the
 // empty name is the process, SERVING whenever it answers RPCs).

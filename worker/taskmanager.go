@@ -28,6 +28,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/connector/kafka"
 	"github.com/goflink/goflink/connector/nexmark"
+	"github.com/goflink/goflink/connector/postgres"
 	"github.com/goflink/goflink/internal/confine"
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/leaderrpc"
@@ -157,7 +158,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	settings := cmp.Or(cfg.Settings, config.New())
 	log := cmp.Or(cfg.Logger, slog.Default())
 	stdout := cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
-	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type, nexmark.Type}, cfg.Operators...)...)
+	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type, nexmark.Type, postgres.Type}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)
 	}

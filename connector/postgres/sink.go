@@ -1,0 +1,759 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/goflink/goflink/connector/postgres/pgspec"
+	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/record"
+)
+
+// opTimeout bounds one operation against the server: connecting, sending a batch, preparing,
+// committing or rolling back a transaction, listing prepared transactions.
+const opTimeout = 2 * time.Minute
+
+// ErrDataLoss is wrapped by the error of an exactly-once commit that found its prepared
+// transaction rolled back (by hand, or by another process): the records of that checkpoint
+// are lost. It is unrecoverable: a restart fails the same way.
+var ErrDataLoss = errors.New("postgres prepared transaction rolled back before its commit: data loss")
+
+// sqlUndefinedObject is the SQLSTATE of COMMIT PREPARED or ROLLBACK PREPARED naming a
+// transaction that is not prepared (any more).
+const sqlUndefinedObject = "42704"
+
+// newSink builds the sink of spec {type: postgres}.
+func newSink(c *pgspec.SinkConfig, in *record.Schema) (operator.Operator, error) {
+	w, err := newWriter(c, in)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
+	}
+	d := &dialer{spec: c, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	switch c.DeliveryGuarantee {
+	case pgspec.ExactlyOnce:
+		s := &txnSink{dialer: d, w: w, lockTimeout: ownLockTimeout}
+		s.Bind("postgres sink", s)
+		return s, nil
+	case "", pgspec.AtLeastOnce:
+		return &plainSink{dialer: d, w: w}, nil
+	default:
+		return nil, fmt.Errorf("postgres sink: unknown delivery guarantee %q (want exactly-once or at-least-once)", c.DeliveryGuarantee)
+	}
+}
+
+// dialer opens connections with the spec's DSN and password.
+type dialer struct {
+	spec *pgspec.SinkConfig
+	red  *pgspec.Redactor // knows the password once dial read it
+}
+
+// dial connects to the server. The password comes from the DSN, else password-file, else
+// password-env, read now (on the TaskManager).
+func (d *dialer) dial() (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(d.spec.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("dsn: %w", d.red.Err(err))
+	}
+	switch {
+	case d.spec.PasswordFile != "":
+		b, err := os.ReadFile(d.spec.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password-file: %w", err)
+		}
+		cfg.Password = strings.TrimRight(string(b), "\r\n")
+	case d.spec.PasswordEnv != "":
+		pw, ok := os.LookupEnv(d.spec.PasswordEnv)
+		if !ok {
+			return nil, fmt.Errorf("password-env: the environment variable %s is not set", d.spec.PasswordEnv)
+		}
+		cfg.Password = pw
+	}
+	d.red = pgspec.NewRedactor(pgspec.DSNPassword(d.spec.DSN), cfg.Password)
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "goflink"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", d.red.Err(err))
+	}
+	return conn, nil
+}
+
+// exec runs one statement with a timeout, its error redacted.
+func (d *dialer) exec(conn *pgx.Conn, sql string, args ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	_, err := conn.Exec(ctx, sql, args...)
+	return d.red.Err(err)
+}
+
+// writer buffers rows and sends them in batches into the transaction a connection is in:
+// by COPY in mode insert, as pipelined upserts in mode upsert (one statement per row, so a
+// key repeated within a batch updates in order).
+type writer struct {
+	table  pgx.Identifier
+	cols   []string
+	types  []record.Type
+	upsert string // the upsert statement; "" in mode insert
+	batch  int
+	rows   [][]any
+}
+
+func newWriter(c *pgspec.SinkConfig, in *record.Schema) (*writer, error) {
+	parts, err := pgspec.TableName(c.Table)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", c.Table, err)
+	}
+	table := pgx.Identifier(parts)
+	w := &writer{table: table, batch: max(c.BatchSize, 1)}
+	for _, f := range in.Fields() {
+		w.cols, w.types = append(w.cols, f.Name), append(w.types, f.Type)
+	}
+	switch c.Mode {
+	case "", pgspec.ModeInsert:
+	case pgspec.ModeUpsert:
+		if len(c.Key) == 0 {
+			return nil, errors.New("mode upsert needs a key")
+		}
+		for _, k := range c.Key {
+			if !slices.Contains(w.cols, k) {
+				return nil, fmt.Errorf("key column %q is no field of the input %v", k, in)
+			}
+		}
+		w.upsert = upsertSQL(table, w.cols, c.Key)
+	default:
+		return nil, fmt.Errorf("unknown mode %q (want insert or upsert)", c.Mode)
+	}
+	return w, nil
+}
+
+// upsertSQL is INSERT INTO table (cols) VALUES ($1, …) ON CONFLICT (key) DO UPDATE SET the
+// other columns (DO NOTHING when every column is in the key).
+func upsertSQL(table pgx.Identifier, cols, key []string) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + table.Sanitize() + " (")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c}.Sanitize())
+	}
+	b.WriteString(") VALUES (")
+	for i := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+	}
+	b.WriteString(") ON CONFLICT (")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{k}.Sanitize())
+	}
+	b.WriteString(") DO ")
+	var set []string
+	for _, c := range cols {
+		if !slices.Contains(key, c) {
+			q := pgx.Identifier{c}.Sanitize()
+			set = append(set, q+" = EXCLUDED."+q)
+		}
+	}
+	if len(set) == 0 {
+		b.WriteString("NOTHING")
+	} else {
+		b.WriteString("UPDATE SET " + strings.Join(set, ", "))
+	}
+	return b.String()
+}
+
+// add buffers a row (copied: rows are borrowed).
+func (w *writer) add(row record.Row) {
+	vals := make([]any, len(w.types))
+	for i, t := range w.types {
+		v := row[i]
+		switch t {
+		case record.Int64:
+			vals[i] = v.Int()
+		case record.Float64:
+			vals[i] = v.Float()
+		case record.Bool:
+			vals[i] = v.Bool()
+		case record.String:
+			vals[i] = strings.Clone(v.Str())
+		case record.Bytes:
+			vals[i] = []byte(v.Str())
+		case record.Timestamp:
+			vals[i] = v.Time()
+		case record.Map:
+			vals[i] = v.Map()
+		default:
+			vals[i] = v.Format(t)
+		}
+	}
+	w.rows = append(w.rows, vals)
+}
+
+// due says a batch is full: len(rows) reached a multiple of the batch size (so that a writer
+// that cannot send yet checks again only a batch later).
+func (w *writer) due() bool { return len(w.rows) >= w.batch && len(w.rows)%w.batch == 0 }
+
+// send writes the buffered rows into conn's transaction.
+func (w *writer) send(conn *pgx.Conn) error {
+	if len(w.rows) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var err error
+	if w.upsert == "" {
+		_, err = conn.CopyFrom(ctx, w.table, w.cols, pgx.CopyFromRows(w.rows))
+	} else {
+		b := &pgx.Batch{}
+		for _, r := range w.rows {
+			b.Queue(w.upsert, r...)
+		}
+		err = conn.SendBatch(ctx, b).Close()
+	}
+	n := len(w.rows)
+	w.reset()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("writing %d rows into %s did not finish within %v (is a row locked by another transaction?): %w",
+				n, w.table.Sanitize(), opTimeout, err)
+		}
+		return fmt.Errorf("writing %d rows into %s: %w", n, w.table.Sanitize(), err)
+	}
+	return nil
+}
+
+func (w *writer) reset() {
+	clear(w.rows)
+	w.rows = w.rows[:0]
+}
+
+// plainSink is the at-least-once sink: each full batch is committed in its own transaction,
+// and so is the rest at the barrier (PrepareSnapshotPreBarrier), so that a checkpoint
+// completes only with every record before its barrier committed; without checkpointing rows
+// still become visible a batch at a time. A restore writes the records after the checkpoint
+// again (duplicate rows in mode insert, the same rows again in mode upsert). EndInput
+// commits, so a bounded job's output is complete when it finishes; Close drops what is not
+// committed.
+type plainSink struct {
+	operator.Base
+	*dialer
+	w     *writer
+	conn  *pgx.Conn
+	inTxn bool
+}
+
+func (s *plainSink) Open(ctx *operator.Context, out operator.Output) error {
+	if err := s.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	conn, err := s.dial()
+	if err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	s.conn = conn
+	return nil
+}
+
+func (s *plainSink) Process(row record.Row) error {
+	s.w.add(row)
+	if s.w.due() {
+		return s.commit()
+	}
+	return nil
+}
+
+func (s *plainSink) send() error {
+	if len(s.w.rows) == 0 {
+		return nil
+	}
+	if !s.inTxn {
+		if err := s.exec(s.conn, "BEGIN"); err != nil {
+			return fmt.Errorf("postgres sink: begin: %w", err)
+		}
+		s.inTxn = true
+	}
+	if err := s.w.send(s.conn); err != nil {
+		return fmt.Errorf("postgres sink: %w", s.red.Err(err))
+	}
+	return nil
+}
+
+func (s *plainSink) commit() error {
+	if err := s.send(); err != nil {
+		return err
+	}
+	if !s.inTxn {
+		return nil
+	}
+	s.inTxn = false
+	if err := s.exec(s.conn, "COMMIT"); err != nil {
+		return fmt.Errorf("postgres sink: commit: %w", err)
+	}
+	return nil
+}
+
+// PrepareSnapshotPreBarrier commits the records before the barrier that are not yet.
+func (s *plainSink) PrepareSnapshotPreBarrier(int64) error { return s.commit() }
+
+// EndInput commits the rest.
+func (s *plainSink) EndInput() error { return s.commit() }
+
+// Close rolls back what is not committed and closes the connection.
+func (s *plainSink) Close() error {
+	if s.conn == nil {
+		return nil
+	}
+	var err error
+	if s.inTxn {
+		s.inTxn = false
+		if e := s.exec(s.conn, "ROLLBACK"); e != nil {
+			err = fmt.Errorf("postgres sink: rollback: %w", e)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	_ = s.conn.Close(ctx) // a connection that fails to close is gone either way
+	s.conn = nil
+	return err
+}
+
+// States of a pgTxn.
+const (
+	txnOpen     = "open"     // rows may have been written; not prepared
+	txnPrepared = "prepared" // PREPARE TRANSACTION GID succeeded; XID is its transaction
+	txnEmpty    = "empty"    // pre-committed without a row: nothing to commit
+)
+
+// pgTxn is one transaction of the exactly-once sink: the records of one subtask between two
+// barriers. It is prepared under GID "<prefix>-<subtask>-<nonce>-<seq>": prefix names the
+// job and the operator (gidPrefix), nonce this instance of the sink (a restore's
+// transactions never reuse an earlier attempt's GIDs), seq counts its transactions.
+type pgTxn struct {
+	GID   string `json:"gid"`
+	State string `json:"state"`
+	// XID is the prepared transaction's full ID (xid8, as text): a GID no longer prepared is
+	// committed if pg_xact_status says so, and rolled back (data loss) otherwise.
+	XID string `json:"xid,omitempty"`
+
+	begun bool // BEGIN was sent on the data connection (the live open transaction only)
+	live  bool // this instance's open transaction (not one restored from state)
+}
+
+// txnSink is the exactly-once sink, a TwoPhaseSink over PostgreSQL's prepared transactions:
+//
+//   - a subtask's records between two barriers go into one transaction on its data
+//     connection, begun with its first batch (a transaction without rows is never begun,
+//     prepared or committed);
+//   - PreCommit (at the barrier) sends the rest and runs PREPARE TRANSACTION: the rows are
+//     durable and invisible, and any session can commit them;
+//   - Commit is COMMIT PREPARED on a second connection (the data connection is in the next
+//     transaction meanwhile; COMMIT PREPARED cannot run inside one). It is idempotent: a GID
+//     no longer prepared is looked up by its transaction ID (pg_xact_status), committed is a
+//     success and rolled back is ErrDataLoss;
+//   - Abort rolls back the open transaction, or a prepared one (ROLLBACK PREPARED);
+//   - AbortLingering rolls back the prepared transactions of this sink's subtasks i with
+//     i % p == this subtask that no restored state references (prepared by an attempt after
+//     the checkpoint it restores from).
+//
+// While a transaction of an earlier checkpoint is prepared and not committed yet, full batches
+// stay buffered here rather than sent: a prepared transaction keeps its row locks until its
+// commit, which this task runs when the checkpoint completes; a row of the new transaction
+// that waited for one of those locks would block the task, and with it the commit (an
+// upserted key, a unique column). The rows go out when the commit is done, or at the next
+// barrier, which sends them in any case: then a conflicting row waits up to ownLockTimeout
+// and fails the task (the restore commits the earlier transaction). That happens when a
+// checkpoint's completion reaches the task after the next barrier, which a short interval
+// without execution.checkpointing.min-pause makes likely in mode upsert.
+type txnSink struct {
+	operator.TwoPhaseSink[*pgTxn]
+	*dialer
+	w *writer
+
+	data, ctl   *pgx.Conn
+	lockTimeout time.Duration // ownLockTimeout (tests shorten it)
+	prefix      string        // gidPrefix
+	nonce       string
+	seq         int
+}
+
+// gidPrefix is "goflink-<job>-<operator uid>" with characters other than letters, digits,
+// '_' and '.' replaced by '_' (a GID is a quoted literal; at most 200 bytes), hashed when long.
+func gidPrefix(job, uid string) string {
+	p := "goflink-" + sanitizeGID(job) + "-" + sanitizeGID(uid)
+	if len(p) > 120 {
+		sum := sha256.Sum256([]byte(job + "\x00" + uid))
+		p = "goflink-" + hex.EncodeToString(sum[:16])
+	}
+	return p
+}
+
+func sanitizeGID(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func (s *txnSink) Open(ctx *operator.Context, out operator.Output) error {
+	uid := ctx.OperatorUID
+	if uid == "" {
+		uid = ctx.OperatorName
+	}
+	s.prefix = gidPrefix(ctx.JobID, uid)
+	var n [8]byte
+	_, _ = rand.Read(n[:]) // crypto/rand.Read does not fail
+	s.nonce = hex.EncodeToString(n[:])
+	var err error
+	if s.data, err = s.dial(); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	if s.ctl, err = s.dial(); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	return s.TwoPhaseSink.Open(ctx, out)
+}
+
+// parseGID returns the subtask of one of this sink's GIDs.
+func (s *txnSink) parseGID(gid string) (subtask int, ok bool) {
+	rest, ok := strings.CutPrefix(gid, s.prefix+"-")
+	parts := strings.Split(rest, "-")
+	if !ok || len(parts) != 3 {
+		return 0, false
+	}
+	sub, err1 := strconv.Atoi(parts[0])
+	_, err2 := hex.DecodeString(parts[1])
+	seq, err3 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || sub < 0 || seq < 0 || strconv.Itoa(sub) != parts[0] {
+		return 0, false
+	}
+	return sub, true
+}
+
+// BeginTransaction names the next transaction; it is begun on the server with its first rows.
+func (s *txnSink) BeginTransaction() (*pgTxn, error) {
+	s.seq++
+	return &pgTxn{GID: fmt.Sprintf("%s-%d-%s-%d", s.prefix, s.Context().Subtask, s.nonce, s.seq), State: txnOpen, live: true}, nil
+}
+
+// Write buffers a row, and sends a full batch unless an earlier transaction awaits its commit.
+func (s *txnSink) Write(t *pgTxn, row record.Row) error {
+	s.w.add(row)
+	if s.w.due() && len(s.Pending()) == 0 {
+		return s.send(t)
+	}
+	return nil
+}
+
+// send writes the buffered rows into t, beginning it.
+func (s *txnSink) send(t *pgTxn) error {
+	if len(s.w.rows) == 0 {
+		return nil
+	}
+	if !t.live || t.State != txnOpen {
+		return fmt.Errorf("rows for transaction %s, which is %s", t.GID, t.State)
+	}
+	if !t.begun {
+		if err := s.exec(s.data, "BEGIN"); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		t.begun = true
+	}
+	pending := len(s.Pending()) > 0
+	if pending {
+		// The rows may wait for the locks of this sink's own prepared transaction, whose
+		// commit only this task can run: fail soon rather than block it.
+		ms := strconv.FormatInt(max(s.lockTimeout.Milliseconds(), 1), 10)
+		if err := s.exec(s.data, "SET LOCAL lock_timeout = "+ms); err != nil {
+			return fmt.Errorf("set lock_timeout: %w", err)
+		}
+	}
+	err := s.red.Err(s.w.send(s.data))
+	if err != nil && pending && strings.Contains(err.Error(), "(SQLSTATE "+sqlLockNotAvailable+")") {
+		return fmt.Errorf("%w: a row is locked, most likely by this sink's prepared transaction of an earlier checkpoint "+
+			"whose completion had not reached the task before the next barrier; the restore commits it "+
+			"(execution.checkpointing.min-pause gives the notification time)", err)
+	}
+	return err
+}
+
+// ownLockTimeout bounds how long a write waits for a row lock while a transaction of an
+// earlier checkpoint is prepared and not committed (see txnSink).
+const ownLockTimeout = 10 * time.Second
+
+// sqlLockNotAvailable is the SQLSTATE of a lock wait that reached lock_timeout.
+const sqlLockNotAvailable = "55P03"
+
+// PreCommit sends the rest of t's rows and prepares it.
+func (s *txnSink) PreCommit(t *pgTxn) error {
+	if err := s.send(t); err != nil {
+		return err
+	}
+	t.live = false
+	if !t.begun {
+		t.State = txnEmpty
+		return nil
+	}
+	t.begun = false
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := s.data.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&t.XID); err != nil {
+		_ = s.exec(s.data, "ROLLBACK") // the error below fails the task; the server drops the transaction with the connection anyway
+		return fmt.Errorf("transaction id: %w", s.red.Err(err))
+	}
+	if err := s.exec(s.data, "PREPARE TRANSACTION "+quote(t.GID)); err != nil {
+		// A failed PREPARE rolls the transaction back.
+		return fmt.Errorf("prepare transaction %s: %w (max_prepared_transactions must be > 0)", t.GID, err)
+	}
+	t.State = txnPrepared
+	return nil
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// prepared says whether gid is a prepared transaction of the sink's database, and its
+// (32-bit) transaction ID.
+func (s *txnSink) prepared(gid string) (xid uint32, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var x string
+	err = s.ctl.QueryRow(ctx, "SELECT transaction::text FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", gid).Scan(&x)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("looking up prepared transaction %s: %w", gid, s.red.Err(err))
+	}
+	n, err := strconv.ParseUint(x, 10, 32)
+	if err != nil {
+		return 0, false, fmt.Errorf("prepared transaction %s: transaction %q: %w", gid, x, err)
+	}
+	return uint32(n), true, nil
+}
+
+// samePrepared says gid is prepared as t's transaction (not as a later one of the same GID).
+func (s *txnSink) samePrepared(t *pgTxn) (bool, error) {
+	xid, ok, err := s.prepared(t.GID)
+	if err != nil || !ok {
+		return false, err
+	}
+	if t.XID == "" {
+		return true, nil
+	}
+	full, err := strconv.ParseUint(t.XID, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("transaction %s: bad transaction id %q", t.GID, t.XID)
+	}
+	return uint32(full) == xid, nil
+}
+
+// Commit commits a prepared transaction; one committed already is a success.
+func (s *txnSink) Commit(t *pgTxn) error {
+	switch t.State {
+	case txnEmpty:
+		return nil
+	case txnPrepared:
+	default:
+		return fmt.Errorf("transaction %s: %w", t.GID, operator.ErrNotCommittable)
+	}
+	same, err := s.samePrepared(t)
+	if err != nil {
+		return err
+	}
+	if same {
+		err := s.exec(s.ctl, "COMMIT PREPARED "+quote(t.GID))
+		if err == nil {
+			return nil
+		}
+		if !isUndefined(err) {
+			return fmt.Errorf("commit prepared %s: %w", t.GID, err)
+		}
+		// Committed or rolled back meanwhile by another session: the status tells.
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var status *string
+	if err := s.ctl.QueryRow(ctx, "SELECT pg_xact_status(($1::text)::xid8)", t.XID).Scan(&status); err != nil {
+		return fmt.Errorf("status of transaction %s (%s): %w", t.GID, t.XID, s.red.Err(err))
+	}
+	switch {
+	case status == nil:
+		// Older than the server's commit log: it was prepared long ago, and whoever ended it
+		// is unknown. A pending transaction of a checkpoint being restored is not that old
+		// unless it was committed long ago, so it counts as committed.
+		return nil
+	case *status == "committed":
+		return nil
+	case *status == "aborted":
+		return fmt.Errorf("transaction %s (%s): %w", t.GID, t.XID, ErrDataLoss)
+	default:
+		return fmt.Errorf("transaction %s (%s) is %s but not prepared", t.GID, t.XID, *status)
+	}
+}
+
+// isUndefined says err (redacted: only its text is left) is SQLSTATE 42704, a GID that is not
+// prepared.
+func isUndefined(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == sqlUndefinedObject
+	}
+	return err != nil && strings.Contains(err.Error(), "(SQLSTATE "+sqlUndefinedObject+")")
+}
+
+// Abort rolls back the live open transaction, a prepared one, or one restored as open that an
+// earlier attempt prepared after the checkpoint. It is idempotent.
+func (s *txnSink) Abort(t *pgTxn) error {
+	switch {
+	case t.State == txnEmpty:
+		return nil
+	case t.live:
+		s.w.reset()
+		t.live = false
+		if !t.begun {
+			return nil
+		}
+		t.begun = false
+		if err := s.exec(s.data, "ROLLBACK"); err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
+		return nil
+	}
+	// Restored: open (a crashed session's transaction is gone, unless it was prepared after
+	// the checkpoint) or prepared.
+	same, err := s.samePrepared(t)
+	if err != nil || !same {
+		return err
+	}
+	return s.rollbackPrepared(t.GID)
+}
+
+func (s *txnSink) rollbackPrepared(gid string) error {
+	if err := s.exec(s.ctl, "ROLLBACK PREPARED "+quote(gid)); err != nil && !isUndefined(err) {
+		return fmt.Errorf("rollback prepared %s: %w", gid, err)
+	}
+	return nil
+}
+
+// AbortLingering rolls back the prepared transactions of this sink in the database that
+// subtasks i with i % parallelism == this subtask prepared and no restored state references.
+func (s *txnSink) AbortLingering(referenced []*pgTxn) error {
+	refs := map[string]bool{}
+	for _, t := range referenced {
+		refs[t.GID] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	rows, err := s.ctl.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", s.prefix+"-")
+	if err != nil {
+		return fmt.Errorf("listing prepared transactions: %w", s.red.Err(err))
+	}
+	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("listing prepared transactions: %w", s.red.Err(err))
+	}
+	sub, par := s.Context().Subtask, max(s.Context().Parallelism, 1)
+	var n int
+	for _, gid := range gids {
+		i, ok := s.parseGID(gid)
+		if !ok || i%par != sub || refs[gid] {
+			continue
+		}
+		if err := s.rollbackPrepared(gid); err != nil {
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		s.Context().Log().Info("rolled back lingering prepared transactions", "count", n)
+	}
+	return nil
+}
+
+// NotifyCheckpointComplete commits, then sends the rows held back while a transaction waited
+// for its commit.
+func (s *txnSink) NotifyCheckpointComplete(id int64) error {
+	if err := s.TwoPhaseSink.NotifyCheckpointComplete(id); err != nil {
+		return err
+	}
+	if t, ok := s.Current(); ok && len(s.w.rows) >= s.w.batch && len(s.Pending()) == 0 {
+		if err := s.send(t); err != nil {
+			return fmt.Errorf("postgres sink: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *txnSink) Encode(t *pgTxn) []byte {
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic(fmt.Sprintf("postgres sink: encode transaction: %v", err)) // a struct of strings
+	}
+	return b
+}
+
+func (s *txnSink) Decode(b []byte) (*pgTxn, error) {
+	var t pgTxn
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("decode transaction: %w", err)
+	}
+	switch t.State {
+	case txnOpen, txnEmpty, txnPrepared:
+	default:
+		return nil, fmt.Errorf("decode transaction %s: unknown state %q", t.GID, t.State)
+	}
+	if t.State == txnPrepared && t.XID == "" {
+		return nil, fmt.Errorf("decode transaction %s: prepared without a transaction id", t.GID)
+	}
+	return &t, nil
+}
+
+// Close rolls back the open transaction and closes the connections; prepared transactions
+// stay for a restore to commit.
+func (s *txnSink) Close() error {
+	var err error
+	if s.data != nil {
+		err = s.TwoPhaseSink.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for _, c := range []**pgx.Conn{&s.data, &s.ctl} {
+		if *c != nil {
+			_ = (*c).Close(ctx) // a connection that fails to close is gone either way
+			*c = nil
+		}
+	}
+	return err
+}
+
+var (
+	_ operator.TwoPhaseCommitter[*pgTxn] = (*txnSink)(nil)
+	_ operator.LingeringAborter[*pgTxn]  = (*txnSink)(nil)
+	_ operator.PreBarrier                = (*plainSink)(nil)
+)

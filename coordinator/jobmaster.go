@@ -465,15 +465,44 @@ func (m *jobMaster) verifyRestore(p *pendingRestart) {
 	p.verifying = true
 	ctx, verify := m.ctx, m.verify
 	m.wg.Go(func() {
-		if c := chooseRestore(ctx, cps, verify); c != nil {
+		if c := chooseRestore(ctx, cps, verify, m.awaitStorage); c != nil {
 			m.send(evRestoreVerified{restart: p, choice: c})
 		}
 	})
 }
 
-// chooseRestore verifies retained checkpoints, newest first, up to the first intact one. It
-// gives up, returning nil, when ctx ends (the job master stopped).
-func chooseRestore(ctx context.Context, cps []*pb.CompletedCheckpoint, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)) *restoreChoice {
+// Backoff of restore verification while the checkpoint storage does not answer.
+const (
+	storageRetryFirst = 200 * time.Millisecond
+	storageRetryMax   = 5 * time.Second
+)
+
+// awaitStorage waits before verifying checkpoint id again, after its storage did not answer
+// for the attempt-th time (from 1). It returns false when the job master stopped meanwhile.
+func (m *jobMaster) awaitStorage(id int64, attempt int, err error) bool {
+	if attempt == 1 || attempt%10 == 0 {
+		m.log.Warn("checkpoint storage unreachable; the restart waits for it, retrying", "checkpoint_id", id, "attempt", attempt, "err", err)
+	}
+	d := min(storageRetryFirst<<min(attempt-1, 5), storageRetryMax)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-m.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// chooseRestore verifies retained checkpoints, newest first, up to the first intact one. A
+// checkpoint whose storage does not answer (storage.ErrUnreachable) is neither intact nor
+// corrupt: falling back to an older one would give up exactly-once for nothing (it is in the
+// same storage), so its verification is retried after await(id, attempt, err) until the
+// storage answers. It gives up, returning nil, when ctx ends or await says the job master
+// stopped.
+func chooseRestore(ctx context.Context, cps []*pb.CompletedCheckpoint, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error),
+	await func(id int64, attempt int, err error) bool,
+) *restoreChoice {
 	c := &restoreChoice{}
 	for i := len(cps) - 1; i >= 0; i-- {
 		if ctx.Err() != nil {
@@ -481,6 +510,12 @@ func chooseRestore(ctx context.Context, cps []*pb.CompletedCheckpoint, verify fu
 		}
 		cp := cps[i]
 		md, err := verify(cp.GetBaseDir(), cp.GetPath())
+		for attempt := 1; errors.Is(err, storage.ErrUnreachable); attempt++ {
+			if !await(cp.GetId(), attempt, err) || ctx.Err() != nil {
+				return nil
+			}
+			md, err = verify(cp.GetBaseDir(), cp.GetPath())
+		}
 		if err == nil {
 			c.cp, c.md = cp, md
 			return c

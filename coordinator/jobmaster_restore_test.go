@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/poll"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/storage"
 )
 
 // fsmHost is a job master's host on a real FSM, with the commands applied directly (no Raft).
@@ -252,8 +254,41 @@ func TestChooseRestoreGivesUpWhenStopped(t *testing.T) {
 		verified = append(verified, path)
 		cancel() // the job master stops while this one is verified
 		return nil, errors.New("CRC mismatch")
-	})
+	}, func(int64, int, error) bool { return true })
 	if c != nil || len(verified) != 1 {
 		t.Errorf("chooseRestore after a stop = %+v having verified %v, want nil after chk-2 alone", c, verified)
+	}
+}
+
+// A checkpoint whose storage does not answer is verified again until it does, not skipped
+// for an older one (nor reported corrupt); a stop while waiting gives up with no choice.
+func TestChooseRestoreWaitsForUnreachableStorage(t *testing.T) {
+	cps := []*pb.CompletedCheckpoint{{Id: 1, Path: "chk-1"}, {Id: 2, Path: "chk-2"}}
+	down := fmt.Errorf("storage: open s3://b/j/chk-2/_metadata: %w", storage.ErrUnreachable)
+	var verified []string
+	var waits []int
+	c := chooseRestore(context.Background(), cps, func(_, path string) (*pb.CheckpointMetadata, error) {
+		verified = append(verified, path)
+		if len(verified) <= 3 {
+			return nil, down
+		}
+		return &pb.CheckpointMetadata{CheckpointId: 2}, nil
+	}, func(id int64, attempt int, err error) bool {
+		if id != 2 || !errors.Is(err, storage.ErrUnreachable) {
+			t.Errorf("await(%d, %d, %v)", id, attempt, err)
+		}
+		waits = append(waits, attempt)
+		return true
+	})
+	if c == nil || c.cp.GetId() != 2 || len(c.corrupt) != 0 {
+		t.Fatalf("chooseRestore = %+v, want checkpoint 2 and nothing corrupt", c)
+	}
+	if !slices.Equal(verified, []string{"chk-2", "chk-2", "chk-2", "chk-2"}) || !slices.Equal(waits, []int{1, 2, 3}) {
+		t.Errorf("verified %v after waits %v, want chk-2 four times after waits 1, 2, 3", verified, waits)
+	}
+	c = chooseRestore(context.Background(), cps, func(string, string) (*pb.CheckpointMetadata, error) { return nil, down },
+		func(int64, int, error) bool { return false })
+	if c != nil {
+		t.Errorf("chooseRestore stopped while waiting = %+v, want nil", c)
 	}
 }

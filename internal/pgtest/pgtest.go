@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/syncbuf"
 )
 
 // InstallCommand installs the PostgreSQL server binaries (Debian).
@@ -76,9 +77,9 @@ type Server struct {
 
 	cred *syscall.Credential // whom the processes run as (nil: the test's user)
 	cmd  *exec.Cmd
-	done chan struct{} // closed when the server has exited
-	out  *syncBuffer   // its log
-	once sync.Once     // Stop
+	done chan struct{}   // closed when the server has exited
+	out  *syncbuf.Buffer // its log
+	once sync.Once       // Stop
 }
 
 // Start runs a server for t, creates database "test", and stops the server when t ends.
@@ -177,7 +178,7 @@ func (s *Server) start(bin string, port int) error {
 		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
 	s.cmd.Dir = s.Dir
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	s.out = &syncBuffer{}
+	s.out = &syncbuf.Buffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.done = make(chan struct{})
 	cmd, done := s.cmd, s.done
@@ -361,22 +362,4 @@ func Binaries() (string, error) {
 		return filepath.Dir(p), nil
 	}
 	return "", errors.New("pgtest: PostgreSQL's initdb and postgres not found ($PG_BIN, /usr/lib/postgresql/<version>/bin, PATH); the PostgreSQL tests need them: " + InstallCommand)
-}
-
-// syncBuffer collects a process's output for a failure message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/goflink/goflink/internal/poll"
+	"github.com/goflink/goflink/internal/syncbuf"
 )
 
 // Version is the versitygw release the tests run; .ci/run installs the same.
@@ -57,11 +58,11 @@ type Server struct {
 	// Dir is the directory the server keeps its buckets in (a bucket is a subdirectory).
 	Dir string
 
-	mu   sync.Mutex    // guards the fields below, which Restart replaces
-	cmd  *exec.Cmd     // the latest process
-	done chan struct{} // closed when it has exited
-	out  *syncBuffer   // its stdout and stderr
-	once *sync.Once    // its Stop
+	mu   sync.Mutex      // guards the fields below, which Restart replaces
+	cmd  *exec.Cmd       // the latest process
+	done chan struct{}   // closed when it has exited
+	out  *syncbuf.Buffer // its stdout and stderr
+	once *sync.Once      // its Stop
 }
 
 // Start runs versitygw for t, creates bucket "test", and stops the server when t ends.
@@ -142,7 +143,7 @@ func (s *Server) run(addr string) (int, error) {
 	s.mu.Lock()
 	s.cmd = exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+AccessKey, "ROOT_SECRET_ACCESS_KEY="+SecretKey)
-	s.out = &syncBuffer{}
+	s.out = &syncbuf.Buffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.done, s.once = make(chan struct{}), &sync.Once{}
 	cmd, done := s.cmd, s.done
@@ -320,22 +321,4 @@ func listeningPort(pid int) (int, error) {
 		return int(port), nil
 	}
 	return 0, errors.New("s3test: the server listens on no TCP port yet")
-}
-
-// syncBuffer collects a process's output for a failure message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -74,7 +74,7 @@ func s3ChaosRun(t *testing.T, seed uint64) {
 	var log []string
 
 	// 1. A kill between pre-commit and commit leaves a pending multipart upload.
-	dead := waitSelfKilled(t, ctx, tms)
+	dead := waitSelfKilled(t, ctx, tms, faultinject.BeforeCommit, func() {})
 	var pending []string
 	poll.Until(t, time.Minute, "the job to notice the dead TaskManager", func() error {
 		d, err := cl.Job(ctx, id)
@@ -103,12 +103,8 @@ func s3ChaosRun(t *testing.T, seed uint64) {
 			next = append(next, p)
 		}
 	}
-	next = append(next, c.startArmed(ctx, fmt.Sprintf("%s@%d", faultinject.StateUpload, uploadAt), replace...)...)
-	dead = waitSelfKilled(t, ctx, next)
-	log = append(log, fmt.Sprintf("%s killed in state upload %d", dead, uploadAt))
-
-	// From now on an unarmed TaskManager replaces each that died (the survivors stay armed: one
-	// may still reach its fault point).
+	// An unarmed TaskManager replaces each of next that died: a survivor of step 1 is still
+	// armed for a commit, and may reach it while step 2 waits.
 	replaced := 0
 	replaceDead := func() {
 		for i, p := range next {
@@ -118,6 +114,11 @@ func s3ChaosRun(t *testing.T, seed uint64) {
 			}
 		}
 	}
+	armed := c.startArmed(ctx, fmt.Sprintf("%s@%d", faultinject.StateUpload, uploadAt), replace...)
+	dead = waitSelfKilled(t, ctx, armed, faultinject.StateUpload, replaceDead)
+	log = append(log, fmt.Sprintf("%s killed in state upload %d", dead, uploadAt))
+	// From now on the armed ones are replaced too (the others may still reach the point).
+	next = append(next, armed...)
 	replaceDead()
 
 	// 3. The S3 server goes down until a checkpoint failed, then comes back.
@@ -234,12 +235,13 @@ func (c *cluster) startArmed(ctx context.Context, points string, ids ...string) 
 	return procs
 }
 
-// waitSelfKilled waits until one of procs died of SIGKILL (its fault point fired) and returns
-// its name.
-func waitSelfKilled(t *testing.T, ctx context.Context, procs []*proccluster.Proc) string {
+// waitSelfKilled waits until one of procs died of SIGKILL at its fault point (its log says
+// the point fired: not some other death) and returns its name. Each poll calls meanwhile.
+func waitSelfKilled(t *testing.T, ctx context.Context, procs []*proccluster.Proc, point string, meanwhile func()) string {
 	t.Helper()
 	var dead string
 	err := poll.Wait(ctx, func() error {
+		meanwhile()
 		for _, p := range procs {
 			if !exited(p) {
 				continue
@@ -247,6 +249,9 @@ func waitSelfKilled(t *testing.T, ctx context.Context, procs []*proccluster.Proc
 			ws, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 				return poll.Stop(fmt.Errorf("%s exited with %v, not by its fault point's SIGKILL:\n%s", p.Name, p.Cmd.ProcessState, p.Tail(40)))
+			}
+			if out, _ := p.Output(); !strings.Contains(out, "fault injection: killing the process point="+point) {
+				return poll.Stop(fmt.Errorf("%s died of SIGKILL, but not at fault point %s:\n%s", p.Name, point, p.Tail(40)))
 			}
 			dead = p.Name
 			return nil

@@ -108,13 +108,23 @@ func (d *dialer) exec(conn *pgx.Conn, sql string, args ...any) error {
 // writer buffers rows and sends them in batches into the transaction a connection is in:
 // by COPY in mode insert, as pipelined upserts in mode upsert (one statement per row, so a
 // key repeated within a batch updates in order).
+//
+// With an op field (pgspec.SinkConfig.OpField) a record is a change: a delete deletes its
+// key's row, an update_before is skipped, the others are upserted.
 type writer struct {
+	in     *record.Schema
 	table  pgx.Identifier
-	cols   []string
-	types  []record.Type
-	upsert string // the upsert statement; "" in mode insert
+	cols   []string      // the columns written: the input's fields but the op field
+	fields []int         // the input field of each column
+	types  []record.Type // the type of each column
+	upsert string        // the upsert statement; "" in mode insert
 	batch  int
-	rows   [][]any
+	rows   []record.Row // buffered input rows (copies)
+
+	opField string // the op field's name; "" for none
+	op      int    // the op field's index in the input; -1 for none
+	del     string // the delete statement (with an op field)
+	keys    []int  // the key columns' indexes in cols (with an op field)
 }
 
 func newWriter(c *pgspec.SinkConfig, in *record.Schema) (*writer, error) {
@@ -123,22 +133,40 @@ func newWriter(c *pgspec.SinkConfig, in *record.Schema) (*writer, error) {
 		return nil, fmt.Errorf("table %q: %w", c.Table, err)
 	}
 	table := pgx.Identifier(parts)
-	w := &writer{table: table, batch: max(c.BatchSize, 1)}
-	for _, f := range in.Fields() {
-		w.cols, w.types = append(w.cols, f.Name), append(w.types, f.Type)
+	w := &writer{in: in, table: table, batch: max(c.BatchSize, 1), op: -1}
+	for i, f := range in.Fields() {
+		if c.OpField != "" && f.Name == c.OpField {
+			if f.Type != record.String {
+				return nil, fmt.Errorf("op-field %q is %s, want a string", f.Name, f.Type)
+			}
+			w.opField, w.op = f.Name, i
+			continue
+		}
+		w.cols, w.fields, w.types = append(w.cols, f.Name), append(w.fields, i), append(w.types, f.Type)
+	}
+	if c.OpField != "" && w.op < 0 {
+		return nil, fmt.Errorf("op-field %q is no field of the input %v", c.OpField, in)
 	}
 	switch c.Mode {
 	case "", pgspec.ModeInsert:
+		if w.op >= 0 {
+			return nil, errors.New("op-field needs mode upsert")
+		}
 	case pgspec.ModeUpsert:
 		if len(c.Key) == 0 {
 			return nil, errors.New("mode upsert needs a key")
 		}
 		for _, k := range c.Key {
-			if !slices.Contains(w.cols, k) {
+			i := slices.Index(w.cols, k)
+			if i < 0 {
 				return nil, fmt.Errorf("key column %q is no field of the input %v", k, in)
 			}
+			w.keys = append(w.keys, i)
 		}
 		w.upsert = upsertSQL(table, w.cols, c.Key)
+		if w.op >= 0 {
+			w.del = deleteSQL(table, c.Key)
+		}
 	default:
 		return nil, fmt.Errorf("unknown mode %q (want insert or upsert)", c.Mode)
 	}
@@ -186,11 +214,44 @@ func upsertSQL(table pgx.Identifier, cols, key []string) string {
 	return b.String()
 }
 
-// add buffers a row (copied: rows are borrowed).
-func (w *writer) add(row record.Row) {
+// deleteSQL is DELETE FROM table WHERE k1 = $1 AND ….
+func deleteSQL(table pgx.Identifier, key []string) string {
+	var b strings.Builder
+	b.WriteString("DELETE FROM " + table.Sanitize() + " WHERE ")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(pgx.Identifier{k}.Sanitize() + " = $" + strconv.Itoa(i+1))
+	}
+	return b.String()
+}
+
+// add buffers a copy of row (rows are borrowed). With an op field an update_before is
+// dropped, and a kind of change that is none of the four an error.
+func (w *writer) add(row record.Row) error {
+	if w.op >= 0 {
+		switch op := row[w.op].Str(); op {
+		case pgspec.OpInsert, pgspec.OpUpdateAfter, pgspec.OpDelete:
+		case pgspec.OpUpdateBefore:
+			return nil
+		default:
+			return fmt.Errorf("op-field %q: unknown kind of change %q (want %s, %s, %s or %s)",
+				w.opField, op, pgspec.OpInsert, pgspec.OpUpdateBefore, pgspec.OpUpdateAfter, pgspec.OpDelete)
+		}
+	}
+	w.rows = append(w.rows, row.Clone())
+	return nil
+}
+
+// isDelete says a buffered row is a delete.
+func (w *writer) isDelete(row record.Row) bool { return w.op >= 0 && row[w.op].Str() == pgspec.OpDelete }
+
+// values are the column values of a row as pgx takes them; only the key's for a delete.
+func (w *writer) values(row record.Row) []any {
 	vals := make([]any, len(w.types))
 	for i, t := range w.types {
-		v := row[i]
+		v := row[w.fields[i]]
 		switch t {
 		case record.Int64:
 			vals[i] = v.Int()
@@ -199,7 +260,7 @@ func (w *writer) add(row record.Row) {
 		case record.Bool:
 			vals[i] = v.Bool()
 		case record.String:
-			vals[i] = strings.Clone(v.Str())
+			vals[i] = v.Str()
 		case record.Bytes:
 			vals[i] = []byte(v.Str())
 		case record.Timestamp:
@@ -210,14 +271,21 @@ func (w *writer) add(row record.Row) {
 			vals[i] = v.Format(t)
 		}
 	}
-	w.rows = append(w.rows, vals)
+	if w.isDelete(row) {
+		keys := make([]any, len(w.keys))
+		for i, k := range w.keys {
+			keys[i] = vals[k]
+		}
+		return keys
+	}
+	return vals
 }
 
 // due says a batch is full: len(rows) reached a multiple of the batch size (so that a writer
 // that cannot send yet checks again only a batch later).
 func (w *writer) due() bool { return len(w.rows) >= w.batch && len(w.rows)%w.batch == 0 }
 
-// send writes the buffered rows into conn's transaction.
+// send writes the buffered rows into conn's transaction. The rows stay buffered if it fails.
 func (w *writer) send(conn *pgx.Conn) error {
 	if len(w.rows) == 0 {
 		return nil
@@ -226,29 +294,59 @@ func (w *writer) send(conn *pgx.Conn) error {
 	defer cancel()
 	var err error
 	if w.upsert == "" {
-		_, err = conn.CopyFrom(ctx, w.table, w.cols, pgx.CopyFromRows(w.rows))
+		vals := make([][]any, len(w.rows))
+		for i, r := range w.rows {
+			vals[i] = w.values(r)
+		}
+		_, err = conn.CopyFrom(ctx, w.table, w.cols, pgx.CopyFromRows(vals))
 	} else {
 		b := &pgx.Batch{}
 		for _, r := range w.rows {
-			b.Queue(w.upsert, r...)
+			if w.isDelete(r) {
+				b.Queue(w.del, w.values(r)...)
+			} else {
+				b.Queue(w.upsert, w.values(r)...)
+			}
 		}
 		err = conn.SendBatch(ctx, b).Close()
 	}
-	n := len(w.rows)
-	w.reset()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("writing %d rows into %s did not finish within %v (is a row locked by another transaction?): %w",
-				n, w.table.Sanitize(), opTimeout, err)
+				len(w.rows), w.table.Sanitize(), opTimeout, err)
 		}
-		return fmt.Errorf("writing %d rows into %s: %w", n, w.table.Sanitize(), err)
+		return fmt.Errorf("writing %d rows into %s: %w", len(w.rows), w.table.Sanitize(), err)
 	}
+	w.reset()
 	return nil
 }
 
 func (w *writer) reset() {
 	clear(w.rows)
 	w.rows = w.rows[:0]
+}
+
+// encode is the binary encoding of rows (record.AppendRow over the input's schema).
+func (w *writer) encode(rows []record.Row) []byte {
+	var b []byte
+	for _, r := range rows {
+		b = record.AppendRow(b, w.in, r)
+	}
+	return b
+}
+
+// decode is the rows of an encoding of encode, copied out of b.
+func (w *writer) decode(b []byte) ([]record.Row, error) {
+	var rows []record.Row
+	for len(b) > 0 {
+		r := make(record.Row, w.in.Len())
+		n, err := record.DecodeRow(b, w.in, r)
+		if err != nil {
+			return nil, err
+		}
+		rows, b = append(rows, r.Clone()), b[n:]
+	}
+	return rows, nil
 }
 
 // plainSink is the at-least-once sink: each full batch is committed in its own transaction,
@@ -279,7 +377,9 @@ func (s *plainSink) Open(ctx *operator.Context, out operator.Output) error {
 }
 
 func (s *plainSink) Process(row record.Row) error {
-	s.w.add(row)
+	if err := s.w.add(row); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
 	if s.w.due() {
 		return s.commit()
 	}
@@ -358,6 +458,10 @@ type pgTxn struct {
 	// XID is the prepared transaction's full ID (xid8, as text): a GID no longer prepared is
 	// committed if pg_xact_status says so, and rolled back (data loss) otherwise.
 	XID string `json:"xid,omitempty"`
+	// Carry are rows of the transaction's checkpoint that it does not hold, encoded
+	// (writer.encode): they waited for a row lock of an earlier checkpoint's prepared
+	// transaction at the barrier. Its commit hands them to the transaction open then.
+	Carry []byte `json:"carry,omitempty"`
 
 	begun bool // BEGIN was sent on the data connection (the live open transaction only)
 	live  bool // this instance's open transaction (not one restored from state)
@@ -384,10 +488,17 @@ type pgTxn struct {
 // commit, which this task runs when the checkpoint completes; a row of the new transaction
 // that waited for one of those locks would block the task, and with it the commit (an
 // upserted key, a unique column). The rows go out when the commit is done, or at the next
-// barrier, which sends them in any case: then a conflicting row waits up to ownLockTimeout
-// and fails the task (the restore commits the earlier transaction). That happens when a
-// checkpoint's completion reaches the task after the next barrier, which a short interval
-// without execution.checkpointing.min-pause makes likely in mode upsert.
+// barrier, which tries them under a savepoint with a short lock timeout (carryLockTimeout).
+// Rows that meet a lock there are not sent: they go with the barrier's transaction as its
+// Carry, in the checkpoint's state, and its commit hands them to the transaction open then,
+// ahead of that transaction's own rows. So every row before a barrier is either in a
+// prepared transaction the checkpoint holds or in its state, and is committed exactly once,
+// one checkpoint later than the others. After the end of input no transaction follows the
+// final barrier's: in mode upsert the final checkpoint's completion writes its carried rows
+// and commits them at once (a restore that writes them again leaves the same rows: each key
+// ends as the last change to it says); in mode insert, where a restore would write them
+// twice, a locked row at the final barrier waits up to ownLockTimeout and then fails the
+// task, whose restore commits the earlier transaction.
 type txnSink struct {
 	operator.TwoPhaseSink[*pgTxn]
 	*dialer
@@ -398,6 +509,10 @@ type txnSink struct {
 	prefix      string        // gidPrefix
 	nonce       string
 	seq         int
+	// carried is how many rows at the front of w.rows committed transactions carried
+	// (pgTxn.Carry): the next carried rows go after them, before the rows written since.
+	carried int
+	ended   bool // EndInput was called: the next barrier is the final one
 }
 
 // gidPrefix is "goflink-<job>-<operator uid>" with characters other than letters, digits,
@@ -463,15 +578,20 @@ func (s *txnSink) BeginTransaction() (*pgTxn, error) {
 
 // Write buffers a row, and sends a full batch unless an earlier transaction awaits its commit.
 func (s *txnSink) Write(t *pgTxn, row record.Row) error {
-	s.w.add(row)
+	if err := s.w.add(row); err != nil {
+		return err
+	}
 	if s.w.due() && len(s.Pending()) == 0 {
-		return s.send(t)
+		return s.send(t, false)
 	}
 	return nil
 }
 
-// send writes the buffered rows into t, beginning it.
-func (s *txnSink) send(t *pgTxn) error {
+// send writes the buffered rows into t, beginning it. While an earlier transaction is
+// prepared, the rows may wait for its locks: then send waits at most lockTimeout, and with
+// tryOnly (the barrier can carry them) it gives up after carryLockTimeout with errLocked,
+// the rows still buffered and t as it was before.
+func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 	if len(s.w.rows) == 0 {
 		return nil
 	}
@@ -485,33 +605,70 @@ func (s *txnSink) send(t *pgTxn) error {
 		t.begun = true
 	}
 	pending := len(s.Pending()) > 0
-	if pending {
-		// The rows may wait for the locks of this sink's own prepared transaction, whose
-		// commit only this task can run: fail soon rather than block it.
-		ms := strconv.FormatInt(max(s.lockTimeout.Milliseconds(), 1), 10)
-		if err := s.exec(s.data, "SET LOCAL lock_timeout = "+ms); err != nil {
-			return fmt.Errorf("set lock_timeout: %w", err)
+	if !pending {
+		if err := s.red.Err(s.w.send(s.data)); err != nil {
+			return err
 		}
+		s.carried = 0
+		return nil
+	}
+	// The rows may wait for the locks of this sink's own prepared transaction, whose commit
+	// only this task can run: give up soon rather than block it.
+	timeout := s.lockTimeout
+	if tryOnly {
+		timeout = carryLockTimeout
+	}
+	ms := strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	if err := s.exec(s.data, "SAVEPOINT goflink_rows; SET LOCAL lock_timeout = "+ms); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
 	}
 	err := s.red.Err(s.w.send(s.data))
-	if err != nil && pending && strings.Contains(err.Error(), "(SQLSTATE "+sqlLockNotAvailable+")") {
-		return fmt.Errorf("%w: a row is locked, most likely by this sink's prepared transaction of an earlier checkpoint "+
-			"whose completion had not reached the task before the next barrier; the restore commits it "+
-			"(execution.checkpointing.min-pause gives the notification time)", err)
+	if err == nil {
+		s.carried = 0
+		if err := s.exec(s.data, "SET LOCAL lock_timeout TO DEFAULT; RELEASE SAVEPOINT goflink_rows"); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		return nil
 	}
-	return err
+	if !strings.Contains(err.Error(), "(SQLSTATE "+sqlLockNotAvailable+")") {
+		return err
+	}
+	if tryOnly {
+		if err := s.exec(s.data, "ROLLBACK TO SAVEPOINT goflink_rows; RELEASE SAVEPOINT goflink_rows"); err != nil {
+			return fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		return errLocked
+	}
+	return fmt.Errorf("%w: a row is locked, most likely by this sink's prepared transaction of an earlier checkpoint "+
+		"whose completion had not reached the task before the final barrier; the restore commits it", err)
 }
 
-// ownLockTimeout bounds how long a write waits for a row lock while a transaction of an
-// earlier checkpoint is prepared and not committed (see txnSink).
-const ownLockTimeout = 10 * time.Second
+// errLocked says rows met a row lock within carryLockTimeout while an earlier transaction
+// was prepared.
+var errLocked = errors.New("a row is locked")
+
+// carryLockTimeout is how long a barrier's rows wait for a row lock while an earlier
+// checkpoint's transaction is prepared before they are carried (see txnSink); ownLockTimeout
+// how long the final barrier's rows wait before the task fails.
+const (
+	carryLockTimeout = 100 * time.Millisecond
+	ownLockTimeout   = 10 * time.Second
+)
 
 // sqlLockNotAvailable is the SQLSTATE of a lock wait that reached lock_timeout.
 const sqlLockNotAvailable = "55P03"
 
-// PreCommit sends the rest of t's rows and prepares it.
+// PreCommit sends the rest of t's rows and prepares it; rows locked by an earlier prepared
+// transaction become t's Carry (see txnSink).
 func (s *txnSink) PreCommit(t *pgTxn) error {
-	if err := s.send(t); err != nil {
+	switch err := s.send(t, !s.ended || s.w.upsert != ""); {
+	case errors.Is(err, errLocked):
+		t.Carry = s.w.encode(s.w.rows)
+		s.Context().Log().Debug("rows carried to the next checkpoint: locked by an earlier prepared transaction",
+			"rows", len(s.w.rows), "transaction", t.GID)
+		s.w.reset()
+		s.carried = 0
+	case err != nil:
 		return err
 	}
 	t.live = false
@@ -573,8 +730,27 @@ func (s *txnSink) samePrepared(t *pgTxn) (bool, error) {
 	return uint32(full) == xid, nil
 }
 
-// Commit commits a prepared transaction; one committed already is a success.
+// Commit commits a prepared transaction (one committed already is a success), then hands
+// its carried rows to the open transaction.
 func (s *txnSink) Commit(t *pgTxn) error {
+	if err := s.commitPrepared(t); err != nil {
+		return err
+	}
+	if len(t.Carry) == 0 {
+		return nil
+	}
+	rows, err := s.w.decode(t.Carry)
+	if err != nil {
+		return fmt.Errorf("transaction %s: carried rows: %w", t.GID, err)
+	}
+	s.w.rows = slices.Insert(s.w.rows, s.carried, rows...)
+	s.carried += len(rows)
+	t.Carry = nil
+	return nil
+}
+
+// commitPrepared commits t's prepared transaction, if it has one.
+func (s *txnSink) commitPrepared(t *pgTxn) error {
 	switch t.State {
 	case txnEmpty:
 		return nil
@@ -702,8 +878,20 @@ func (s *txnSink) NotifyCheckpointComplete(id int64) error {
 	if err := s.TwoPhaseSink.NotifyCheckpointComplete(id); err != nil {
 		return err
 	}
-	if t, ok := s.Current(); ok && len(s.w.rows) >= s.w.batch && len(s.Pending()) == 0 {
-		if err := s.send(t); err != nil {
+	t, ok := s.Current()
+	switch {
+	case !ok || len(s.Pending()) > 0:
+	case s.ended && s.carried > 0:
+		// The final checkpoint carried rows (mode upsert): write and commit them now.
+		if err := s.send(t, false); err != nil {
+			return fmt.Errorf("postgres sink: %w", err)
+		}
+		t.begun, t.live = false, false
+		if err := s.exec(s.data, "COMMIT"); err != nil {
+			return fmt.Errorf("postgres sink: commit of the rows the final checkpoint carried: %w", err)
+		}
+	case len(s.w.rows) >= s.w.batch:
+		if err := s.send(t, false); err != nil {
 			return fmt.Errorf("postgres sink: %w", err)
 		}
 	}
@@ -731,7 +919,16 @@ func (s *txnSink) Decode(b []byte) (*pgTxn, error) {
 	if t.State == txnPrepared && t.XID == "" {
 		return nil, fmt.Errorf("decode transaction %s: prepared without a transaction id", t.GID)
 	}
+	if _, err := s.w.decode(t.Carry); err != nil {
+		return nil, fmt.Errorf("decode transaction %s: carried rows: %w", t.GID, err)
+	}
 	return &t, nil
+}
+
+// EndInput notes that the next barrier is the final one, which cannot carry rows.
+func (s *txnSink) EndInput() error {
+	s.ended = true
+	return s.TwoPhaseSink.EndInput()
 }
 
 // Close rolls back the open transaction and closes the connections; prepared transactions

@@ -428,31 +428,162 @@ func TestConnectErrors(t *testing.T) {
 	}
 }
 
-// TestTxnSinkOwnLockFailsFast: a barrier that comes before the previous checkpoint's
-// completion sends rows that wait for the locks of the sink's own prepared transaction: the
-// write fails after the lock timeout, saying why, instead of blocking the task; the restore
-// commits the earlier transaction.
-func TestTxnSinkOwnLockFailsFast(t *testing.T) {
+// TestTxnSinkCarriesLockedRows: a barrier that comes before the previous checkpoint's
+// completion meets the row locks of the sink's own prepared transaction. The locked rows are
+// not sent but carried in the checkpoint's state: the task does not block, checkpoint 2's
+// completion hands them to the next transaction ahead of its own rows, and a restore from
+// checkpoint 2 writes them once.
+func TestTxnSinkCarriesLockedRows(t *testing.T) {
 	e := startPG(t)
 	c := e.spec("up", pgspec.ExactlyOnce)
-	s, err := e.openTxn(t, c, "job1", 0, 1, 0, nil)
-	if err != nil {
+	c.BatchSize = 1
+	s := e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1), kv("b", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("c", 2), kv("a", 2)) // a is locked by checkpoint 1's transaction
+	chk2 := s.checkpoint(t, 2)         // does not block: c and a are carried
+	s.write(t, kv("a", 3), kv("d", 3))
+	e.wantRows(t, "before completion", "up")
+
+	// Restore from checkpoint 2 on another sink: checkpoint 1's rows, then the carried ones.
+	s.crash()
+	r := e.mustOpenTxnSpec(t, c, 2, chk2)
+	e.wantRows(t, "after the restore", "up", "a=1", "b=1")
+	r.write(t, kv("d", 4))
+	r.checkpoint(t, 3)
+	r.complete(t, 3)
+	e.wantRows(t, "after checkpoint 3 of the restored sink", "up", "a=2", "b=1", "c=2", "d=4")
+	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if p := e.prepared(t); len(p) > 0 {
+		t.Errorf("prepared transactions left: %q", p)
+	}
+
+	// The same without a crash: completions in order, the carried rows one checkpoint later.
+	if _, err := e.conn.Exec(t.Context(), "TRUNCATE up"); err != nil {
+		t.Fatal(err)
+	}
+	s = e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("a", 2), kv("b", 2))
+	s.checkpoint(t, 2)
+	s.write(t, kv("a", 3))
+	s.checkpoint(t, 3) // a locked again: 3 carries a=3 behind 2's carried a=2, b=2
+	s.complete(t, 1)
+	e.wantRows(t, "after checkpoint 1", "up", "a=1")
+	s.write(t, kv("b", 5))
+	s.complete(t, 3) // commits 2 and 3: their carried rows go ahead of b=5 and are sent
+	e.wantRows(t, "after checkpoint 3", "up", "a=1")
+	s.checkpoint(t, 4)
+	s.complete(t, 4)
+	e.wantRows(t, "after checkpoint 4", "up", "a=3", "b=5")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxnSinkFinalBarrier: after the end of input the final barrier has no next transaction
+// to carry locked rows to. In mode upsert the final checkpoint's completion writes and
+// commits them; in mode insert (a unique column) a locked row fails the task after the lock
+// timeout, saying why, instead of blocking it, and the restore commits the earlier
+// transaction.
+func TestTxnSinkFinalBarrier(t *testing.T) {
+	e := startPG(t)
+	c := e.spec("up", pgspec.ExactlyOnce)
+	s := e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("a", 2), kv("b", 2))
+	if err := s.EndInput(); err != nil {
+		t.Fatal(err)
+	}
+	s.checkpoint(t, 2) // checkpoint 1 not complete yet: a is locked, the rows are carried
+	s.complete(t, 2)
+	e.wantRows(t, "upsert: after the final checkpoint", "up", "a=2", "b=2")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.prepared(t); len(p) > 0 {
+		t.Errorf("prepared transactions left: %q", p)
+	}
+
+	if _, err := e.conn.Exec(t.Context(), "CREATE TABLE uniq (k text UNIQUE, n bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.spec("uniq", pgspec.ExactlyOnce)
+	s = e.mustOpenTxnSpec(t, c, 0, nil)
 	s.lockTimeout = 200 * time.Millisecond
 	s.write(t, kv("a", 1))
 	chk1 := s.checkpoint(t, 1)
 	s.write(t, kv("a", 2))
-	err = s.PrepareSnapshotPreBarrier(2) // checkpoint 1 not complete yet: a is locked
+	if err := s.EndInput(); err != nil {
+		t.Fatal(err)
+	}
+	err := s.PrepareSnapshotPreBarrier(2) // a's unique entry is locked
 	if err == nil || !strings.Contains(err.Error(), "this sink's prepared transaction of an earlier checkpoint") {
-		t.Fatalf("PrepareSnapshotPreBarrier(2) = %v, want the lock timeout explained", err)
+		t.Fatalf("insert: PrepareSnapshotPreBarrier(2) = %v, want the lock timeout explained", err)
 	}
 	t.Logf("%v", err)
 	s.crash()
 	r := e.mustOpenTxnSpec(t, c, 1, chk1)
-	e.wantRows(t, "after the restore", "up", "a=1")
+	e.wantRows(t, "insert: after the restore", "uniq", "a=1")
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTxnSinkChangelog: with an op field, deletes delete the key's row and update_before is
+// skipped, in both guarantees; an unknown kind of change fails the record.
+func TestTxnSinkChangelog(t *testing.T) {
+	e := startPG(t)
+	in := record.MustSchema(record.Field{Name: "op", Type: record.String}, record.Field{Name: "k", Type: record.String}, record.Field{Name: "n", Type: record.Int64})
+	ch := func(op, k string, n int64) record.Row {
+		return record.Row{record.StringValue(op), record.StringValue(k), record.IntValue(n)}
+	}
+	for _, g := range []string{pgspec.AtLeastOnce, pgspec.ExactlyOnce} {
+		if _, err := e.conn.Exec(t.Context(), "TRUNCATE up"); err != nil {
+			t.Fatal(err)
+		}
+		c := e.spec("up", g)
+		c.OpField = "op"
+		o, err := newSink(c, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := operatortest.NewStateContext(0, nil)
+		if sf, ok := o.(operator.Stateful); ok {
+			if err := sf.InitializeState(sc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx := &operator.Context{JobID: "j", OperatorName: "sink", Parallelism: 1, Checkpointing: g == pgspec.ExactlyOnce}
+		if err := o.Open(ctx, &operatortest.Capture{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []record.Row{ch("insert", "a", 1), ch("insert", "b", 1), ch("insert", "c", 1),
+			ch("update_before", "a", 1), ch("update_after", "a", 2), ch("delete", "b", 0), ch("insert", "b", 7), ch("delete", "c", 1)} {
+			if err := o.Process(r); err != nil {
+				t.Fatalf("%s: Process: %v", g, err)
+			}
+		}
+		if err := o.Process(ch("upsert", "x", 1)); err == nil || !strings.Contains(err.Error(), `unknown kind of change "upsert"`) {
+			t.Errorf("%s: an unknown op = %v", g, err)
+		}
+		pb := o.(operator.PreBarrier)
+		if err := pb.PrepareSnapshotPreBarrier(1); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := o.(operator.CheckpointListener); ok {
+			if err := n.NotifyCheckpointComplete(1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.wantRows(t, g, "up", "a=2", "b=7")
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

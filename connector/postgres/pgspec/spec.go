@@ -8,16 +8,18 @@ package pgspec
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/operator"
+	"github.com/goflink/goflink/record"
 )
 
 // Type is the "postgres" operator type as JobManagers check it (it has no runtime here).
 var Type = operator.Define(operator.Type{Name: "postgres", Role: operator.RoleSink, Fields: sinkFields}, planSink, nil)
 
-var sinkFields = []string{"dsn", "password-file", "password-env", "table", "mode", "key", "batch-size", "delivery-guarantee"}
+var sinkFields = []string{"dsn", "password-file", "password-env", "table", "mode", "key", "op-field", "batch-size", "delivery-guarantee"}
 
 // Modes and delivery guarantees of the sink (spec mode and delivery-guarantee).
 const (
@@ -25,6 +27,16 @@ const (
 	ModeUpsert  = "upsert"
 	ExactlyOnce = "exactly-once"
 	AtLeastOnce = "at-least-once"
+)
+
+// The kinds of change an op-field names (what the postgres-cdc source emits as its op field).
+// Insert and update_after upsert the row, delete deletes the key's row, update_before is
+// skipped (the update_after that follows it writes the row).
+const (
+	OpInsert       = "insert"
+	OpUpdateBefore = "update_before"
+	OpUpdateAfter  = "update_after"
+	OpDelete       = "delete"
 )
 
 // DefaultBatchSize is the sink's batch-size when the spec sets none: the rows buffered before
@@ -45,6 +57,10 @@ type SinkConfig struct {
 	// Mode is "insert" or "upsert" (on a conflict over Key, the other columns are updated).
 	Mode string   `json:"mode"`
 	Key  []string `json:"key,omitempty"`
+	// OpField (mode upsert) names a string field of the input that gives each record's kind
+	// of change (OpInsert, OpUpdateBefore, OpUpdateAfter, OpDelete): a changelog such as the
+	// postgres-cdc source emits. It is not written as a column.
+	OpField string `json:"op_field,omitempty"`
 	// BatchSize is how many rows are sent to the server at once.
 	BatchSize int `json:"batch_size"`
 	// DeliveryGuarantee is "exactly-once" (prepared transactions committed on checkpoint
@@ -122,6 +138,20 @@ func planSink(p *operator.Planner) (SinkConfig, *operator.Shape) {
 		}
 	} else if c.Mode == ModeUpsert {
 		p.At("mode").Problemf("mode: upsert needs the field \"key\" (the columns of the table's primary key or a unique constraint)")
+	}
+	if e, has := p.Field("op-field"); has {
+		if name, ok := e.NonEmpty(); ok {
+			switch f, found := p.FieldNamed(e.Value, name); {
+			case c.Mode != ModeUpsert:
+				e.Problemf("only used with mode: upsert (a delete needs the key)")
+			case slices.Contains(c.Key, name):
+				e.Problemf("%q is a key column: the kind of change is a field of its own", name)
+			case found && f.Type != record.String:
+				e.Problemf("field %q is %s, want a string (insert, update_before, update_after, delete)", name, f.Type)
+			default:
+				c.OpField = name
+			}
+		}
 	}
 	if e, has := p.Field("batch-size"); has {
 		if n, ok := e.Int(); !ok || n < 1 || n > 1<<20 {

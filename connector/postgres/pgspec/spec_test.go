@@ -55,8 +55,17 @@ func TestPlanSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Mode != "insert" || c.BatchSize != pgspec.DefaultBatchSize || c.DeliveryGuarantee != "at-least-once" {
+	if c.Mode != "insert" || c.BatchSize != pgspec.DefaultBatchSize || c.DeliveryGuarantee != "at-least-once" || c.OpField != "" {
 		t.Errorf("defaults = %+v", c)
+	}
+	c, err = build(head + `  - {name: ch, type: map, fields: {op: "'delete'", k: "k", v: "v"}}
+  - {name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: op}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OpField != "op" {
+		t.Errorf("op-field = %q, want op", c.OpField)
 	}
 }
 
@@ -79,6 +88,10 @@ func TestPlanSinkProblems(t *testing.T) {
 		{"two passwords", `{name: out, type: postgres, dsn: "postgres://u:hunter2@h/db", table: t, password-file: /pw}`, []string{`"out".password-file: the dsn has a password already`}},
 		{"file and env", `{name: out, type: postgres, dsn: "host=h", table: t, password-file: /pw, password-env: PW}`, []string{`give only one of password-file, password-env`}},
 		{"unknown field", `{name: out, type: postgres, dsn: "host=h", table: t, password: x}`, []string{`unknown field "password" for type postgres`}},
+		{"op-field without upsert", `{name: out, type: postgres, dsn: "host=h", table: t, op-field: k}`, []string{`"out".op-field: only used with mode: upsert`}},
+		{"op-field not a field", `{name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: opp}`, []string{`"out".op-field: no field "opp" in the input`}},
+		{"op-field not a string", `{name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: v}`, []string{`"out".op-field: field "v" is int64, want a string`}},
+		{"op-field is the key", `{name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: k}`, []string{`"out".op-field: "k" is a key column`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := build(head + "  - " + tc.op + "\n")

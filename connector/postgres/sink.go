@@ -245,7 +245,9 @@ func (w *writer) add(row record.Row) error {
 }
 
 // isDelete says a buffered row is a delete.
-func (w *writer) isDelete(row record.Row) bool { return w.op >= 0 && row[w.op].Str() == pgspec.OpDelete }
+func (w *writer) isDelete(row record.Row) bool {
+	return w.op >= 0 && row[w.op].Str() == pgspec.OpDelete
+}
 
 // values are the column values of a row as pgx takes them; only the key's for a delete.
 func (w *writer) values(row record.Row) []any {

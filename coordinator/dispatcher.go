@@ -11,6 +11,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -206,6 +207,52 @@ func (d *dispatcher) probeSinkLocations(g *pb.JobGraph) error {
 	return nil
 }
 
+// probeOperators has a TaskManager probe the operators of the job whose types check the
+// external systems they connect to (operator.Type.Probed: a PostgreSQL table's columns, the
+// server's settings), so that a missing table, a wrong password or a server that is not set
+// up refuse the job at submit, in the words of a spec error, rather than fail its tasks. The
+// JobManager plans specs without the connectors' clients and without the secrets the
+// TaskManagers hold (a password-file), so it asks the first TaskManager that answers. With
+// none registered, or none answering, the job is submitted unprobed (its tasks report what
+// is wrong) and the JobManager logs why.
+func (d *dispatcher) probeOperators(name string, g *pb.JobGraph) error {
+	var ops []*pb.Operator
+	for _, v := range g.GetVertices() {
+		for _, op := range v.GetOperators() {
+			if d.operators.Probed(op) {
+				ops = append(ops, op)
+			}
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	tms := d.rm.ready()
+	if len(tms) == 0 {
+		d.log.Warn("job submitted without probing its connectors: no TaskManager is registered", "name", name)
+		return nil
+	}
+	for _, tm := range tms {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		resp, err := tm.client.ProbeOperators(ctx, &pb.ProbeOperatorsRequest{RegistrationId: tm.regID, LeaderTerm: tm.term, Operators: ops})
+		cancel()
+		if err != nil {
+			d.log.Warn("probing the job's connectors failed on a TaskManager", "name", name, "taskmanager", tm.describe(), "err", err)
+			continue
+		}
+		if len(resp.GetProblems()) == 0 {
+			return nil
+		}
+		e := &job.SpecError{}
+		for _, p := range resp.GetProblems() {
+			e.Problems = append(e.Problems, job.Problem{Line: int(p.GetLine()), Path: strconv.Quote(p.GetOperator()), Msg: p.GetMessage()})
+		}
+		return e
+	}
+	d.log.Warn("job submitted without probing its connectors: no TaskManager answered", "name", name, "taskmanagers", len(tms))
+	return nil
+}
+
 // randomHex returns n random bytes in hex: a job ID (16) or a TaskManager registration ID (8).
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -243,6 +290,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 		return "", err
 	}
 	if err := d.probeSinkLocations(graph); err != nil {
+		return "", err
+	}
+	if err := d.probeOperators(graph.GetName(), graph); err != nil {
 		return "", err
 	}
 	var restore *pb.CompletedCheckpoint

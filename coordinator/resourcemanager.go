@@ -184,6 +184,19 @@ func (rm *resourceManager) get(regID string) (*taskManager, bool) {
 	return tm, ok
 }
 
+// ready returns the registrations that heartbeat, in the order they registered.
+func (rm *resourceManager) ready() []*taskManager {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	var out []*taskManager
+	for _, t := range rm.sortedLocked() {
+		if t.ready {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // heartbeat records a heartbeat and its task counters.
 func (rm *resourceManager) heartbeat(regID string, reports []*pb.TaskReport) error {
 	rm.mu.Lock()

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/goflink/goflink/internal/pgtest"
 	"github.com/goflink/goflink/internal/poll"
@@ -117,4 +120,64 @@ operators:
 		t.Errorf("ups = %q, want %q", got, want)
 	}
 	t.Logf("%d restarts, restored from checkpoint %d", last.GetRestarts(), last.GetRestoredCheckpointId())
+}
+
+// TestPostgresProbeAtSubmit: the JobManager has a TaskManager probe a postgres sink at
+// submit: a missing table, a missing column, a type mismatch, an upsert key without a unique
+// constraint and a wrong password refuse the job with a spec error naming the operator and
+// its line, and nothing is recorded; a sink that can write is accepted.
+func TestPostgresProbeAtSubmit(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text NOT NULL, value bigint NOT NULL, count bigint NOT NULL); CREATE TABLE loose (parity text, value bigint, count bigint); CREATE TABLE narrow (parity text, value text)"); err != nil {
+		t.Fatal(err)
+	}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
+	spec := func(sink string) string {
+		return fmt.Sprintf(`name: pg-probe
+config:
+  execution.checkpointing.interval: 1s
+operators:
+  - {name: numbers, type: sequence, from: 1, to: 10}
+  - {name: parity, type: map, fields: {parity: "value %% 2 == 0 ? 'even' : 'odd'", value: "value"}}
+  - {name: by-parity, type: key-by, key: "parity"}
+  - {name: counts, type: count}
+  - {name: out, type: postgres, %s}
+`, sink)
+	}
+	dsn := srv.DSN(srv.Database)
+	for _, tc := range []struct{ name, sink, want string }{
+		{"no table", fmt.Sprintf("dsn: %q, table: nope", dsn), `line 9: "out": table "nope" does not exist`},
+		{"accepted", fmt.Sprintf("dsn: %q, table: loose", dsn), ""},
+		{"no column, type mismatch", fmt.Sprintf("dsn: %q, table: narrow", dsn),
+			`field "value" is int64, but column "value" of table "narrow" is text: int64 needs a numeric column`},
+		{"wrong password", fmt.Sprintf("dsn: %q, table: counts", srv.DSNFor(pgtest.User, "not-the-password", srv.Database)), `"out": connect: failed to connect`},
+		{"upsert key", fmt.Sprintf("dsn: %q, table: counts, mode: upsert, key: [parity]", dsn), `has no primary key or unique constraint on exactly the key [parity]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(spec(tc.sink))})
+			t.Logf("Submit: %v", err)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Submit: %v, want it accepted", err)
+				}
+				return
+			}
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Submit: %v, want InvalidArgument containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "not-the-password") {
+				t.Errorf("the error names the password: %v", err)
+			}
+		})
+	}
+	jobs, err := cl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 {
+		t.Errorf("jobs recorded: %d, want only the accepted one", len(jobs))
+	}
 }

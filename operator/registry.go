@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -58,9 +59,15 @@ type Type struct {
 	// WithInputs, when set, is the type as it is used when the operator reads inputs: the
 	// "kafka" type is a source without inputs and a sink with them.
 	WithInputs *Type
+	// Probed types check an operator against the external system it connects to when its job
+	// is submitted (a table's columns, a server's settings): the JobManager, which plans specs
+	// without the connector's client, asks a TaskManager to run the probe that Probes adds to
+	// the runtime there, with that TaskManager's network and the secrets it holds.
+	Probed bool
 
 	plan   func(p *Planner) ([]byte, *Shape)
 	run    func(cfg []byte, in, out *record.Schema) (any, error)
+	probe  func(ctx context.Context, cfg []byte, in, out *record.Schema) error
 	config func(cfg []byte) (any, error) // the decoded configuration, for PathNamer and LocationNamer
 }
 
@@ -176,6 +183,21 @@ func Runs[C any](t Type, run func(c C, in, out *record.Schema) (any, error)) Typ
 	return t
 }
 
+// Probes returns t with probe as the check of its operators at submit (see Type.Probed),
+// which it sets. probe reports what is wrong with the external system for this
+// configuration in words a user acts on; the JobManager names the operator and its line.
+func Probes[C any](t Type, probe func(ctx context.Context, c C, in, out *record.Schema) error) Type {
+	t.Probed = true
+	t.probe = func(ctx context.Context, cfg []byte, in, out *record.Schema) error {
+		var c C
+		if err := json.Unmarshal(cfg, &c); err != nil {
+			return fmt.Errorf("decode configuration: %w", err)
+		}
+		return probe(ctx, c, in, out)
+	}
+	return t
+}
+
 // Plan runs the type's planning (the job builder calls it): the configuration to store in
 // the job graph, and what the operator emits.
 func (t Type) Plan(p *Planner) ([]byte, *Shape) {
@@ -284,6 +306,33 @@ func (r *Registry) New(op *pb.Operator) (any, error) {
 		return nil, fmt.Errorf("operator %q: %w", op.GetName(), err)
 	}
 	return o, nil
+}
+
+// Probed says an operator of a job graph is to be probed at submit (Type.Probed).
+func (r *Registry) Probed(op *pb.Operator) bool {
+	t, ok := r.typeOf(op)
+	return ok && t.Probed
+}
+
+// Probe runs the probe of an operator of a job graph (see Probes); nil for a type without
+// one. The error does not name the operator: the caller does.
+func (r *Registry) Probe(ctx context.Context, op *pb.Operator) error {
+	t, ok := r.typeOf(op)
+	switch {
+	case !ok:
+		return fmt.Errorf("type %q is not registered in this TaskManager", op.GetType())
+	case t.probe == nil:
+		return nil
+	}
+	in, err := optionalSchema(op.GetInputSchema())
+	if err != nil {
+		return fmt.Errorf("input schema: %w", err)
+	}
+	out, err := optionalSchema(op.GetOutputSchema())
+	if err != nil {
+		return fmt.Errorf("output schema: %w", err)
+	}
+	return t.probe(ctx, op.GetConfig(), in, out)
 }
 
 // typeOf returns the type an operator of a job graph runs as: for a type that is used

@@ -17,12 +17,16 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/goflink/goflink/connector/postgres/pgspec"
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/record"
 )
 
 // Type is the "postgres" operator type with its runtime.
-var Type = operator.Runs(pgspec.Type, func(c pgspec.SinkConfig, in, _ *record.Schema) (any, error) {
+var Type = operator.Probes(operator.Runs(pgspec.Type, func(c pgspec.SinkConfig, in, _ *record.Schema) (any, error) {
 	return newSink(&c, in)
+}), func(ctx context.Context, c pgspec.SinkConfig, in, _ *record.Schema) error {
+	return probeSink(ctx, &c, in)
 })

@@ -60,9 +60,16 @@ type dialer struct {
 	red  *pgspec.Redactor // knows the password once dial read it
 }
 
-// dial connects to the server. The password comes from the DSN, else password-file, else
-// password-env, read now (on the TaskManager).
+// dial connects to the server within opTimeout (dialContext).
 func (d *dialer) dial() (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	return d.dialContext(ctx)
+}
+
+// dialContext connects to the server. The password comes from the DSN, else password-file,
+// else password-env, read now (on the TaskManager).
+func (d *dialer) dialContext(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(d.spec.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", d.red.Err(err))
@@ -88,8 +95,6 @@ func (d *dialer) dial() (*pgx.Conn, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "goflink"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", d.red.Err(err))

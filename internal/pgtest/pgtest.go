@@ -75,7 +75,8 @@ type Server struct {
 	// is in Dir). Stop removes it.
 	Dir string
 
-	cred *syscall.Credential // whom the processes run as (nil: the test's user)
+	cred     *syscall.Credential // whom the processes run as (nil: the test's user)
+	settings []string            // name=value, after the defaults
 	cmd  *exec.Cmd
 	done chan struct{}   // closed when the server has exited
 	out  *syncbuf.Buffer // its log
@@ -83,9 +84,11 @@ type Server struct {
 }
 
 // Start runs a server for t, creates database "test", and stops the server when t ends.
-func Start(t testing.TB) *Server {
+// settings ("name=value") override the server's configuration: wal_level=replica,
+// max_prepared_transactions=0.
+func Start(t testing.TB, settings ...string) *Server {
 	t.Helper()
-	s, err := Run()
+	s, err := Run(settings...)
 	if s != nil {
 		t.Cleanup(s.Stop)
 	}
@@ -103,12 +106,12 @@ func Start(t testing.TB) *Server {
 // superuser User (password Password) and no database of its own, and waits until it answers.
 // The caller stops it, which removes the directory; on error it is stopped already (and Run
 // may return it, for its Stop).
-func Run() (*Server, error) {
+func Run(settings ...string) (*Server, error) {
 	bin, err := Binaries()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", done: make(chan struct{})}
+	s := &Server{Host: "127.0.0.1", done: make(chan struct{}), settings: settings}
 	close(s.done) // nothing runs yet
 	if s.cred, err = credential(); err != nil {
 		return nil, err
@@ -167,15 +170,19 @@ func (s *Server) initdb(bin string) error {
 
 // start runs the server on port and waits until it answers.
 func (s *Server) start(bin string, port int) error {
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(s.Dir, "data"),
-		"-c", "listen_addresses="+s.Host,
-		"-c", "port="+strconv.Itoa(port),
-		"-c", "unix_socket_directories="+s.Dir,
+	args := []string{"-D", filepath.Join(s.Dir, "data"),
+		"-c", "listen_addresses=" + s.Host,
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + s.Dir,
 		"-c", "wal_level=logical",
-		"-c", "max_prepared_transactions="+strconv.Itoa(MaxPreparedTransactions),
+		"-c", "max_prepared_transactions=" + strconv.Itoa(MaxPreparedTransactions),
 		"-c", "max_connections=200",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
+		"-c", "logging_collector=off", "-c", "log_min_messages=warning"}
+	for _, kv := range s.settings {
+		args = append(args, "-c", kv)
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	s.cmd.Dir = s.Dir
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	s.out = &syncbuf.Buffer{}

@@ -17,7 +17,7 @@ import (
 )
 
 // Type is the "postgres" operator type as JobManagers check it (it has no runtime here).
-var Type = operator.Define(operator.Type{Name: "postgres", Role: operator.RoleSink, Fields: sinkFields}, planSink, nil)
+var Type = operator.Define(operator.Type{Name: "postgres", Role: operator.RoleSink, Fields: sinkFields, Probed: true}, planSink, nil)
 
 var sinkFields = []string{"dsn", "password-file", "password-env", "table", "mode", "key", "op-field", "batch-size", "delivery-guarantee"}
 
@@ -78,8 +78,8 @@ func (c SinkConfig) LocalPaths() []operator.LocalPath {
 
 // planSink plans a postgres operator: it checks each field, and that the key names fields of
 // the input (the columns are the input's fields). Whether the table has those columns, of
-// fitting types, is for the server to say when the sink opens and writes: there is no probe
-// at submit yet.
+// fitting types, the key a unique constraint, and the server prepared transactions, a
+// TaskManager's probe says at submit (the runtime's operator.Probes).
 func planSink(p *operator.Planner) (SinkConfig, *operator.Shape) {
 	c := SinkConfig{BatchSize: DefaultBatchSize}
 	if e, ok := p.Require("dsn"); ok {

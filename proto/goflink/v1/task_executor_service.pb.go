@@ -21,6 +21,175 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ProbeOperatorsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// operators are the job graph's operators to probe. The local paths they name are
+	// confined by this TaskManager's io.allowed-paths before any is read.
+	Operators     []*Operator `protobuf:"bytes,3,rep,name=operators,proto3" json:"operators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeOperatorsRequest) Reset() {
+	*x = ProbeOperatorsRequest{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeOperatorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeOperatorsRequest) ProtoMessage() {}
+
+func (x *ProbeOperatorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeOperatorsRequest.ProtoReflect.Descriptor instead.
+func (*ProbeOperatorsRequest) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ProbeOperatorsRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
+}
+
+func (x *ProbeOperatorsRequest) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *ProbeOperatorsRequest) GetOperators() []*Operator {
+	if x != nil {
+		return x.Operators
+	}
+	return nil
+}
+
+type ProbeOperatorsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// problems are what is wrong, one per operator at most; none when every probe passed.
+	Problems      []*OperatorProblem `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeOperatorsResponse) Reset() {
+	*x = ProbeOperatorsResponse{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeOperatorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeOperatorsResponse) ProtoMessage() {}
+
+func (x *ProbeOperatorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeOperatorsResponse.ProtoReflect.Descriptor instead.
+func (*ProbeOperatorsResponse) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProbeOperatorsResponse) GetProblems() []*OperatorProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+// OperatorProblem is what a probe found wrong with one operator of a spec.
+type OperatorProblem struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Operator string                 `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	// line is where the operator is declared in the submitted spec.
+	Line          int32  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorProblem) Reset() {
+	*x = OperatorProblem{}
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorProblem) ProtoMessage() {}
+
+func (x *OperatorProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorProblem.ProtoReflect.Descriptor instead.
+func (*OperatorProblem) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OperatorProblem) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *OperatorProblem) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *OperatorProblem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ProducerLocation says where one upstream subtask's result partition is served.
 type ProducerLocation struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -32,7 +201,7 @@ type ProducerLocation struct {
 
 func (x *ProducerLocation) Reset() {
 	*x = ProducerLocation{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +213,7 @@ func (x *ProducerLocation) String() string {
 func (*ProducerLocation) ProtoMessage() {}
 
 func (x *ProducerLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +226,7 @@ func (x *ProducerLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerLocation.ProtoReflect.Descriptor instead.
 func (*ProducerLocation) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProducerLocation) GetExecution() *ExecutionAttemptID {
@@ -87,7 +256,7 @@ type InputGateDeployment struct {
 
 func (x *InputGateDeployment) Reset() {
 	*x = InputGateDeployment{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +268,7 @@ func (x *InputGateDeployment) String() string {
 func (*InputGateDeployment) ProtoMessage() {}
 
 func (x *InputGateDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +281,7 @@ func (x *InputGateDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputGateDeployment.ProtoReflect.Descriptor instead.
 func (*InputGateDeployment) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InputGateDeployment) GetEdge() int32 {
@@ -147,7 +316,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +328,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +341,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitTaskRequest) GetRegistrationId() string {
@@ -246,7 +415,7 @@ type TaskRestore struct {
 
 func (x *TaskRestore) Reset() {
 	*x = TaskRestore{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +427,7 @@ func (x *TaskRestore) String() string {
 func (*TaskRestore) ProtoMessage() {}
 
 func (x *TaskRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +440,7 @@ func (x *TaskRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRestore.ProtoReflect.Descriptor instead.
 func (*TaskRestore) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TaskRestore) GetCheckpointId() int64 {
@@ -303,7 +472,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +484,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +497,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
 }
 
 type CancelTaskRequest struct {
@@ -342,7 +511,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +523,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +536,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelTaskRequest) GetRegistrationId() string {
@@ -399,7 +568,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +580,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +593,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
 }
 
 type TriggerTaskCheckpointRequest struct {
@@ -439,7 +608,7 @@ type TriggerTaskCheckpointRequest struct {
 
 func (x *TriggerTaskCheckpointRequest) Reset() {
 	*x = TriggerTaskCheckpointRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +620,7 @@ func (x *TriggerTaskCheckpointRequest) String() string {
 func (*TriggerTaskCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +633,7 @@ func (x *TriggerTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerTaskCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerTaskCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TriggerTaskCheckpointRequest) GetRegistrationId() string {
@@ -503,7 +672,7 @@ type TriggerTaskCheckpointResponse struct {
 
 func (x *TriggerTaskCheckpointResponse) Reset() {
 	*x = TriggerTaskCheckpointResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +684,7 @@ func (x *TriggerTaskCheckpointResponse) String() string {
 func (*TriggerTaskCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +697,7 @@ func (x *TriggerTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerTaskCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerTaskCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
 }
 
 type NotifyCheckpointCompleteRequest struct {
@@ -543,7 +712,7 @@ type NotifyCheckpointCompleteRequest struct {
 
 func (x *NotifyCheckpointCompleteRequest) Reset() {
 	*x = NotifyCheckpointCompleteRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +724,7 @@ func (x *NotifyCheckpointCompleteRequest) String() string {
 func (*NotifyCheckpointCompleteRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointCompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +737,7 @@ func (x *NotifyCheckpointCompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointCompleteRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointCompleteRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NotifyCheckpointCompleteRequest) GetRegistrationId() string {
@@ -607,7 +776,7 @@ type NotifyCheckpointCompleteResponse struct {
 
 func (x *NotifyCheckpointCompleteResponse) Reset() {
 	*x = NotifyCheckpointCompleteResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +788,7 @@ func (x *NotifyCheckpointCompleteResponse) String() string {
 func (*NotifyCheckpointCompleteResponse) ProtoMessage() {}
 
 func (x *NotifyCheckpointCompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +801,7 @@ func (x *NotifyCheckpointCompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointCompleteResponse.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointCompleteResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
 }
 
 type NotifyCheckpointAbortedRequest struct {
@@ -648,7 +817,7 @@ type NotifyCheckpointAbortedRequest struct {
 
 func (x *NotifyCheckpointAbortedRequest) Reset() {
 	*x = NotifyCheckpointAbortedRequest{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +829,7 @@ func (x *NotifyCheckpointAbortedRequest) String() string {
 func (*NotifyCheckpointAbortedRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointAbortedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +842,7 @@ func (x *NotifyCheckpointAbortedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointAbortedRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointAbortedRequest) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NotifyCheckpointAbortedRequest) GetRegistrationId() string {
@@ -719,7 +888,7 @@ type NotifyCheckpointAbortedResponse struct {
 
 func (x *NotifyCheckpointAbortedResponse) Reset() {
 	*x = NotifyCheckpointAbortedResponse{}
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +900,7 @@ func (x *NotifyCheckpointAbortedResponse) String() string {
 func (*NotifyCheckpointAbortedResponse) ProtoMessage() {}
 
 func (x *NotifyCheckpointAbortedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_goflink_v1_task_executor_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +913,7 @@ func (x *NotifyCheckpointAbortedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointAbortedResponse.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointAbortedResponse) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
+	return file_goflink_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
 }
 
 var File_goflink_v1_task_executor_service_proto protoreflect.FileDescriptor
@@ -752,7 +921,18 @@ var File_goflink_v1_task_executor_service_proto protoreflect.FileDescriptor
 const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
 	"&goflink/v1/task_executor_service.proto\x12\n" +
-	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\"\x81\x01\n" +
+	"goflink.v1\x1a\x1bgoflink/v1/checkpoint.proto\x1a\x19goflink/v1/jobgraph.proto\x1a\x16goflink/v1/types.proto\"\x95\x01\n" +
+	"\x15ProbeOperatorsRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
+	"\vleader_term\x18\x02 \x01(\x04R\n" +
+	"leaderTerm\x122\n" +
+	"\toperators\x18\x03 \x03(\v2\x14.goflink.v1.OperatorR\toperators\"Q\n" +
+	"\x16ProbeOperatorsResponse\x127\n" +
+	"\bproblems\x18\x01 \x03(\v2\x1b.goflink.v1.OperatorProblemR\bproblems\"[\n" +
+	"\x0fOperatorProblem\x12\x1a\n" +
+	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x81\x01\n" +
 	"\x10ProducerLocation\x12<\n" +
 	"\texecution\x18\x01 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12/\n" +
 	"\x13taskmanager_address\x18\x02 \x01(\tR\x12taskmanagerAddress\"e\n" +
@@ -801,7 +981,7 @@ const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
 	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\x12.\n" +
 	"\x13latest_completed_id\x18\x05 \x01(\x03R\x11latestCompletedId\"!\n" +
-	"\x1fNotifyCheckpointAbortedResponse2\x88\x04\n" +
+	"\x1fNotifyCheckpointAbortedResponse2\xe1\x04\n" +
 	"\x13TaskExecutorService\x12K\n" +
 	"\n" +
 	"SubmitTask\x12\x1d.goflink.v1.SubmitTaskRequest\x1a\x1e.goflink.v1.SubmitTaskResponse\x12K\n" +
@@ -809,7 +989,8 @@ const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"CancelTask\x12\x1d.goflink.v1.CancelTaskRequest\x1a\x1e.goflink.v1.CancelTaskResponse\x12l\n" +
 	"\x15TriggerTaskCheckpoint\x12(.goflink.v1.TriggerTaskCheckpointRequest\x1a).goflink.v1.TriggerTaskCheckpointResponse\x12u\n" +
 	"\x18NotifyCheckpointComplete\x12+.goflink.v1.NotifyCheckpointCompleteRequest\x1a,.goflink.v1.NotifyCheckpointCompleteResponse\x12r\n" +
-	"\x17NotifyCheckpointAborted\x12*.goflink.v1.NotifyCheckpointAbortedRequest\x1a+.goflink.v1.NotifyCheckpointAbortedResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
+	"\x17NotifyCheckpointAborted\x12*.goflink.v1.NotifyCheckpointAbortedRequest\x1a+.goflink.v1.NotifyCheckpointAbortedResponse\x12W\n" +
+	"\x0eProbeOperators\x12!.goflink.v1.ProbeOperatorsRequest\x1a\".goflink.v1.ProbeOperatorsResponseB7Z5github.com/goflink/goflink/proto/goflink/v1;goflinkv1b\x06proto3"
 
 var (
 	file_goflink_v1_task_executor_service_proto_rawDescOnce sync.Once
@@ -823,56 +1004,64 @@ func file_goflink_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_goflink_v1_task_executor_service_proto_rawDescData
 }
 
-var file_goflink_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_goflink_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_goflink_v1_task_executor_service_proto_goTypes = []any{
-	(*ProducerLocation)(nil),                 // 0: goflink.v1.ProducerLocation
-	(*InputGateDeployment)(nil),              // 1: goflink.v1.InputGateDeployment
-	(*SubmitTaskRequest)(nil),                // 2: goflink.v1.SubmitTaskRequest
-	(*TaskRestore)(nil),                      // 3: goflink.v1.TaskRestore
-	(*SubmitTaskResponse)(nil),               // 4: goflink.v1.SubmitTaskResponse
-	(*CancelTaskRequest)(nil),                // 5: goflink.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),               // 6: goflink.v1.CancelTaskResponse
-	(*TriggerTaskCheckpointRequest)(nil),     // 7: goflink.v1.TriggerTaskCheckpointRequest
-	(*TriggerTaskCheckpointResponse)(nil),    // 8: goflink.v1.TriggerTaskCheckpointResponse
-	(*NotifyCheckpointCompleteRequest)(nil),  // 9: goflink.v1.NotifyCheckpointCompleteRequest
-	(*NotifyCheckpointCompleteResponse)(nil), // 10: goflink.v1.NotifyCheckpointCompleteResponse
-	(*NotifyCheckpointAbortedRequest)(nil),   // 11: goflink.v1.NotifyCheckpointAbortedRequest
-	(*NotifyCheckpointAbortedResponse)(nil),  // 12: goflink.v1.NotifyCheckpointAbortedResponse
-	(*ExecutionAttemptID)(nil),               // 13: goflink.v1.ExecutionAttemptID
-	(*JobGraph)(nil),                         // 14: goflink.v1.JobGraph
-	(CheckpointingMode)(0),                   // 15: goflink.v1.CheckpointingMode
-	(*OperatorSubtaskState)(nil),             // 16: goflink.v1.OperatorSubtaskState
-	(*CheckpointBarrier)(nil),                // 17: goflink.v1.CheckpointBarrier
+	(*ProbeOperatorsRequest)(nil),            // 0: goflink.v1.ProbeOperatorsRequest
+	(*ProbeOperatorsResponse)(nil),           // 1: goflink.v1.ProbeOperatorsResponse
+	(*OperatorProblem)(nil),                  // 2: goflink.v1.OperatorProblem
+	(*ProducerLocation)(nil),                 // 3: goflink.v1.ProducerLocation
+	(*InputGateDeployment)(nil),              // 4: goflink.v1.InputGateDeployment
+	(*SubmitTaskRequest)(nil),                // 5: goflink.v1.SubmitTaskRequest
+	(*TaskRestore)(nil),                      // 6: goflink.v1.TaskRestore
+	(*SubmitTaskResponse)(nil),               // 7: goflink.v1.SubmitTaskResponse
+	(*CancelTaskRequest)(nil),                // 8: goflink.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),               // 9: goflink.v1.CancelTaskResponse
+	(*TriggerTaskCheckpointRequest)(nil),     // 10: goflink.v1.TriggerTaskCheckpointRequest
+	(*TriggerTaskCheckpointResponse)(nil),    // 11: goflink.v1.TriggerTaskCheckpointResponse
+	(*NotifyCheckpointCompleteRequest)(nil),  // 12: goflink.v1.NotifyCheckpointCompleteRequest
+	(*NotifyCheckpointCompleteResponse)(nil), // 13: goflink.v1.NotifyCheckpointCompleteResponse
+	(*NotifyCheckpointAbortedRequest)(nil),   // 14: goflink.v1.NotifyCheckpointAbortedRequest
+	(*NotifyCheckpointAbortedResponse)(nil),  // 15: goflink.v1.NotifyCheckpointAbortedResponse
+	(*Operator)(nil),                         // 16: goflink.v1.Operator
+	(*ExecutionAttemptID)(nil),               // 17: goflink.v1.ExecutionAttemptID
+	(*JobGraph)(nil),                         // 18: goflink.v1.JobGraph
+	(CheckpointingMode)(0),                   // 19: goflink.v1.CheckpointingMode
+	(*OperatorSubtaskState)(nil),             // 20: goflink.v1.OperatorSubtaskState
+	(*CheckpointBarrier)(nil),                // 21: goflink.v1.CheckpointBarrier
 }
 var file_goflink_v1_task_executor_service_proto_depIdxs = []int32{
-	13, // 0: goflink.v1.ProducerLocation.execution:type_name -> goflink.v1.ExecutionAttemptID
-	0,  // 1: goflink.v1.InputGateDeployment.producers:type_name -> goflink.v1.ProducerLocation
-	13, // 2: goflink.v1.SubmitTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	14, // 3: goflink.v1.SubmitTaskRequest.job_graph:type_name -> goflink.v1.JobGraph
-	1,  // 4: goflink.v1.SubmitTaskRequest.inputs:type_name -> goflink.v1.InputGateDeployment
-	3,  // 5: goflink.v1.SubmitTaskRequest.restore:type_name -> goflink.v1.TaskRestore
-	15, // 6: goflink.v1.SubmitTaskRequest.checkpointing_mode:type_name -> goflink.v1.CheckpointingMode
-	16, // 7: goflink.v1.TaskRestore.states:type_name -> goflink.v1.OperatorSubtaskState
-	13, // 8: goflink.v1.CancelTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	13, // 9: goflink.v1.TriggerTaskCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	17, // 10: goflink.v1.TriggerTaskCheckpointRequest.barrier:type_name -> goflink.v1.CheckpointBarrier
-	13, // 11: goflink.v1.NotifyCheckpointCompleteRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	13, // 12: goflink.v1.NotifyCheckpointAbortedRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	2,  // 13: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
-	5,  // 14: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
-	7,  // 15: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:input_type -> goflink.v1.TriggerTaskCheckpointRequest
-	9,  // 16: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> goflink.v1.NotifyCheckpointCompleteRequest
-	11, // 17: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> goflink.v1.NotifyCheckpointAbortedRequest
-	4,  // 18: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
-	6,  // 19: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
-	8,  // 20: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:output_type -> goflink.v1.TriggerTaskCheckpointResponse
-	10, // 21: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> goflink.v1.NotifyCheckpointCompleteResponse
-	12, // 22: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> goflink.v1.NotifyCheckpointAbortedResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 0: goflink.v1.ProbeOperatorsRequest.operators:type_name -> goflink.v1.Operator
+	2,  // 1: goflink.v1.ProbeOperatorsResponse.problems:type_name -> goflink.v1.OperatorProblem
+	17, // 2: goflink.v1.ProducerLocation.execution:type_name -> goflink.v1.ExecutionAttemptID
+	3,  // 3: goflink.v1.InputGateDeployment.producers:type_name -> goflink.v1.ProducerLocation
+	17, // 4: goflink.v1.SubmitTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	18, // 5: goflink.v1.SubmitTaskRequest.job_graph:type_name -> goflink.v1.JobGraph
+	4,  // 6: goflink.v1.SubmitTaskRequest.inputs:type_name -> goflink.v1.InputGateDeployment
+	6,  // 7: goflink.v1.SubmitTaskRequest.restore:type_name -> goflink.v1.TaskRestore
+	19, // 8: goflink.v1.SubmitTaskRequest.checkpointing_mode:type_name -> goflink.v1.CheckpointingMode
+	20, // 9: goflink.v1.TaskRestore.states:type_name -> goflink.v1.OperatorSubtaskState
+	17, // 10: goflink.v1.CancelTaskRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	17, // 11: goflink.v1.TriggerTaskCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	21, // 12: goflink.v1.TriggerTaskCheckpointRequest.barrier:type_name -> goflink.v1.CheckpointBarrier
+	17, // 13: goflink.v1.NotifyCheckpointCompleteRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	17, // 14: goflink.v1.NotifyCheckpointAbortedRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	5,  // 15: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
+	8,  // 16: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
+	10, // 17: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:input_type -> goflink.v1.TriggerTaskCheckpointRequest
+	12, // 18: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> goflink.v1.NotifyCheckpointCompleteRequest
+	14, // 19: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> goflink.v1.NotifyCheckpointAbortedRequest
+	0,  // 20: goflink.v1.TaskExecutorService.ProbeOperators:input_type -> goflink.v1.ProbeOperatorsRequest
+	7,  // 21: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
+	9,  // 22: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
+	11, // 23: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:output_type -> goflink.v1.TriggerTaskCheckpointResponse
+	13, // 24: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> goflink.v1.NotifyCheckpointCompleteResponse
+	15, // 25: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> goflink.v1.NotifyCheckpointAbortedResponse
+	1,  // 26: goflink.v1.TaskExecutorService.ProbeOperators:output_type -> goflink.v1.ProbeOperatorsResponse
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_task_executor_service_proto_init() }
@@ -889,7 +1078,7 @@ func file_goflink_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_task_executor_service_proto_rawDesc), len(file_goflink_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

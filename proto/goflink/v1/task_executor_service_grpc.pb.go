@@ -24,6 +24,7 @@ const (
 	TaskExecutorService_TriggerTaskCheckpoint_FullMethodName    = "/goflink.v1.TaskExecutorService/TriggerTaskCheckpoint"
 	TaskExecutorService_NotifyCheckpointComplete_FullMethodName = "/goflink.v1.TaskExecutorService/NotifyCheckpointComplete"
 	TaskExecutorService_NotifyCheckpointAborted_FullMethodName  = "/goflink.v1.TaskExecutorService/NotifyCheckpointAborted"
+	TaskExecutorService_ProbeOperators_FullMethodName           = "/goflink.v1.TaskExecutorService/ProbeOperators"
 )
 
 // TaskExecutorServiceClient is the client API for TaskExecutorService service.
@@ -46,6 +47,10 @@ type TaskExecutorServiceClient interface {
 	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
 	// completed last (redelivered first, in case its notification was lost).
 	NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error)
+	// ProbeOperators checks operators of a job being submitted against the external systems
+	// they connect to (a table and its columns, a server's settings), from this TaskManager,
+	// with its network and the secrets it holds. It runs no task.
+	ProbeOperators(ctx context.Context, in *ProbeOperatorsRequest, opts ...grpc.CallOption) (*ProbeOperatorsResponse, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -106,6 +111,16 @@ func (c *taskExecutorServiceClient) NotifyCheckpointAborted(ctx context.Context,
 	return out, nil
 }
 
+func (c *taskExecutorServiceClient) ProbeOperators(ctx context.Context, in *ProbeOperatorsRequest, opts ...grpc.CallOption) (*ProbeOperatorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProbeOperatorsResponse)
+	err := c.cc.Invoke(ctx, TaskExecutorService_ProbeOperators_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskExecutorServiceServer is the server API for TaskExecutorService service.
 // All implementations must embed UnimplementedTaskExecutorServiceServer
 // for forward compatibility.
@@ -126,6 +141,10 @@ type TaskExecutorServiceServer interface {
 	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
 	// completed last (redelivered first, in case its notification was lost).
 	NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error)
+	// ProbeOperators checks operators of a job being submitted against the external systems
+	// they connect to (a table and its columns, a server's settings), from this TaskManager,
+	// with its network and the secrets it holds. It runs no task.
+	ProbeOperators(context.Context, *ProbeOperatorsRequest) (*ProbeOperatorsResponse, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -150,6 +169,9 @@ func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointComplete(context.C
 }
 func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyCheckpointAborted not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) ProbeOperators(context.Context, *ProbeOperatorsRequest) (*ProbeOperatorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProbeOperators not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
 func (UnimplementedTaskExecutorServiceServer) testEmbeddedByValue()                             {}
@@ -262,6 +284,24 @@ func _TaskExecutorService_NotifyCheckpointAborted_Handler(srv interface{}, ctx c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskExecutorService_ProbeOperators_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProbeOperatorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).ProbeOperators(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_ProbeOperators_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).ProbeOperators(ctx, req.(*ProbeOperatorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskExecutorService_ServiceDesc is the grpc.ServiceDesc for TaskExecutorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +328,10 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyCheckpointAborted",
 			Handler:    _TaskExecutorService_NotifyCheckpointAborted_Handler,
+		},
+		{
+			MethodName: "ProbeOperators",
+			Handler:    _TaskExecutorService_ProbeOperators_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -77,10 +77,10 @@ type Server struct {
 
 	cred     *syscall.Credential // whom the processes run as (nil: the test's user)
 	settings []string            // name=value, after the defaults
-	cmd  *exec.Cmd
-	done chan struct{}   // closed when the server has exited
-	out  *syncbuf.Buffer // its log
-	once sync.Once       // Stop
+	cmd      *exec.Cmd
+	done     chan struct{}   // closed when the server has exited
+	out      *syncbuf.Buffer // its log
+	once     sync.Once       // Stop
 }
 
 // Start runs a server for t, creates database "test", and stops the server when t ends.

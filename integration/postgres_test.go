@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,5 +180,59 @@ operators:
 	}
 	if len(jobs) != 1 {
 		t.Errorf("jobs recorded: %d, want only the accepted one", len(jobs))
+	}
+}
+
+// examplePostgresDSN is the server examples/postgres names; the tests point the specs at
+// their own.
+const examplePostgresDSN = "postgres://goflink@localhost:5432/goflink"
+
+// exampleSpec reads examples/postgres/<name> with its DSN replaced by srv's (without the
+// password, which the examples read from PGPASSWORD).
+func exampleSpec(t *testing.T, srv *pgtest.Server, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", "postgres", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), examplePostgresDSN) {
+		t.Fatalf("examples/postgres/%s no longer names %s: update this test", name, examplePostgresDSN)
+	}
+	dsn := fmt.Sprintf("postgres://%s@%s:%d/%s", pgtest.User, srv.Host, srv.Port, srv.Database)
+	return strings.ReplaceAll(string(b), examplePostgresDSN, dsn)
+}
+
+// TestPostgresCountsExample runs examples/postgres/counts.yaml as its README says: the table
+// holds each parity's last running count, and nothing is left prepared.
+func TestPostgresCountsExample(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text PRIMARY KEY, value bigint NOT NULL, count bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PGPASSWORD", pgtest.Password)
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
+	spec := exampleSpec(t, srv, "counts.yaml")
+	spec = strings.Replace(spec, "config:\n", fmt.Sprintf("config:\n  execution.checkpointing.dir: %s\n", filepath.Join(t.TempDir(), "chk")), 1)
+	id := submit(t, ctx, cl, spec)
+	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 {
+		t.Fatalf("job ended %v after %d restarts (%s), want FINISHED after the injected one", last.GetStatus(), last.GetRestarts(), last.GetFailureCause())
+	}
+	rows, err := conn.Query(ctx, "SELECT parity || ' ' || value || ' ' || count FROM counts ORDER BY parity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"even 60 30", "odd 59 30"}; !slices.Equal(got, want) {
+		t.Errorf("counts = %q, want %q", got, want)
+	}
+	var prepared int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts").Scan(&prepared); err != nil || prepared != 0 {
+		t.Errorf("prepared transactions left: %d (%v)", prepared, err)
 	}
 }

@@ -63,6 +63,21 @@ type dialer struct {
 // dial connects to the server. The password comes from the DSN, else password-file, else
 // password-env, read now (on the TaskManager).
 func (d *dialer) dial() (*pgx.Conn, error) {
+	cfg, err := d.config()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", d.red.Err(err))
+	}
+	return conn, nil
+}
+
+// config is the configuration dial connects with, the password read.
+func (d *dialer) config() (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(d.spec.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", d.red.Err(err))
@@ -88,13 +103,7 @@ func (d *dialer) dial() (*pgx.Conn, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "goflink"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", d.red.Err(err))
-	}
-	return conn, nil
+	return cfg, nil
 }
 
 // exec runs one statement with a timeout, its error redacted.

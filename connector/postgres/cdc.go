@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -221,6 +222,7 @@ func (s *cdcSource) dialReplication() (*pgconn.PgConn, error) {
 	}
 	pc := cfg.Config
 	pc.RuntimeParams["replication"] = "database"
+	pc.RuntimeParams["application_name"] = s.appName()
 	for k, v := range sessionParams {
 		pc.RuntimeParams[k] = v
 	}
@@ -231,6 +233,18 @@ func (s *cdcSource) dialReplication() (*pgconn.PgConn, error) {
 		return nil, fmt.Errorf("connect for replication: %w", s.red.Err(err))
 	}
 	return conn, nil
+}
+
+// appName is the application_name of the source's replication sessions,
+// "goflink-cdc-<hash of job and operator uid>" (within the 63 bytes the server keeps): a later
+// attempt tells its own earlier attempt's session from another job's by it.
+func (s *cdcSource) appName() string {
+	uid := s.ctx.OperatorUID
+	if uid == "" {
+		uid = s.ctx.OperatorName
+	}
+	sum := sha256.Sum256([]byte(s.ctx.JobID + "\x00" + uid))
+	return "goflink-cdc-" + hex.EncodeToString(sum[:12])
 }
 
 func (s *cdcSource) Open(ctx *operator.Context, out operator.Output) error {
@@ -422,6 +436,7 @@ func (s *cdcSource) createSlot(conn *pgx.Conn) error {
 	if s.startLSN, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
 		return fmt.Errorf("postgres-cdc: replication slot %s: consistent point %q: %w", s.spec.Slot, res.ConsistentPoint, err)
 	}
+	s.phase = phaseSnapshot // from now on Close drops the slot unless the snapshot was read
 	s.ctx.Log().Info("postgres-cdc: created replication slot; reading the snapshot", "slot", s.spec.Slot, "lsn", s.startLSN.String(), "table", s.spec.Table)
 	for _, sql := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "SET TRANSACTION SNAPSHOT " + quote(res.SnapshotName)} {
 		if _, err := conn.Exec(c, sql); err != nil {
@@ -446,7 +461,7 @@ func (s *cdcSource) createSlot(conn *pgx.Conn) error {
 	if _, err := conn.Exec(c, sql); err != nil {
 		return fmt.Errorf("postgres-cdc: reading the snapshot of table %s: %w", s.spec.Table, s.red.Err(err))
 	}
-	s.snap, s.phase = conn, phaseSnapshot
+	s.snap = conn
 	return nil
 }
 
@@ -478,6 +493,16 @@ func (s *cdcSource) dropSlot(conn *pgx.Conn, si slotInfo) error {
 	c, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if si.activePID != nil {
+		var app string
+		err := conn.QueryRow(c, "SELECT coalesce((SELECT application_name FROM pg_stat_activity WHERE pid = $1), '')", *si.activePID).Scan(&app)
+		if err != nil {
+			return fmt.Errorf("postgres-cdc: looking up the session (pid %d) that uses replication slot %s: %w", *si.activePID, s.spec.Slot, s.red.Err(err))
+		}
+		if app != "" && app != s.appName() {
+			return &operator.UserError{Operator: s.ctx.OperatorName, Unrecoverable: true, Err: fmt.Errorf(
+				"postgres-cdc: replication slot %s is in use by another session (pid %d, application_name %q), not an earlier attempt of this source: it belongs to another job",
+				s.spec.Slot, *si.activePID, app)}
+		}
 		if _, err := conn.Exec(c, "SELECT pg_terminate_backend($1)", *si.activePID); err != nil {
 			return fmt.Errorf("postgres-cdc: ending the session (pid %d) that uses replication slot %s of an earlier attempt: %w", *si.activePID, s.spec.Slot, s.red.Err(err))
 		}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/goflink/goflink/connector/postgres/pgspec"
 	"github.com/goflink/goflink/internal/pgtest"
@@ -348,6 +350,20 @@ func TestCDCSource(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "replication slot taken_slot exists already and there is no checkpoint") || !operator.IsUnrecoverable(err) {
 			t.Fatalf("Open with the slot taken = %v, want an unrecoverable error saying so", err)
 		}
+		// In use by another job's session: even a later attempt leaves it alone.
+		other, err := pgconn.Connect(t.Context(), e.srv.DSN(e.srv.Database)+"&replication=database&application_name=other-job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pglogrepl.StartReplication(t.Context(), other, "taken_slot", 0, pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication,
+			PluginArgs: []string{"proto_version '1'", "publication_names 'goflink_taken_slot'"}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = openCDC(t, c, 1, 0, nil)
+		if err == nil || !strings.Contains(err.Error(), `replication slot taken_slot is in use by another session`) || !strings.Contains(err.Error(), `"other-job"`) {
+			t.Errorf("Open with the slot in use by another job = %v, want an error saying so", err)
+		}
+		other.Close(t.Context())
 		r := mustOpenCDC(t, c, 1, 0, nil)
 		r.read(t, 2, 1)
 		if err := r.Close(); err != nil {
@@ -355,6 +371,62 @@ func TestCDCSource(t *testing.T) {
 		}
 		if e.slotExists(t, "taken_slot") {
 			t.Error("the slot outlived a source closed during its snapshot")
+		}
+	})
+
+	// An unchanged TOASTed value comes from the old row with REPLICA IDENTITY FULL, and fails
+	// the task without it; so does a truncate a publication publishes.
+	t.Run("ToastAndTruncate", func(t *testing.T) {
+		big := "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 400) i)"
+		e.exec(t, `CREATE TABLE toast (id bigint PRIMARY KEY, n bigint, doc text)`, `ALTER TABLE toast REPLICA IDENTITY FULL`,
+			`CREATE PUBLICATION toast_pub FOR TABLE toast`)
+		c := e.spec("toast", "toast_slot", record.Field{Name: "id", Type: record.Int64}, record.Field{Name: "n", Type: record.Int64},
+			record.Field{Name: "doc", Type: record.String})
+		c.Publication = "toast_pub"
+		r := mustOpenCDC(t, c, 0, 0, nil)
+		r.read(t, 0, 10)
+		poll.Until(t, cdcWait, "the streaming phase", func() error {
+			if _, _, _, err := r.Emit(1); err != nil {
+				t.Fatal(err)
+			}
+			if r.phase != phaseStreaming {
+				return fmt.Errorf("phase %s", r.phase)
+			}
+			return nil
+		})
+		e.exec(t, `INSERT INTO toast VALUES (1, 0, `+big+`)`, `UPDATE toast SET n = 1 WHERE id = 1`)
+		r.read(t, 3, 10)
+		var doc string
+		if err := e.conn.QueryRow(t.Context(), "SELECT "+big).Scan(&doc); err != nil {
+			t.Fatal(err)
+		}
+		for i, op := range []string{"insert", "update_before", "update_after"} {
+			if got := r.out.Rows[i]; got[0].Str() != op || got[3].Str() != doc {
+				t.Errorf("record %d: %s with a doc of %d bytes, want %s with the whole doc (%d bytes)", i, got[0].Str(), len(got[3].Str()), op, len(doc))
+			}
+		}
+		e.exec(t, `ALTER TABLE toast REPLICA IDENTITY DEFAULT`, `UPDATE toast SET n = 2 WHERE id = 1`)
+		if err := r.emitUntilErr(t); err == nil || !strings.Contains(err.Error(), "column doc of an update of table toast is an unchanged TOASTed value") ||
+			!strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
+			t.Errorf("Emit of an update without the TOASTed value = %v, want an error saying to set REPLICA IDENTITY FULL", err)
+		}
+		_ = r.Close()
+
+		c.Slot = "toast_slot2"
+		r = mustOpenCDC(t, c, 0, 0, nil)
+		r.read(t, 1, 10)
+		poll.Until(t, cdcWait, "the streaming phase", func() error {
+			if _, _, _, err := r.Emit(1); err != nil {
+				t.Fatal(err)
+			}
+			if r.phase != phaseStreaming {
+				return fmt.Errorf("phase %s", r.phase)
+			}
+			return nil
+		})
+		e.exec(t, `TRUNCATE toast`)
+		if err := r.emitUntilErr(t); err == nil || !strings.Contains(err.Error(), "table toast was truncated") || !operator.IsUnrecoverable(err) {
+			t.Errorf("Emit after a truncate = %v, want an unrecoverable error saying so", err)
 		}
 	})
 

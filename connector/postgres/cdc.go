@@ -60,6 +60,7 @@ const (
 const (
 	sqlInsufficientPrivilege = "42501"
 	sqlDuplicateObject       = "42710"
+	sqlObjectInUse           = "55006"
 )
 
 // Type OIDs whose text the source reads differently.
@@ -379,7 +380,8 @@ func (s *cdcSource) slot(conn *pgx.Conn) (slotInfo, error) {
 }
 
 // checkSlot checks, for a restore from lsn, that the slot exists and has not confirmed
-// anything after lsn (which the server would no longer send).
+// anything after lsn (which the server would no longer send), and ends the session of an
+// earlier attempt that still holds it.
 func (s *cdcSource) checkSlot(conn *pgx.Conn, lsn pglogrepl.LSN) error {
 	si, err := s.slot(conn)
 	if err != nil {
@@ -398,7 +400,29 @@ func (s *cdcSource) checkSlot(conn *pgx.Conn, lsn pglogrepl.LSN) error {
 			"postgres-cdc: replication slot %s confirmed lsn %s, after checkpoint %d's lsn %s: the changes in between are gone from the slot "+
 				"(restore from the newest checkpoint, or start the job without its state)", s.spec.Slot, si.confirmed, s.restoredID, lsn)}
 	}
-	return nil
+	if si.activePID == nil {
+		return nil
+	}
+	if err := s.endEarlierSession(conn, si); err != nil {
+		return err
+	}
+	c, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for {
+		var active bool
+		err := conn.QueryRow(c, "SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)", s.spec.Slot).Scan(&active)
+		if err != nil {
+			return fmt.Errorf("postgres-cdc: waiting for the session of an earlier attempt to release replication slot %s: %w", s.spec.Slot, s.red.Err(err))
+		}
+		if !active {
+			return nil
+		}
+		select {
+		case <-c.Done():
+			return fmt.Errorf("postgres-cdc: the session of an earlier attempt did not release replication slot %s within %v", s.spec.Slot, opTimeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // createSlot starts the snapshot phase: it creates the slot with an exported snapshot and
@@ -490,23 +514,11 @@ func (s *cdcSource) missingColumn(name string) error {
 
 // dropSlot drops a slot an earlier attempt left, ending the session that still uses it.
 func (s *cdcSource) dropSlot(conn *pgx.Conn, si slotInfo) error {
+	if err := s.endEarlierSession(conn, si); err != nil {
+		return err
+	}
 	c, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if si.activePID != nil {
-		var app string
-		err := conn.QueryRow(c, "SELECT coalesce((SELECT application_name FROM pg_stat_activity WHERE pid = $1), '')", *si.activePID).Scan(&app)
-		if err != nil {
-			return fmt.Errorf("postgres-cdc: looking up the session (pid %d) that uses replication slot %s: %w", *si.activePID, s.spec.Slot, s.red.Err(err))
-		}
-		if app != "" && app != s.appName() {
-			return &operator.UserError{Operator: s.ctx.OperatorName, Unrecoverable: true, Err: fmt.Errorf(
-				"postgres-cdc: replication slot %s is in use by another session (pid %d, application_name %q), not an earlier attempt of this source: it belongs to another job",
-				s.spec.Slot, *si.activePID, app)}
-		}
-		if _, err := conn.Exec(c, "SELECT pg_terminate_backend($1)", *si.activePID); err != nil {
-			return fmt.Errorf("postgres-cdc: ending the session (pid %d) that uses replication slot %s of an earlier attempt: %w", *si.activePID, s.spec.Slot, s.red.Err(err))
-		}
-	}
 	for {
 		_, err := conn.Exec(c, "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", s.spec.Slot)
 		if err == nil {
@@ -514,7 +526,7 @@ func (s *cdcSource) dropSlot(conn *pgx.Conn, si slotInfo) error {
 			return nil
 		}
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "55006" { // object_in_use: the session is ending
+		if !errors.As(err, &pe) || pe.Code != sqlObjectInUse { // in use: the session is ending
 			return fmt.Errorf("postgres-cdc: dropping replication slot %s of an earlier attempt: %w", s.spec.Slot, s.red.Err(err))
 		}
 		select {
@@ -523,6 +535,33 @@ func (s *cdcSource) dropSlot(conn *pgx.Conn, si slotInfo) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// endEarlierSession ends the session that uses the slot, if any, when it is an earlier
+// attempt's of this source (a TaskManager the server has not noticed is gone); a session of
+// another application is another job's, and an error.
+func (s *cdcSource) endEarlierSession(conn *pgx.Conn, si slotInfo) error {
+	if si.activePID == nil {
+		return nil
+	}
+	pid := *si.activePID
+	c, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var app string
+	err := conn.QueryRow(c, "SELECT coalesce((SELECT application_name FROM pg_stat_activity WHERE pid = $1), '')", pid).Scan(&app)
+	if err != nil {
+		return fmt.Errorf("postgres-cdc: looking up the session (pid %d) that uses replication slot %s: %w", pid, s.spec.Slot, s.red.Err(err))
+	}
+	if app != "" && app != s.appName() {
+		return &operator.UserError{Operator: s.ctx.OperatorName, Unrecoverable: true, Err: fmt.Errorf(
+			"postgres-cdc: replication slot %s is in use by another session (pid %d, application_name %q), not an earlier attempt of this source: it belongs to another job",
+			s.spec.Slot, pid, app)}
+	}
+	if _, err := conn.Exec(c, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		return fmt.Errorf("postgres-cdc: ending the session (pid %d) of an earlier attempt, which uses replication slot %s: %w", pid, s.spec.Slot, s.red.Err(err))
+	}
+	s.ctx.Log().Info("postgres-cdc: ended the session of an earlier attempt", "slot", s.spec.Slot, "pid", pid)
+	return nil
 }
 
 // DeclineCheckpoint declines the checkpoints of the snapshot phase: a restore could not
@@ -903,6 +942,11 @@ func (r *receiver) status(force bool) error {
 // hand gives an event to Emit, answering the server meanwhile: with Emit slow (backpressure)
 // the server must still hear from the source within its wal_sender_timeout.
 func (r *receiver) hand(ctx context.Context, ev cdcEvent) error {
+	select {
+	case r.events <- ev:
+		return nil
+	default:
+	}
 	for {
 		select {
 		case r.events <- ev:

@@ -286,6 +286,31 @@ func TestCDCSource(t *testing.T) {
 		}
 	})
 
+	// A restore while the earlier attempt's session still holds the slot (its TaskManager
+	// gone unnoticed) ends that session and resumes.
+	t.Run("RestoreWhileHeld", func(t *testing.T) {
+		e.exec(t, `CREATE TABLE held (id bigint PRIMARY KEY)`)
+		c := e.spec("held", "held_slot", record.Field{Name: "id", Type: record.Int64})
+		r := mustOpenCDC(t, c, 0, 0, nil)
+		poll.Until(t, cdcWait, "the streaming phase", func() error {
+			if _, _, _, err := r.Emit(1); err != nil {
+				t.Fatal(err)
+			}
+			if r.phase != phaseStreaming {
+				return fmt.Errorf("phase %s", r.phase)
+			}
+			return nil
+		})
+		e.exec(t, `INSERT INTO held VALUES (1)`)
+		r.read(t, 1, 10)
+		st := r.snapshot(t, 1)
+		// r is not closed: its replication session still holds the slot.
+		r2 := mustOpenCDC(t, c, 1, 1, stateElems(st))
+		e.exec(t, `INSERT INTO held VALUES (2)`)
+		r2.read(t, 1, 10)
+		wantRows(t, "the restore", formatRows(c, r2.out.Rows), []string{"insert id=2"})
+	})
+
 	// The position is confirmed to the server only when its checkpoint completes, and then
 	// exactly that checkpoint's position.
 	t.Run("AckOnCompletion", func(t *testing.T) {

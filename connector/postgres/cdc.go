@@ -88,7 +88,9 @@ type cdcState struct {
 //     starts. Checkpoints in this phase are declined (operator.CheckpointDecliner): there is no
 //     position to resume a snapshot from. A slot that exists already fails the first attempt
 //     (it belongs to another job or a previous run); a later attempt of the same job without a
-//     restored checkpoint finds the slot its earlier attempt created, drops it and starts over.
+//     restored checkpoint finds the slot its earlier attempt created, drops it (ending that
+//     attempt's session if the server still has it: its application_name, appName, tells it
+//     from another job's) and starts over. Close drops the slot during the snapshot phase.
 //   - Then it streams the slot's changes from the slot's consistent point (START_REPLICATION,
 //     pgoutput protocol 1), decoded by one goroutine that owns the replication connection and
 //     hands the changes to Emit through a channel.

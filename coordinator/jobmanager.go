@@ -42,7 +42,7 @@ import (
 // ConnectorTypes are the connectors' operator types a JobManager plans specs with besides the
 // built-in ones: their descriptions, without client libraries. A client that checks a spec
 // before it submits it (flinkctl run --local) plans with the same.
-var ConnectorTypes = []operator.Type{kafkaspec.Type, nexmark.Type, pgspec.Type}
+var ConnectorTypes = []operator.Type{kafkaspec.Type, nexmark.Type, pgspec.Type, pgspec.CDCType}
 
 // HealthLeader is the gRPC health service name that is SERVING only on the leader (the
 // empty name is the process, SERVING whenever it answers RPCs).

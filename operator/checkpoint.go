@@ -63,3 +63,14 @@ type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 	NotifyCheckpointAborted(checkpointID int64) error
 }
+
+// CheckpointDecliner operators and sources cannot take some checkpoints: a change-data-capture
+// source reading a table's initial snapshot has no position a restore could resume from. The
+// task asks every member of its chain before a checkpoint's pre-barrier work; a non-empty
+// reason declines the checkpoint (CHECKPOINT_DECLINED_TASK_NOT_READY, which does not count
+// toward execution.checkpointing.tolerable-failed-checkpoints, as in Flink) and sends a
+// cancellation marker downstream instead of the barrier. The operator's state is not touched
+// and the task goes on. It is called from the task's goroutine, like the other hooks.
+type CheckpointDecliner interface {
+	DeclineCheckpoint(checkpointID int64) (reason string)
+}

@@ -40,8 +40,11 @@ type Type struct {
 	Keyed bool
 	// KeyedHint is added to the problem of a Keyed type that reads a non-keyed input.
 	KeyedHint string
-	// Global types read a whole non-keyed stream in one subtask. They run keyed by one
-	// constant key, so that they have keyed state and timers (window-all).
+	// Global types run in one subtask: their parallelism is 1 whatever the job's, a spec
+	// setting more is a problem, and a rescale leaves it. A transform reads its whole
+	// non-keyed stream there, keyed by one constant key, so that it has keyed state and timers
+	// (window-all); a source reads an input that cannot be split (postgres-cdc: one replication
+	// slot).
 	Global bool
 	// NotRescalable types cannot redistribute their state to another parallelism: a rescale
 	// (flinkctl rescale) leaves their vertex's parallelism as it is.

@@ -212,6 +212,15 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if t.aborted[id] {
 		return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 	}
+	for _, m := range t.chain {
+		if d, ok := m.impl.(operator.CheckpointDecliner); ok {
+			if reason := d.DeclineCheckpoint(id); reason != "" {
+				t.log.Info("checkpoint declined", "task", t.name, "checkpoint_id", id, "operator", m.name, "reason", reason)
+				t.decline(id, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, m.name+": "+reason)
+				return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
+			}
+		}
+	}
 	start := time.Now()
 	if err := forChain(t, id, "checkpoint %d: pre-barrier of %s: %w", operator.PreBarrier.PrepareSnapshotPreBarrier); err != nil {
 		return err

@@ -158,7 +158,7 @@ func Start(cfg Config) (*TaskManager, error) {
 	settings := cmp.Or(cfg.Settings, config.New())
 	log := cmp.Or(cfg.Logger, slog.Default())
 	stdout := cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
-	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type, nexmark.Type, postgres.Type}, cfg.Operators...)...)
+	ops, err := operator.NewRegistry(append([]operator.Type{kafka.Type, nexmark.Type, postgres.Type, postgres.CDCType}, cfg.Operators...)...)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)
 	}

@@ -11,6 +11,10 @@
 // commits each full batch and the rest at every barrier, and a restore writes again what came
 // after the checkpoint (see plainSink).
 //
+// CDCType is the "postgres-cdc" source (described in pgspec): a table's rows, then its changes
+// from a logical replication slot (github.com/jackc/pglogrepl, pgoutput), exactly once with
+// checkpoints; see cdcSource.
+//
 // A password never appears in the sink's errors: the DSN's password, and the one read from
 // password-file or password-env, are replaced by "xxxxx" in every error that carries a
 // server's or the client library's text.

@@ -67,9 +67,22 @@ func (d *dialer) dial() (*pgx.Conn, error) {
 	return d.dialContext(ctx)
 }
 
-// dialContext connects to the server. The password comes from the DSN, else password-file,
-// else password-env, read now (on the TaskManager).
+// dialContext connects to the server (with config).
 func (d *dialer) dialContext(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := d.config()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", d.red.Err(err))
+	}
+	return conn, nil
+}
+
+// config is the configuration dial connects with. The password comes from the DSN, else
+// password-file, else password-env, read now (on the TaskManager).
+func (d *dialer) config() (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(d.spec.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", d.red.Err(err))
@@ -95,11 +108,7 @@ func (d *dialer) dialContext(ctx context.Context) (*pgx.Conn, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "goflink"
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", d.red.Err(err))
-	}
-	return conn, nil
+	return cfg, nil
 }
 
 // exec runs one statement with a timeout, its error redacted.

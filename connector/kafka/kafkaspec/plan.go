@@ -1,6 +1,7 @@
 package kafkaspec
 
 import (
+	"fmt"
 	"net"
 	"regexp"
 	"slices"
@@ -235,40 +236,15 @@ func topics(e spec.Entry) []string {
 	return out
 }
 
-// declaredSchema reads the json format's declared fields: a map of field name to type. After
-// a problem, the fields are those known (record.Invalid where the type is bad), and open when
-// some names are not known.
+// declaredSchema reads the json format's declared fields (operator.DeclaredFields); the
+// metadata fields' names are the source's own.
 func declaredSchema(e spec.Entry) (fields []record.Field, open bool) {
-	m, ok := e.Map()
-	if !ok {
-		return nil, true
-	}
-	if m.Len() == 0 {
-		e.Problemf("needs at least one field")
-		return nil, true
-	}
-	for _, fe := range m.Entries() {
-		if !spec.Identifier.MatchString(fe.Key) {
-			fe.Problemf("field names must be identifiers (letters, digits, _)")
-			open = true
-			continue
+	return operator.DeclaredFields(e, func(name string) string {
+		if slices.ContainsFunc(Metadata, func(f record.Field) bool { return f.Name == name }) {
+			return fmt.Sprintf("%q is a metadata field the source adds itself (topic, partition, offset, timestamp, headers)", name)
 		}
-		if slices.ContainsFunc(Metadata, func(f record.Field) bool { return f.Name == fe.Key }) {
-			fe.Problemf("%q is a metadata field the source adds itself (topic, partition, offset, timestamp, headers)", fe.Key)
-			open = true
-			continue
-		}
-		f := record.Field{Name: fe.Key}
-		if v, ok := fe.String(); ok {
-			if t, err := record.ParseType(v); err != nil {
-				fe.Problemf("%v", err)
-			} else {
-				f.Type = t
-			}
-		}
-		fields = append(fields, f)
-	}
-	return fields, open
+		return ""
+	})
 }
 
 // properties reads the optional properties map of client settings; only the known keys are

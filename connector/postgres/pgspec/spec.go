@@ -29,15 +29,6 @@ const (
 	AtLeastOnce = "at-least-once"
 )
 
-// The kinds of change an op-field names (what the postgres-cdc source emits as its op field).
-// Insert and update_after upsert the row, delete deletes the key's row, update_before is
-// skipped (the update_after that follows it writes the row).
-const (
-	OpInsert       = "insert"
-	OpUpdateBefore = "update_before"
-	OpUpdateAfter  = "update_after"
-	OpDelete       = "delete"
-)
 
 // DefaultBatchSize is the sink's batch-size when the spec sets none: the rows buffered before
 // they are sent to the server in one COPY or one pipelined batch of upserts.
@@ -59,7 +50,8 @@ type SinkConfig struct {
 	Key  []string `json:"key,omitempty"`
 	// OpField (mode upsert) names a string field of the input that gives each record's kind
 	// of change (OpInsert, OpUpdateBefore, OpUpdateAfter, OpDelete): a changelog such as the
-	// postgres-cdc source emits. It is not written as a column.
+	// postgres-cdc source emits. It is not written as a column: insert and update_after
+	// upsert the row, delete deletes the key's row, update_before is skipped.
 	OpField string `json:"op_field,omitempty"`
 	// BatchSize is how many rows are sent to the server at once.
 	BatchSize int `json:"batch_size"`

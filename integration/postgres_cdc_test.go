@@ -13,13 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/goflink/goflink/client"
-	"github.com/goflink/goflink/coordinator"
 	"github.com/goflink/goflink/internal/pgtest"
 	"github.com/goflink/goflink/internal/poll"
-	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/minicluster"
 	"github.com/goflink/goflink/minicluster/miniclustertest"
-	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -294,7 +291,7 @@ func declined(t *testing.T, ctx context.Context, cl *client.Client, id string) i
 // op-field op (upserts for insert and update_after, deletes by key for delete, update_before
 // skipped), at-least-once, on 2 TaskManagers, while the source table is changed, with
 // injected failures: the target table ends equal to the source table, and the slot confirms
-// what the job read. It is skipped while the postgres sink has no op-field.
+// what the job read.
 func TestPostgresCDCToUpsertSink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -308,10 +305,6 @@ parallelism: 2
   - {name: by-id, type: key-by, key: id}
   - {name: out, type: postgres, dsn: %q, table: dst, mode: upsert, key: [id], op-field: op, delivery-guarantee: at-least-once, batch-size: 50}
 `, cfg, dsn, cdcInitialRows-150, dsn)
-	}
-	if _, err := job.Build(job.Request{Spec: []byte(spec("postgres://u@h/db", ""))},
-		job.Env{Operators: operator.MustRegistry(coordinator.ConnectorTypes...)}); err != nil && strings.Contains(err.Error(), `"op-field"`) {
-		t.Skipf("the postgres sink has no op-field yet: %v", err)
 	}
 	srv, conn := startCDCTable(t, ctx)
 	if _, err := conn.Exec(ctx, "CREATE TABLE dst (id bigint PRIMARY KEY, v bigint NOT NULL)"); err != nil {

@@ -75,6 +75,9 @@ type task struct {
 	meter           *taskMeter
 	in, out         int64 // owned by the task goroutine; published to the meter
 	droppers        []lateDropper
+	// jobEnded is set (before the cancellation) when the JobManager cancels the task because
+	// the job ends for good; it holds the job's newest completed checkpoint (see endJob).
+	jobEnded atomic.Pointer[int64]
 	// chainIn counts, per chained operator, the records the one before it passed it;
 	// opRecords are each operator's numRecordsIn and numRecordsOut metrics.
 	chainIn      []int64
@@ -250,6 +253,32 @@ func (t *task) requestCancel() {
 	t.cancel(errTaskCanceled)
 }
 
+// requestEndOfJob cancels the task because its job ends for good (cancelled, or failed);
+// lastCompleted is the job's newest completed checkpoint. Its operators end what a restore
+// would otherwise end (endJob) before they are closed.
+func (t *task) requestEndOfJob(lastCompleted int64) {
+	t.jobEnded.Store(&lastCompleted)
+	t.requestCancel()
+}
+
+// endJob calls EndJob on the opened operators that implement operator.JobEnder, last first
+// (the order of Close), if the task is cancelled because its job ends for good and did not
+// finish. Their errors are logged: the task reports its cancellation either way.
+func (t *task) endJob(finished bool) {
+	last := t.jobEnded.Load()
+	if last == nil || finished {
+		return
+	}
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		if je, ok := t.closers[i].c.(operator.JobEnder); ok {
+			if err := je.EndJob(*last); err != nil {
+				t.log.Warn("ending the job's work at its end failed", "task", t.name, "operator", t.closers[i].name,
+					"last_completed_checkpoint", *last, "err", err)
+			}
+		}
+	}
+}
+
 func (t *task) publish() {
 	t.meter.recordsIn.Store(t.in)
 	t.meter.recordsOut.Store(t.out)
@@ -310,6 +339,7 @@ type closer struct {
 func (t *task) invoke() (err error) {
 	defer func() {
 		t.async.Wait() // snapshots read the state backend until they are written
+		t.endJob(err == nil)
 		for i := len(t.closers) - 1; i >= 0; i-- {
 			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", t.closers[i].name, cerr)

@@ -783,7 +783,11 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	t := s.tm.tasks[key]
 	s.tm.buryLocked(key)
 	s.tm.mu.Unlock()
-	if t != nil {
+	switch {
+	case t == nil:
+	case req.GetJobEnded():
+		t.requestEndOfJob(req.GetLastCompletedCheckpoint())
+	default:
 		t.requestCancel()
 	}
 	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)

@@ -783,6 +783,10 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	t := s.tm.tasks[key]
 	s.tm.buryLocked(key)
 	s.tm.mu.Unlock()
+	cause := errTaskCanceled
+	if req.GetJobEnded() {
+		cause = &jobEndedError{lastCompleted: req.GetLastCompletedCheckpoint()}
+	}
 	switch {
 	case t == nil:
 	case req.GetJobEnded():
@@ -790,7 +794,7 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	default:
 		t.requestCancel()
 	}
-	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)
+	s.tm.env.partitions.releaseExecution(id, cause)
 	return &pb.CancelTaskResponse{}, nil
 }
 

@@ -65,7 +65,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; FUZZPARALLEL proc
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel $(FUZZPARALLEL) $${t%%:*}; \
 	done
 
-bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, Nexmark q0 q1 q2 q5 q7 q8 and sliding windows, TLS against plaintext (throughput, checkpoint duration), throughput scraped every second against not scraped, recovery after a TaskManager kill and a leader JobManager kill, checkpoint duration and file-sink throughput on S3 (versitygw) against local disk, with real processes (~12 min)
+bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, Nexmark q0 q1 q2 q5 q7 q8 and sliding windows, TLS against plaintext (throughput, checkpoint duration), throughput scraped every second against not scraped, recovery after a TaskManager kill and a leader JobManager kill, checkpoint duration and file-sink throughput on S3 (versitygw) against local disk, PostgreSQL sink rows/s exactly-once vs at-least-once, with real processes (~13 min)
 	$(GO) run ./bench
 
 proto: ## regenerate Go code from proto/ (offline, pinned plugins)

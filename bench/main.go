@@ -32,6 +32,9 @@
 //   - s3: checkpoint duration with the checkpoints on an S3 server (versitygw on loopback)
 //     against local disk, for 10 thousand and 1 million keys, and the exactly-once file
 //     sink's throughput into S3 against a local directory, as ratios.
+//   - postgres: rows/s of a bounded job into a private PostgreSQL server (pgtest) with the
+//     sink's delivery-guarantee exactly-once against at-least-once, in mode insert and
+//     upsert, as ratios (informational); a hook for the postgres-cdc source's changes/s.
 //
 // Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
@@ -59,6 +62,12 @@ type options struct {
 	s3SinkN        int64
 	s3SinkRuns     int
 	s3SinkInterval time.Duration
+
+	pgN        int64
+	pgUpsertN  int64
+	pgRuns     int
+	pgBatch    int
+	pgInterval time.Duration
 
 	bin     string
 	n       int64
@@ -124,7 +133,7 @@ type options struct {
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha", "s3"}
+var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha", "s3", "postgres"}
 
 func main() {
 	var o options
@@ -182,6 +191,11 @@ func main() {
 	flag.Int64Var(&o.s3SinkN, "s3-sink-n", 4_000_000, "s3: records per file-sink run")
 	flag.IntVar(&o.s3SinkRuns, "s3-sink-runs", 3, "s3: file-sink runs per place, local and S3 (interleaved; medians compared)")
 	flag.DurationVar(&o.s3SinkInterval, "s3-sink-interval", time.Second, "s3: checkpoint interval of the file-sink job (a part file per subtask and checkpoint)")
+	flag.Int64Var(&o.pgN, "postgres-n", 1_000_000, "postgres: rows per run of the sink in mode insert")
+	flag.Int64Var(&o.pgUpsertN, "postgres-upsert-n", 200_000, "postgres: rows per run of the sink in mode upsert (0: not measured)")
+	flag.IntVar(&o.pgRuns, "postgres-runs", 3, "postgres: runs per variant (interleaved; medians are compared)")
+	flag.IntVar(&o.pgBatch, "postgres-batch", 1000, "postgres: the sink's batch-size")
+	flag.DurationVar(&o.pgInterval, "postgres-interval", time.Second, "postgres: checkpoint interval (exactly-once prepares a transaction per subtask and checkpoint; min-pause a quarter of it)")
 	flag.Parse()
 	handleInterrupts()
 	if err := run(o); err != nil {
@@ -243,6 +257,13 @@ func (o *options) validate() error {
 	}
 	if o.s3SinkInterval <= 0 || o.s3SinkInterval%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("-s3-sink-interval must be positive whole milliseconds, got %v", o.s3SinkInterval))
+	}
+	if o.pgN < 1 || o.pgUpsertN < 0 || o.pgRuns < 1 || o.pgBatch < 1 {
+		errs = append(errs, fmt.Errorf("-postgres-n, -postgres-runs and -postgres-batch must be at least 1 and -postgres-upsert-n at least 0, got %d, %d, %d and %d",
+			o.pgN, o.pgRuns, o.pgBatch, o.pgUpsertN))
+	}
+	if o.pgInterval < 4*time.Millisecond || o.pgInterval%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("-postgres-interval must be whole milliseconds, at least 4, got %v", o.pgInterval))
 	}
 	if o.kafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
@@ -311,6 +332,11 @@ func run(o options) error {
 	}
 	if want["s3"] {
 		if err := s3Section(o); err != nil {
+			return err
+		}
+	}
+	if want["postgres"] {
+		if err := postgresSection(o); err != nil {
 			return err
 		}
 	}

@@ -789,9 +789,15 @@ func (m *jobMaster) maybeStartCheckpoints() {
 
 // sendCancel asks an execution's TaskManager to cancel it and release its partitions. It is
 // best effort: a TaskManager that cannot be reached is lost soon, and heartbeat reconciliation
-// cancels any task that survives.
+// cancels any task that survives. While the job is cancelling or failing for good (its
+// checkpointing stopped), the request says so, with the newest completed checkpoint: no
+// restore follows, so the task's two-phase-commit sinks end their pending transactions
+// (operator.JobEnder).
 func (m *jobMaster) sendCancel(e *execution) {
 	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id}
+	if m.status == pb.JobStatus_JOB_STATUS_CANCELLING || m.status == pb.JobStatus_JOB_STATUS_FAILING {
+		req.JobEnded, req.LastCompletedCheckpoint = true, m.cp.latestComplete
+	}
 	client := e.tm.client
 	m.goRPC(deployTimeout, func(ctx context.Context) { _, _ = client.CancelTask(ctx, req) })
 }

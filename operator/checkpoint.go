@@ -57,6 +57,17 @@ type Snapshotter interface {
 	SnapshotState(checkpointID int64) error
 }
 
+// JobEnder operators act when the job ends for good while their task runs: it is cancelled,
+// or failed with no restart to follow. Where a failover would leave work for the restore
+// (pre-committed transactions, which the restored sink commits or aborts), nothing comes after
+// this task: EndJob does that work instead. lastCompleted is the job's newest completed
+// checkpoint (0: none); checkpointing has stopped, so no later one completes, and its
+// notification may not have reached the task. The task calls EndJob after its loop stopped
+// and before Close, in the task goroutine; an error is logged (the task is cancelled anyway).
+type JobEnder interface {
+	EndJob(lastCompleted int64) error
+}
+
 // CheckpointListener operators hear about completed and aborted checkpoints.
 // NotifyCheckpointComplete(N) means every checkpoint ≤ N is committed.
 type CheckpointListener interface {

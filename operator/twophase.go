@@ -100,7 +100,9 @@ type pendingTxn[Txn any] struct {
 //     end before a checkpoint covering the rest of its input completed, which pre-commits and
 //     commits it; without checkpointing it pre-commits and commits everything, so a bounded
 //     job's output is complete and visible when it finishes;
-//   - Close aborts the current transaction, not the pending ones.
+//   - Close aborts the current transaction, not the pending ones: a restore commits or aborts
+//     them; when the job ends for good instead (cancelled, or failed), EndJob commits those of
+//     completed checkpoints and aborts the others before Close.
 //
 // Without checkpointing (no PrepareSnapshotPreBarrier or notifications) a subtask writes one
 // transaction, committed at its EndInput: a bounded job's output appears when it finishes, an
@@ -356,7 +358,44 @@ func (s *TwoPhaseSink[Txn]) EndInput() error {
 	return s.commitUpTo(endOfInput)
 }
 
-// Close aborts the current transaction; pending ones are left for a restore to commit.
+// EndJob ends the pending transactions when the job ends for good (cancelled, or failed with
+// no restart to follow), which would otherwise wait for a restore that never comes (an
+// unended PostgreSQL prepared transaction holds its locks forever): those of checkpoints up
+// to lastCompleted are committed (their notification may not have arrived), the others are
+// aborted, as a restore from lastCompleted would (they belong to checkpoints that never
+// complete). One whose commit fails stays pending, for a restore from that checkpoint: it is
+// never aborted. Close then aborts the open transaction.
+func (s *TwoPhaseSink[Txn]) EndJob(lastCompleted int64) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	err := s.commitUpTo(lastCompleted)
+	kept := s.pending[:0]
+	aborted := 0
+	for _, p := range s.pending {
+		if p.checkpoint <= lastCompleted {
+			kept = append(kept, p)
+			continue
+		}
+		if aerr := s.committer.Abort(p.txn); aerr != nil {
+			kept = append(kept, p)
+			err = errors.Join(err, s.errorf("abort the transaction of checkpoint %d at the end of the job: %w", p.checkpoint, aerr))
+			continue
+		}
+		aborted++
+	}
+	clear(s.pending[len(kept):])
+	s.pending = kept
+	s.pendingCount.Set(float64(len(kept)))
+	if aborted > 0 {
+		s.ctx.Log().Info("aborted the transactions of checkpoints that will not complete: the job ended",
+			"count", aborted, "last_completed_checkpoint", lastCompleted)
+	}
+	return err
+}
+
+// Close aborts the current transaction; pending ones are left for a restore to commit (or
+// were ended by EndJob).
 func (s *TwoPhaseSink[Txn]) Close() error {
 	if !s.hasCur {
 		return nil
@@ -376,6 +415,7 @@ var (
 	_ PreBarrier         = (*TwoPhaseSink[int])(nil)
 	_ Snapshotter        = (*TwoPhaseSink[int])(nil)
 	_ CheckpointListener = (*TwoPhaseSink[int])(nil)
+	_ JobEnder           = (*TwoPhaseSink[int])(nil)
 )
 
 // ErrNotCommittable is returned by committers asked to commit a transaction that was never

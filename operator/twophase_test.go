@@ -322,6 +322,52 @@ func TestTwoPhaseCloseAbortsOnlyCurrent(t *testing.T) {
 	wantVisible(t, "after Close", c)
 }
 
+func TestTwoPhaseEndJob(t *testing.T) {
+	// Checkpoints 1–4 pre-commit; 1 is notified, 2 completed without its notification, 3 and
+	// 4 never complete; the commit of 2 fails once. The job ends with 2 its newest completed
+	// checkpoint.
+	c := newFakeCommitter(1)
+	s := mustOpenFakeSink(t, c, newStateContext(0, nil), 0, 1)
+	for id := int64(1); id <= 4; id++ {
+		s.write(t, id)
+		s.checkpoint(t, id)
+	}
+	s.complete(t, 1)
+	s.write(t, 5)
+	boom := errors.New("connection reset")
+	c.commitErr[2] = boom
+	c.takeLog()
+	if err := s.EndJob(2); !errors.Is(err, boom) {
+		t.Fatalf("EndJob(2) with a failing commit = %v, want %v", err, boom)
+	}
+	wantLog(t, "EndJob(2), failing commit", c, "commit 2 failed", "abort 3", "abort 4")
+	wantVisible(t, "after a failed EndJob", c, 1)
+	if got := s.Pending(); len(got) != 1 || got[0].ID != 2 {
+		t.Errorf("pending after EndJob = %v, want the transaction of checkpoint 2 only (never aborted)", got)
+	}
+
+	delete(c.commitErr, 2)
+	if err := s.EndJob(2); err != nil {
+		t.Fatalf("EndJob(2) again: %v", err)
+	}
+	wantLog(t, "EndJob(2) again", c, "commit 2")
+	wantVisible(t, "after EndJob", c, 1, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, "Close after EndJob", c, "abort 5")
+	if got := s.Pending(); len(got) != 0 {
+		t.Errorf("pending after EndJob and Close = %v, want none", got)
+	}
+
+	// Without a pending transaction (or before Open) there is nothing to do.
+	idle := &TwoPhaseSink[*fakeTxn]{name: "fake sink", committer: c}
+	if err := idle.EndJob(7); err != nil {
+		t.Errorf("EndJob on an unopened sink = %v", err)
+	}
+	wantLog(t, "EndJob on an unopened sink", c)
+}
+
 func TestTwoPhaseWithoutCheckpointing(t *testing.T) {
 	// No InitializeState, no checkpoint hooks: one transaction, committed at EndInput.
 	c := newFakeCommitter(1)

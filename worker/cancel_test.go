@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/goflink/goflink/internal/leaderrpc"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -112,7 +114,9 @@ func TestTaskCanceledWhenItsTaskManagerStops(t *testing.T) {
 // A consumer whose producer is canceled first (a job cancellation or a region restart
 // cancels both; the consumer's own CancelTask comes a moment later) is canceled too, as in
 // Flink: it reports CANCELED naming the producer, and logs at INFO, not WARN "task failed".
-// Both for a producer on the same TaskManager and for one reached over gRPC.
+// Both for a producer on the same TaskManager and for one reached over gRPC. A producer
+// canceled because the job ended (jobEnded) makes the consumer end the job's work too, with
+// the same last completed checkpoint, and release its own partitions saying so.
 func TestConsumerOfACanceledProducerIsCanceled(t *testing.T) {
 	g, err := job.Build(job.Request{Spec: []byte(`name: k
 operators:
@@ -124,8 +128,9 @@ operators:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, remote := range []bool{false, true} {
-		t.Run(fmt.Sprintf("remote=%v", remote), func(t *testing.T) {
+	for _, tc := range []struct{ remote, jobEnded bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		remote := tc.remote
+		t.Run(fmt.Sprintf("remote=%v,jobEnded=%v", remote, tc.jobEnded), func(t *testing.T) {
 			rec := newTaskRecorder()
 			prodEnv := testEnv(t, rec, "this-tm")
 			consEnv, prodAddr := prodEnv, prodEnv.selfAddr
@@ -173,10 +178,24 @@ operators:
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			producer.requestCancel()
-			prodEnv.partitions.releaseExecution(prodID, errTaskCanceled)
+			if tc.jobEnded {
+				producer.requestEndOfJob(7)
+				prodEnv.partitions.releaseExecution(prodID, &jobEndedError{lastCompleted: 7})
+			} else {
+				producer.requestCancel()
+				prodEnv.partitions.releaseExecution(prodID, errTaskCanceled)
+			}
 			waitDone(t, producer, "the canceled producer")
 			waitDone(t, consumer, "the consumer of a canceled producer")
+			switch last := consumer.jobEnded.Load(); {
+			case tc.jobEnded && (last == nil || *last != 7):
+				t.Errorf("consumer's job end = %v, want last completed checkpoint 7 from its producer", last)
+			case !tc.jobEnded && last != nil:
+				t.Errorf("consumer's job end = %d, want none (a plain cancellation)", *last)
+			}
+			if _, ok := jobEndedOf(consumer.canceledErr()); ok != tc.jobEnded {
+				t.Errorf("consumer releases its partitions with %v, want a job end %v", consumer.canceledErr(), tc.jobEnded)
+			}
 			last := rec.last(1)
 			if last.GetState() != pb.ExecutionState_EXECUTION_STATE_CANCELED || !strings.Contains(last.GetFailure(), "task canceled") ||
 				last.GetFailedProducer().GetVertexId() != 0 || last.GetFailedProducer().GetJobId() != "j" {
@@ -202,4 +221,39 @@ func subscribed(r *partitionRegistry, key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.taken
+}
+
+// A producer canceled because the job ended tells its consumers so, on this TaskManager (the
+// release cause) and on another (the stream's PRODUCER_CANCELED status), with the job's
+// newest completed checkpoint; a plain cancellation does not.
+func TestJobEndedCancellationReachesConsumers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  int64 // -1: not a job end
+	}{
+		{"job ended", &jobEndedError{lastCompleted: 7}, 7},
+		{"job ended without a checkpoint", &jobEndedError{}, 0},
+		{"canceled", errTaskCanceled, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := fmt.Errorf("%w: %w", errPartitionReleased, tc.cause)
+			remote := releasedStatus(tc.cause)
+			for where, err := range map[string]error{"local": local, "remote": remote} {
+				last, ok := jobEndedOf(err)
+				switch {
+				case tc.want < 0 && ok:
+					t.Errorf("%s: jobEndedOf(%v) = %d, want no job end", where, err, *last)
+				case tc.want >= 0 && (!ok || *last != tc.want):
+					t.Errorf("%s: jobEndedOf(%v) = %v, %v, want %d", where, err, last, ok, tc.want)
+				}
+			}
+			if !errors.Is(local, errTaskCanceled) {
+				t.Errorf("%v is not an errTaskCanceled", local)
+			}
+			if got := leaderrpc.Reason(remote); got != reasonProducerCanceled {
+				t.Errorf("releasedStatus(%v) has reason %q, want %q", tc.cause, got, reasonProducerCanceled)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type producerError struct {
 	// canceled with it, not failed (Flink's CancelTaskException): the same restart or job
 	// cancellation cancels both, and the consumer's own CancelTask may simply be later.
 	canceled bool
+	// jobEnded is set when the producer was canceled because the job ends for good: the job's
+	// newest completed checkpoint (see task.requestEndOfJob). The consumer ends likewise.
+	jobEnded *int64
 }
 
 func (e *producerError) Error() string {
@@ -66,12 +70,58 @@ var errPartitionReleased = errors.New("producer released its result partition")
 // consumer's stream when the producer was canceled.
 const reasonProducerCanceled = "PRODUCER_CANCELED"
 
+// infoJobEnded is the ErrorInfo metadata key of a PRODUCER_CANCELED status whose producer was
+// canceled because the job ends for good: the job's newest completed checkpoint.
+const infoJobEnded = "job_ended_last_completed_checkpoint"
+
+// jobEndedError is the cancellation cause of a task canceled because its job ends for good
+// (cancelled, or failed): its partitions are released with it, so that a consumer that sees
+// the release before its own CancelTask ends the same way. It is an errTaskCanceled.
+type jobEndedError struct {
+	lastCompleted int64 // the job's newest completed checkpoint
+}
+
+func (e *jobEndedError) Error() string {
+	return fmt.Sprintf("%v: the job ended (last completed checkpoint %d)", errTaskCanceled, e.lastCompleted)
+}
+
+func (e *jobEndedError) Is(target error) bool { return target == errTaskCanceled }
+
+// jobEndedOf returns the newest completed checkpoint of a job that err says ended for good: a
+// jobEndedError in err's chain, or a PRODUCER_CANCELED status saying so.
+func jobEndedOf(err error) (*int64, bool) {
+	var je *jobEndedError
+	if errors.As(err, &je) {
+		last := je.lastCompleted
+		return &last, true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonProducerCanceled {
+			if v, has := info.GetMetadata()[infoJobEnded]; has {
+				if last, err := strconv.ParseInt(v, 10, 64); err == nil {
+					return &last, true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
 // releasedStatus is the status that ends a remote consumer's stream when the partition was
-// released for relErr, with reason PRODUCER_CANCELED when its producer was canceled.
+// released for relErr, with reason PRODUCER_CANCELED when its producer was canceled (and the
+// job's newest completed checkpoint when the job ended for good).
 func releasedStatus(relErr error) error {
 	st := status.Newf(codes.Aborted, "%v: %v", errPartitionReleased, relErr)
 	if errors.Is(relErr, errTaskCanceled) {
-		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonProducerCanceled, Domain: "goflink"}); err == nil {
+		info := &errdetails.ErrorInfo{Reason: reasonProducerCanceled, Domain: "goflink"}
+		if last, ok := jobEndedOf(relErr); ok {
+			info.Metadata = map[string]string{infoJobEnded: strconv.FormatInt(*last, 10)}
+		}
+		if d, err := st.WithDetails(info); err == nil {
 			st = d
 		}
 	}
@@ -324,7 +374,8 @@ func (c *inputChannel) release() {
 // runLocal moves buffers from a subpartition of this TaskManager into the gate.
 func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration) {
 	fail := func(err error) {
-		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled)})
+		last, _ := jobEndedOf(err)
+		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled), jobEnded: last})
 	}
 	p, err := reg.wait(ctx, key, timeout)
 	if err != nil {
@@ -363,7 +414,8 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 // gate, announcing credit as the task returns it.
 func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration) {
 	fail := func(err error) {
-		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled})
+		last, _ := jobEndedOf(err)
+		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled, jobEnded: last})
 	}
 	stream, err := subscribe(ctx, client, open, timeout)
 	if err != nil {

@@ -75,6 +75,9 @@ type task struct {
 	meter           *taskMeter
 	in, out         int64 // owned by the task goroutine; published to the meter
 	droppers        []lateDropper
+	// jobEnded is set (before the cancellation) when the JobManager cancels the task because
+	// the job ends for good; it holds the job's newest completed checkpoint (see endJob).
+	jobEnded atomic.Pointer[int64]
 	// chainIn counts, per chained operator, the records the one before it passed it;
 	// opRecords are each operator's numRecordsIn and numRecordsOut metrics.
 	chainIn      []int64
@@ -227,14 +230,14 @@ func (t *task) run() {
 	case t.cancelRequested.Load() || t.parent.Err() != nil:
 		// Canceled by the JobManager, or because the TaskManager stops (its context ends
 		// before it cancels each task), whatever error the cancellation made the task return.
-		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
+		t.env.partitions.releaseExecution(t.id, t.canceledErr())
 		t.log.Info("task canceled", "task", t.name)
 		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, nil)
 	case errors.As(err, &pe) && pe.canceled:
 		// Its producer was canceled: by the restart or cancellation that cancels this task
 		// too, whose CancelTask may arrive later. It is canceled, as in Flink; the report says
 		// why, for a JobManager that did not cancel it.
-		t.env.partitions.releaseExecution(t.id, errTaskCanceled)
+		t.env.partitions.releaseExecution(t.id, t.canceledErr())
 		t.log.Info("task canceled: its producer was canceled", "task", t.name, "producer", execid.Key(pe.producer))
 		t.report(pb.ExecutionState_EXECUTION_STATE_CANCELED, err)
 	default:
@@ -248,6 +251,50 @@ func (t *task) run() {
 func (t *task) requestCancel() {
 	t.cancelRequested.Store(true)
 	t.cancel(errTaskCanceled)
+}
+
+// requestEndOfJob cancels the task because its job ends for good (cancelled, or failed);
+// lastCompleted is the job's newest completed checkpoint. Its operators end what a restore
+// would otherwise end (endJob) before they are closed.
+func (t *task) requestEndOfJob(lastCompleted int64) {
+	t.jobEnded.Store(&lastCompleted)
+	t.requestCancel()
+}
+
+// canceledErr is the cause the partitions of a canceled task are released with: a
+// jobEndedError when its job ends for good, else errTaskCanceled.
+func (t *task) canceledErr() error {
+	if last := t.jobEnded.Load(); last != nil {
+		return &jobEndedError{lastCompleted: *last}
+	}
+	return errTaskCanceled
+}
+
+// endJob calls EndJob on the opened operators that implement operator.JobEnder, last first
+// (the order of Close), if the task did not finish (err, the outcome of its loop, is not nil)
+// and is cancelled because its job ends for good: by its CancelTask, or by a producer that was
+// (whose release reached the task first). Their errors are logged: the task reports its
+// cancellation either way.
+func (t *task) endJob(err error) {
+	if err == nil {
+		return
+	}
+	var pe *producerError
+	if t.jobEnded.Load() == nil && errors.As(err, &pe) && pe.canceled && pe.jobEnded != nil {
+		t.jobEnded.CompareAndSwap(nil, pe.jobEnded)
+	}
+	last := t.jobEnded.Load()
+	if last == nil {
+		return
+	}
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		if je, ok := t.closers[i].c.(operator.JobEnder); ok {
+			if err := je.EndJob(*last); err != nil {
+				t.log.Warn("ending the job's work at its end failed", "task", t.name, "operator", t.closers[i].name,
+					"last_completed_checkpoint", *last, "err", err)
+			}
+		}
+	}
 }
 
 func (t *task) publish() {
@@ -310,6 +357,7 @@ type closer struct {
 func (t *task) invoke() (err error) {
 	defer func() {
 		t.async.Wait() // snapshots read the state backend until they are written
+		t.endJob(err)
 		for i := len(t.closers) - 1; i >= 0; i-- {
 			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", t.closers[i].name, cerr)

@@ -783,10 +783,18 @@ func (s *executorServer) CancelTask(_ context.Context, req *pb.CancelTaskRequest
 	t := s.tm.tasks[key]
 	s.tm.buryLocked(key)
 	s.tm.mu.Unlock()
-	if t != nil {
+	cause := errTaskCanceled
+	if req.GetJobEnded() {
+		cause = &jobEndedError{lastCompleted: req.GetLastCompletedCheckpoint()}
+	}
+	switch {
+	case t == nil:
+	case req.GetJobEnded():
+		t.requestEndOfJob(req.GetLastCompletedCheckpoint())
+	default:
 		t.requestCancel()
 	}
-	s.tm.env.partitions.releaseExecution(id, errTaskCanceled)
+	s.tm.env.partitions.releaseExecution(id, cause)
 	return &pb.CancelTaskResponse{}, nil
 }
 

@@ -505,8 +505,16 @@ type CancelTaskRequest struct {
 	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	Execution      *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// job_ended says the job is being cancelled or failed for good: no restore of this attempt
+	// follows. The task's operators then end what only a restore would (operator.JobEnder): a
+	// two-phase-commit sink commits its pre-committed transactions of checkpoints up to
+	// last_completed_checkpoint and aborts the others, whose checkpoints never complete.
+	JobEnded bool `protobuf:"varint,4,opt,name=job_ended,json=jobEnded,proto3" json:"job_ended,omitempty"`
+	// last_completed_checkpoint is the job's newest completed checkpoint when checkpointing
+	// stopped (0: none); set with job_ended.
+	LastCompletedCheckpoint int64 `protobuf:"varint,5,opt,name=last_completed_checkpoint,json=lastCompletedCheckpoint,proto3" json:"last_completed_checkpoint,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CancelTaskRequest) Reset() {
@@ -558,6 +566,20 @@ func (x *CancelTaskRequest) GetExecution() *ExecutionAttemptID {
 		return x.Execution
 	}
 	return nil
+}
+
+func (x *CancelTaskRequest) GetJobEnded() bool {
+	if x != nil {
+		return x.JobEnded
+	}
+	return false
+}
+
+func (x *CancelTaskRequest) GetLastCompletedCheckpoint() int64 {
+	if x != nil {
+		return x.LastCompletedCheckpoint
+	}
+	return 0
 }
 
 type CancelTaskResponse struct {
@@ -953,12 +975,14 @@ const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12\x19\n" +
 	"\bbase_dir\x18\x02 \x01(\tR\abaseDir\x128\n" +
 	"\x06states\x18\x03 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\x06states\"\x14\n" +
-	"\x12SubmitTaskResponse\"\x9b\x01\n" +
+	"\x12SubmitTaskResponse\"\xf4\x01\n" +
 	"\x11CancelTaskRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
 	"\vleader_term\x18\x02 \x01(\x04R\n" +
 	"leaderTerm\x12<\n" +
-	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\"\x14\n" +
+	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12\x1b\n" +
+	"\tjob_ended\x18\x04 \x01(\bR\bjobEnded\x12:\n" +
+	"\x19last_completed_checkpoint\x18\x05 \x01(\x03R\x17lastCompletedCheckpoint\"\x14\n" +
 	"\x12CancelTaskResponse\"\xdf\x01\n" +
 	"\x1cTriggerTaskCheckpointRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +

@@ -236,3 +236,44 @@ func TestPostgresCountsExample(t *testing.T) {
 		t.Errorf("prepared transactions left: %d (%v)", prepared, err)
 	}
 }
+
+// TestPostgresCDCProbeAtSubmit: a postgres-cdc source is probed at submit too: a server
+// without logical replication, a missing table and a declared column the table lacks refuse
+// the job with spec errors.
+func TestPostgresCDCProbeAtSubmit(t *testing.T) {
+	logical := pgtest.Start(t)
+	replica := pgtest.Start(t, "wal_level=replica")
+	conn := logical.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "CREATE TABLE src (id bigint PRIMARY KEY, v bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 1})
+	spec := func(dsn, table, schema string) string {
+		return fmt.Sprintf(`name: cdc-probe
+config:
+  execution.checkpointing.interval: 1s
+operators:
+  - {name: src, type: postgres-cdc, dsn: %q, table: %s, slot: probe_slot, schema: {%s}}
+  - {name: out, type: discard}
+`, dsn, table, schema)
+	}
+	for _, tc := range []struct{ name, spec, want string }{
+		{"wal_level", spec(replica.DSN(replica.Database), "src", "id: int64"), `line 5: "src": the server's wal_level is "replica"`},
+		{"no table", spec(logical.DSN(logical.Database), "nope", "id: int64"), `line 5: "src": table "nope" does not exist`},
+		{"no column", spec(logical.DSN(logical.Database), "src", "id: int64, w: string"), `schema.w: table "src" has no column "w"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(tc.spec)})
+			t.Logf("Submit: %v", err)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Submit: %v, want InvalidArgument containing %q", err, tc.want)
+			}
+		})
+	}
+	var slots int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&slots); err != nil || slots != 0 {
+		t.Errorf("replication slots after refused submits: %d (%v), want none", slots, err)
+	}
+}

@@ -25,8 +25,10 @@ import (
 )
 
 // CDCType is the "postgres-cdc" operator type with its runtime.
-var CDCType = operator.Runs(pgspec.CDCType, func(c pgspec.CDCConfig, _, out *record.Schema) (any, error) {
+var CDCType = operator.Probes(operator.Runs(pgspec.CDCType, func(c pgspec.CDCConfig, _, out *record.Schema) (any, error) {
 	return newCDCSource(&c)
+}), func(ctx context.Context, c pgspec.CDCConfig, _, _ *record.Schema) error {
+	return probeCDC(ctx, &c)
 })
 
 // cdcStateName is the operator list state of the postgres-cdc source: one element, a

@@ -81,8 +81,7 @@ func readTable(ctx context.Context, conn *pgx.Conn, name string) (*table, error)
 	return t, nil
 }
 
-// fits says whether a field of type ft can be written into (or, for the CDC source, read
-// from) column c, and if not, why.
+// fits says whether the sink can write a field of type ft into column c.
 func fits(ft record.Type, c column) bool {
 	switch ft {
 	case record.Int64:
@@ -223,4 +222,120 @@ func hasUniqueKey(ctx context.Context, conn *pgx.Conn, oid uint32, key []string)
 		}
 	}
 	return false, nil
+}
+
+// readable says whether the postgres-cdc source can read column c (its text, as pgoutput
+// sends it) as a field of type ft.
+func readable(ft record.Type, c column) bool {
+	switch ft {
+	case record.Int64:
+		return slices.Contains([]string{"int2", "int4", "int8", "oid"}, c.typname)
+	case record.Float64:
+		return c.category == "N" && c.typname != "money"
+	case record.Bool:
+		return c.category == "B"
+	case record.String:
+		return true // every value has a text form
+	case record.Bytes:
+		return c.typname == "bytea"
+	case record.Timestamp:
+		return slices.Contains([]string{"timestamptz", "timestamp", "date"}, c.typname)
+	}
+	return false
+}
+
+// readableAs names the column types a field of type ft can be read from, for errors.
+func readableAs(ft record.Type) string {
+	switch ft {
+	case record.Int64:
+		return "an integer column (bigint, integer, smallint)"
+	case record.Float64:
+		return "a numeric column"
+	case record.String:
+		return "any column"
+	}
+	return wantFor(ft)
+}
+
+// probeCDC checks, from this TaskManager, that the postgres-cdc source can read: it connects,
+// checks wal_level, the user's REPLICATION attribute, a free replication slot, the table,
+// the declared columns (present, of readable types), SELECT on the table, and the
+// publication (publishing the table, or one the user may create).
+func probeCDC(ctx context.Context, c *pgspec.CDCConfig) error {
+	d := &dialer{spec: &pgspec.SinkConfig{DSN: c.DSN, PasswordFile: c.PasswordFile, PasswordEnv: c.PasswordEnv},
+		red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	conn, err := d.dialContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var (
+		walLevel                 string
+		replication              bool
+		slots, maxSlots, senders int
+		slotExists               bool
+	)
+	err = conn.QueryRow(ctx, `SELECT current_setting('wal_level'),
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
+		(SELECT count(*) FROM pg_replication_slots), current_setting('max_replication_slots')::int,
+		current_setting('max_wal_senders')::int,
+		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, c.Slot).
+		Scan(&walLevel, &replication, &slots, &maxSlots, &senders, &slotExists)
+	if err != nil {
+		return d.red.Err(fmt.Errorf("reading the server's replication settings: %w", err))
+	}
+	if walLevel != "logical" {
+		// Nothing else can work: say only this.
+		return fmt.Errorf("the server's wal_level is %q: postgres-cdc reads logical replication; set wal_level = logical in postgresql.conf (and restart the server)", walLevel)
+	}
+	var problems []string
+	if !replication {
+		problems = append(problems, fmt.Sprintf("the user %q may not replicate: ALTER ROLE %s REPLICATION", conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize()))
+	}
+	if senders == 0 {
+		problems = append(problems, "the server allows no replication connection: set max_wal_senders above 0")
+	}
+	if !slotExists && slots >= maxSlots {
+		problems = append(problems, fmt.Sprintf("the server's %d replication slots (max_replication_slots) are all in use: drop one or raise the setting", maxSlots))
+	}
+	t, err := readTable(ctx, conn, c.Table)
+	if err != nil {
+		return d.red.Err(err)
+	}
+	for _, f := range c.Schema {
+		col, ok := t.column(f.Name)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("schema.%s: table %q has no column %q; its columns are %s", f.Name, t.name, f.Name, t.names()))
+		case !readable(f.Type, col):
+			problems = append(problems, fmt.Sprintf("schema.%s: column %q of table %q is %s, which cannot be read as %s: %s needs %s",
+				f.Name, f.Name, t.name, col.typ, f.Type, f.Type, readableAs(f.Type)))
+		}
+	}
+	var canSelect, published, pubExists, canCreate bool
+	err = conn.QueryRow(ctx, `SELECT has_table_privilege($1::oid, 'SELECT'),
+		EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2),
+		EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid WHERE p.pubname = $2 AND r.prrelid = $1)
+			OR EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2 AND puballtables),
+		(SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = $1) AND has_database_privilege(current_database(), 'CREATE')`,
+		t.oid, c.Publication).Scan(&canSelect, &pubExists, &published, &canCreate)
+	if err != nil {
+		return d.red.Err(fmt.Errorf("checking the privileges and the publication of table %q: %w", t.name, err))
+	}
+	if !canSelect {
+		problems = append(problems, fmt.Sprintf("the user %q may not SELECT from table %q (the initial snapshot reads it)", conn.Config().User, t.name))
+	}
+	switch {
+	case pubExists && !published:
+		problems = append(problems, fmt.Sprintf("publication %q does not publish table %q (ALTER PUBLICATION %s ADD TABLE %s)",
+			c.Publication, t.name, pgx.Identifier{c.Publication}.Sanitize(), t.name))
+	case !pubExists && !canCreate:
+		problems = append(problems, fmt.Sprintf("publication %q does not exist and the user %q may not create it (it must own table %q): "+
+			"have the owner run CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert, update, delete'), or name an existing one in the field publication",
+			c.Publication, conn.Config().User, t.name, pgx.Identifier{c.Publication}.Sanitize(), t.name))
+	}
+	if len(problems) > 0 {
+		return d.red.Err(errors.New(strings.Join(problems, "; ")))
+	}
+	return nil
 }

@@ -98,3 +98,68 @@ func TestProbeSinkNoPreparedTransactions(t *testing.T) {
 		t.Fatalf("at-least-once probe: %v", err)
 	}
 }
+
+// TestProbeCDC: the probe of a postgres-cdc source names what is wrong with the server, the
+// user, the table, the declared columns and the publication; a source that can read passes.
+func TestProbeCDC(t *testing.T) {
+	e := startPG(t)
+	for _, sql := range []string{
+		"CREATE TABLE src (id bigint PRIMARY KEY, name text, price numeric(10,2), ok boolean, at timestamptz, raw bytea)",
+		"CREATE TABLE other (id bigint PRIMARY KEY)",
+		"CREATE PUBLICATION pub_other FOR TABLE other",
+		"CREATE ROLE plain LOGIN PASSWORD 'plain-pw'",
+		"CREATE ROLE repl LOGIN REPLICATION PASSWORD 'repl-pw'",
+	} {
+		if _, err := e.conn.Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schema := []record.Field{{Name: "id", Type: record.Int64}, {Name: "name", Type: record.String}, {Name: "price", Type: record.Float64},
+		{Name: "ok", Type: record.Bool}, {Name: "at", Type: record.Timestamp}, {Name: "raw", Type: record.Bytes}}
+	for _, tc := range []struct {
+		name string
+		spec func(c *pgspec.CDCConfig)
+		want string // "" passes
+	}{
+		{"passes", func(*pgspec.CDCConfig) {}, ""},
+		{"any column as a string", func(c *pgspec.CDCConfig) { c.Schema = []record.Field{{Name: "price", Type: record.String}} }, ""},
+		{"wrong password", func(c *pgspec.CDCConfig) { c.DSN = e.srv.DSNFor(pgtest.User, "wrong-s3cr3t", e.srv.Database) }, "password authentication failed"},
+		{"no table", func(c *pgspec.CDCConfig) { c.Table = "missing" }, `table "missing" does not exist`},
+		{"no column", func(c *pgspec.CDCConfig) { c.Schema = append(c.Schema, record.Field{Name: "gone", Type: record.Int64}) },
+			`schema.gone: table "src" has no column "gone"; its columns are id, name, price, ok, at, raw`},
+		{"type mismatch", func(c *pgspec.CDCConfig) { c.Schema = []record.Field{{Name: "price", Type: record.Int64}} },
+			`schema.price: column "price" of table "src" is numeric(10,2), which cannot be read as int64`},
+		{"publication without the table", func(c *pgspec.CDCConfig) { c.Publication = "pub_other" }, `publication "pub_other" does not publish table "src"`},
+		{"no replication", func(c *pgspec.CDCConfig) { c.DSN = e.srv.DSNFor("plain", "plain-pw", e.srv.Database) },
+			`the user "plain" may not replicate: ALTER ROLE "plain" REPLICATION`},
+		{"no select, may not create the publication", func(c *pgspec.CDCConfig) { c.DSN = e.srv.DSNFor("repl", "repl-pw", e.srv.Database) },
+			`the user "repl" may not SELECT from table "src"`},
+		{"may not create the publication", func(c *pgspec.CDCConfig) { c.DSN = e.srv.DSNFor("repl", "repl-pw", e.srv.Database) },
+			`publication "goflink_s" does not exist and the user "repl" may not create it`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &pgspec.CDCConfig{DSN: e.srv.DSN(e.srv.Database), Table: "src", Schema: schema, Slot: "s", Publication: "goflink_s"}
+			tc.spec(c)
+			err := probeCDC(t.Context(), c)
+			t.Logf("probe: %v", err)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("probe: %v, want it to pass", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("probe: %v, want an error containing %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "wrong-s3cr3t"):
+				t.Errorf("the error names the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestProbeCDCWalLevel: a server without logical replication says what to set.
+func TestProbeCDCWalLevel(t *testing.T) {
+	srv := pgtest.Start(t, "wal_level=replica")
+	c := &pgspec.CDCConfig{DSN: srv.DSN(srv.Database), Table: "src", Schema: []record.Field{{Name: "id", Type: record.Int64}}, Slot: "s", Publication: "goflink_s"}
+	err := probeCDC(t.Context(), c)
+	if err == nil || !strings.Contains(err.Error(), `the server's wal_level is "replica": postgres-cdc reads logical replication; set wal_level = logical`) {
+		t.Fatalf("probe: %v, want it to ask for wal_level = logical", err)
+	}
+}

@@ -277,3 +277,61 @@ operators:
 		t.Errorf("replication slots after refused submits: %d (%v), want none", slots, err)
 	}
 }
+
+// TestPostgresCDCCopyExample runs examples/postgres/cdc-copy.yaml as its README says: the
+// copy follows the source table's rows, updates and deletes; a cancel leaves nothing
+// prepared.
+func TestPostgresCDCCopyExample(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `CREATE TABLE accounts (id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL);
+		CREATE TABLE accounts_copy (id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL);
+		INSERT INTO accounts VALUES (1, 'ann', 100), (2, 'bob', 50)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PGPASSWORD", pgtest.Password)
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
+	spec := exampleSpec(t, srv, "cdc-copy.yaml")
+	spec = strings.Replace(spec, "config:\n", fmt.Sprintf("config:\n  execution.checkpointing.dir: %s\n", filepath.Join(t.TempDir(), "chk")), 1)
+	id := submit(t, ctx, cl, spec)
+	copied := func(want ...string) {
+		t.Helper()
+		poll.Until(t, testTimeout/2, fmt.Sprintf("accounts_copy to hold %q", want), func() error {
+			rows, err := conn.Query(ctx, "SELECT id || ' ' || owner || ' ' || balance FROM accounts_copy ORDER BY id")
+			if err != nil {
+				return err
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("accounts_copy holds %q", got)
+			}
+			return nil
+		})
+	}
+	copied("1 ann 100", "2 bob 50")
+	if _, err := conn.Exec(ctx, "UPDATE accounts SET balance = balance - 30 WHERE id = 1; DELETE FROM accounts WHERE id = 2; INSERT INTO accounts VALUES (3, 'cy', 7)"); err != nil {
+		t.Fatal(err)
+	}
+	copied("1 ann 70", "3 cy 7")
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("job ended %v (%s), want CANCELED", last.GetStatus(), last.GetFailureCause())
+	}
+	poll.Until(t, testTimeout/2, "no prepared transaction left", func() error {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts").Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d prepared", n)
+		}
+		return nil
+	})
+}

@@ -34,7 +34,8 @@
 //     sink's throughput into S3 against a local directory, as ratios.
 //   - postgres: rows/s of a bounded job into a private PostgreSQL server (pgtest) with the
 //     sink's delivery-guarantee exactly-once against at-least-once, in mode insert and
-//     upsert, as ratios (informational); a hook for the postgres-cdc source's changes/s.
+//     upsert, as ratios (informational); the postgres-cdc source's changes/s against the
+//     server decoding the same changes alone.
 //
 // Run it with `make bench`, which builds the binaries first; -only selects sections.
 package main
@@ -65,6 +66,7 @@ type options struct {
 
 	pgN        int64
 	pgUpsertN  int64
+	pgCDCN     int64
 	pgRuns     int
 	pgBatch    int
 	pgInterval time.Duration
@@ -193,6 +195,7 @@ func main() {
 	flag.DurationVar(&o.s3SinkInterval, "s3-sink-interval", time.Second, "s3: checkpoint interval of the file-sink job (a part file per subtask and checkpoint)")
 	flag.Int64Var(&o.pgN, "postgres-n", 1_000_000, "postgres: rows per run of the sink in mode insert")
 	flag.Int64Var(&o.pgUpsertN, "postgres-upsert-n", 200_000, "postgres: rows per run of the sink in mode upsert (0: not measured)")
+	flag.Int64Var(&o.pgCDCN, "postgres-cdc-n", 200_000, "postgres: rows per CDC run, each inserted, updated and deleted (0: not measured)")
 	flag.IntVar(&o.pgRuns, "postgres-runs", 3, "postgres: runs per variant (interleaved; medians are compared)")
 	flag.IntVar(&o.pgBatch, "postgres-batch", 1000, "postgres: the sink's batch-size")
 	flag.DurationVar(&o.pgInterval, "postgres-interval", time.Second, "postgres: checkpoint interval (exactly-once prepares a transaction per subtask and checkpoint; min-pause a quarter of it)")
@@ -258,9 +261,9 @@ func (o *options) validate() error {
 	if o.s3SinkInterval <= 0 || o.s3SinkInterval%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("-s3-sink-interval must be positive whole milliseconds, got %v", o.s3SinkInterval))
 	}
-	if o.pgN < 1 || o.pgUpsertN < 0 || o.pgRuns < 1 || o.pgBatch < 1 {
-		errs = append(errs, fmt.Errorf("-postgres-n, -postgres-runs and -postgres-batch must be at least 1 and -postgres-upsert-n at least 0, got %d, %d, %d and %d",
-			o.pgN, o.pgRuns, o.pgBatch, o.pgUpsertN))
+	if o.pgN < 1 || o.pgUpsertN < 0 || o.pgCDCN < 0 || o.pgRuns < 1 || o.pgBatch < 1 {
+		errs = append(errs, fmt.Errorf("-postgres-n, -postgres-runs and -postgres-batch must be at least 1 and -postgres-upsert-n and -postgres-cdc-n at least 0, got %d, %d, %d, %d and %d",
+			o.pgN, o.pgRuns, o.pgBatch, o.pgUpsertN, o.pgCDCN))
 	}
 	if o.pgInterval < 4*time.Millisecond || o.pgInterval%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("-postgres-interval must be whole milliseconds, at least 4, got %v", o.pgInterval))

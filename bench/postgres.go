@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/goflink/goflink/internal/pgtest"
+	"github.com/goflink/goflink/internal/proccluster"
 )
 
 // pgVariant is one configuration of the PostgreSQL sink in the sink comparison.
@@ -33,7 +36,7 @@ func (v *pgVariant) String() string { return v.mode + " " + v.guarantee }
 // interleaved, each into a table of its own, whose rows are counted after it. It prints rows/s
 // (JobManager start → end) and the ratio exactly-once/at-least-once of the medians per mode.
 //
-// Source: postgresCDC, the hook for the postgres-cdc source's changes/s.
+// Source: postgresCDC, the postgres-cdc source's changes/s against the server's own decoding.
 func postgresSection(o options) (err error) {
 	srv, err := pgtest.Run()
 	if srv != nil {
@@ -182,10 +185,131 @@ parallelism: 2
 	return secs, st.Restarts, nil
 }
 
-// postgresCDC is the hook for the source half of the section: CDC changes/s of the
-// postgres-cdc source (issue 19, acceptance 4), on the same server (wal_level logical) and
-// cluster. It is not measured yet: the source is being built elsewhere.
+// cdcInterval is the checkpoint interval of the CDC runs: the source confirms a position to
+// the server only when a checkpoint completes, so it bounds how late the end is seen.
+const cdcInterval = 200 * time.Millisecond
+
+// postgresCDC measures the postgres-cdc source's streaming phase on the same server and
+// cluster: a job postgres-cdc → discard reads a table that is empty when it starts (the
+// snapshot is trivial); once its first checkpoint completed, -postgres-cdc-n rows are
+// inserted, then updated, then deleted, one statement (transaction) each: 3n changes. The
+// figure is the changes over the time from the first statement until the slot's
+// confirmed_flush_lsn reaches the WAL's end after the last, which includes writing the WAL
+// (timed alone too) and up to one checkpoint interval. The baseline in the same run is the
+// server decoding the same changes alone: a second slot made before the statements,
+// read once with pg_logical_slot_get_binary_changes (pgoutput, no network).
 func postgresCDC(c *cluster, o options, srv *pgtest.Server) error {
-	fmt.Printf("\n  CDC changes/s: not measured (the postgres-cdc source is not in this tree yet)\n")
+	if o.pgCDCN == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	const db = "bench_cdc"
+	if err := srv.CreateDatabase(ctx, db); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, srv.DSN(db))
+	if err != nil {
+		return fmt.Errorf("postgres cdc: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	changes := 3 * o.pgCDCN
+	fmt.Printf("\nCDC: postgres-cdc -> discard, checkpoints every %s; per run %d rows inserted, updated, deleted (%d changes, one transaction per statement)\n",
+		durText(cdcInterval), o.pgCDCN, changes)
+	fmt.Printf("into a table empty at the start; changes/s until the slot confirmed the WAL's end, against the server decoding them alone (pgoutput, a second slot)\n\n")
+	var rates, gens, raws []float64
+	for run := 1; run <= o.pgRuns; run++ {
+		rate, gen, raw, err := postgresCDCRun(c, conn, srv.DSN(db), o.pgCDCN, run)
+		if err != nil {
+			return fmt.Errorf("postgres cdc, run %d: %w", run, err)
+		}
+		rates, gens, raws = append(rates, rate), append(gens, gen), append(raws, raw)
+		fmt.Printf("  run %d: %.0f k changes/s (writing them %.0f k/s, the server decoding them %.0f k/s)\n", run, rate/1e3, gen/1e3, raw/1e3)
+	}
+	fmt.Printf("\n  %-34s %8.0f k changes/s (median of %d)\n", "postgres-cdc:", median(rates)/1e3, len(rates))
+	fmt.Printf("  %-34s %8.0f k changes/s\n", "writing the changes (SQL):", median(gens)/1e3)
+	fmt.Printf("  %-34s %8.0f k changes/s\n", "server decoding alone (baseline):", median(raws)/1e3)
+	fmt.Printf("  %-34s %8.3f (informational, no target)\n", "ratio postgres-cdc/decoding:", median(rates)/median(raws))
 	return nil
+}
+
+// postgresCDCRun is one CDC run (see postgresCDC): changes/s of the source, of writing them,
+// and of the server decoding them.
+func postgresCDCRun(c *cluster, conn *pgx.Conn, dsn string, n int64, run int) (rate, gen, raw float64, err error) {
+	ctx := context.Background()
+	table, slot, rawSlot, pub := fmt.Sprintf("cdc_src_%d", run), fmt.Sprintf("bench_cdc_%d", run), fmt.Sprintf("bench_raw_%d", run), fmt.Sprintf("bench_pub_%d", run)
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, v bigint NOT NULL, label text NOT NULL); CREATE PUBLICATION %s FOR TABLE %s", table, pub, table)); err != nil {
+		return 0, 0, 0, fmt.Errorf("create table: %w", err)
+	}
+	id, err := c.startJob(fmt.Sprintf("pg-cdc-%d", run), fmt.Sprintf(`name: bench-postgres-cdc-%d
+%soperators:
+  - {name: src, type: postgres-cdc, dsn: %q, table: %s, slot: %s, publication: %s, schema: {id: int64, v: int64, label: string}}
+  - {name: out, type: discard}
+`, run, checkpointConfig(fmt.Sprintf("%dms", cdcInterval.Milliseconds()), filepath.Join(c.dir, "pg-cdc-checkpoints")), dsn, table, slot, pub), 50*time.Millisecond)
+	defer func() { c.cancelAtReturn(id, &err) }() // id is "" once cancelled below
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	// Streaming once a checkpoint completed: the snapshot phase declines them.
+	if err := c.waitStatus(id, 60*time.Second, 50*time.Millisecond, "a completed checkpoint", func(*proccluster.JobStatus) bool {
+		cps, err := c.checkpoints(id)
+		return err == nil && slices.ContainsFunc(cps, func(cp proccluster.Checkpoint) bool { return cp.Status == "COMPLETED" })
+	}); err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", rawSlot); err != nil {
+		return 0, 0, 0, fmt.Errorf("create the baseline slot: %w", err)
+	}
+	defer func() {
+		if _, derr := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", rawSlot); derr != nil && err == nil {
+			err = fmt.Errorf("drop the baseline slot: %w", derr)
+		}
+	}()
+	start := time.Now()
+	for _, sql := range []string{
+		fmt.Sprintf("INSERT INTO %s SELECT i, i, 'row-' || i FROM generate_series(1, %d) i", table, n),
+		"UPDATE " + table + " SET v = v + 1",
+		"DELETE FROM " + table,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	written := time.Since(start)
+	var end string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
+		return 0, 0, 0, err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var caught bool
+		if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", slot, end).Scan(&caught); err != nil {
+			return 0, 0, 0, fmt.Errorf("the slot's position: %w", err)
+		}
+		if caught {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("slot %s did not confirm %s within 5 minutes", slot, end)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll of the server's view, not a synchronisation
+	}
+	took := time.Since(start)
+	rawStart := time.Now()
+	var msgs int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_logical_slot_get_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)", rawSlot, pub).Scan(&msgs); err != nil {
+		return 0, 0, 0, fmt.Errorf("decode on the baseline slot: %w", err)
+	}
+	rawTook := time.Since(rawStart)
+	if msgs < 3*n {
+		return 0, 0, 0, fmt.Errorf("the baseline slot decoded %d messages, want at least %d", msgs, 3*n)
+	}
+	if err := c.cancel(id); err != nil {
+		return 0, 0, 0, err
+	}
+	id = ""
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION %s; DROP TABLE %s", slot, pub, table)); err != nil {
+		return 0, 0, 0, fmt.Errorf("clean up: %w", err)
+	}
+	ch := float64(3 * n)
+	return ch / took.Seconds(), ch / written.Seconds(), ch / rawTook.Seconds(), nil
 }

@@ -29,7 +29,6 @@ const (
 	AtLeastOnce = "at-least-once"
 )
 
-
 // DefaultBatchSize is the sink's batch-size when the spec sets none: the rows buffered before
 // they are sent to the server in one COPY or one pipelined batch of upserts.
 const DefaultBatchSize = 1000

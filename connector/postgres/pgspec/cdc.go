@@ -77,14 +77,7 @@ func CDCSchema(declared []record.Field) (*record.Schema, error) {
 func planCDC(p *operator.Planner) (CDCConfig, *operator.Shape) {
 	var c CDCConfig
 	c.DSN, c.PasswordFile, c.PasswordEnv = planConnection(p)
-	if e, ok := p.Require("table"); ok {
-		if t, ok := e.NonEmpty(); ok {
-			c.Table = t
-			if _, err := TableName(t); err != nil {
-				e.Problemf("%v", err)
-			}
-		}
-	}
+	c.Table = planTable(p)
 	var declared []record.Field
 	open := true
 	if e, ok := p.Require("schema"); ok {
@@ -140,8 +133,23 @@ func checkName(s string) error {
 	return nil
 }
 
-// planConnection reads the fields of a connection, as the sink reads them: the required dsn,
-// and at most one of password-file and password-env, when the dsn has no password.
+// planTable plans the field table (table or schema.table) of the sink and the source.
+func planTable(p *operator.Planner) string {
+	e, ok := p.Require("table")
+	if !ok {
+		return ""
+	}
+	t, ok := e.NonEmpty()
+	if ok {
+		if _, err := TableName(t); err != nil {
+			e.Problemf("%v", err)
+		}
+	}
+	return t
+}
+
+// planConnection reads the fields of a connection of the sink and the source: the required
+// dsn, and at most one of password-file and password-env, when the dsn has no password.
 func planConnection(p *operator.Planner) (dsn, passwordFile, passwordEnv string) {
 	if e, ok := p.Require("dsn"); ok {
 		if v, ok := e.NonEmpty(); ok {

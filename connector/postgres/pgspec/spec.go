@@ -73,40 +73,8 @@ func (c SinkConfig) LocalPaths() []operator.LocalPath {
 // TaskManager's probe says at submit (the runtime's operator.Probes).
 func planSink(p *operator.Planner) (SinkConfig, *operator.Shape) {
 	c := SinkConfig{BatchSize: DefaultBatchSize}
-	if e, ok := p.Require("dsn"); ok {
-		if dsn, ok := e.NonEmpty(); ok {
-			c.DSN = dsn
-			if err := checkDSN(dsn); err != nil {
-				e.Problemf("%v", err)
-			}
-		}
-	}
-	var pwFields []string
-	for _, k := range []string{"password-file", "password-env"} {
-		if e, has := p.Field(k); has {
-			pwFields = append(pwFields, k)
-			v, _ := e.NonEmpty()
-			if k == "password-file" {
-				c.PasswordFile = v
-			} else {
-				c.PasswordEnv = v
-			}
-		}
-	}
-	switch {
-	case len(pwFields) > 1:
-		p.At("password-env").Problemf("give only one of password-file, password-env")
-	case len(pwFields) == 1 && c.DSN != "" && DSNHasPassword(c.DSN):
-		p.At(pwFields[0]).Problemf("the dsn has a password already: give it in only one place")
-	}
-	if e, ok := p.Require("table"); ok {
-		if t, ok := e.NonEmpty(); ok {
-			c.Table = t
-			if _, err := TableName(t); err != nil {
-				e.Problemf("%v", err)
-			}
-		}
-	}
+	c.DSN, c.PasswordFile, c.PasswordEnv = planConnection(p)
+	c.Table = planTable(p)
 	c.Mode, _ = p.Choice("mode", ModeInsert, ModeInsert, ModeUpsert)
 	if e, has := p.Field("key"); has {
 		if c.Mode == ModeInsert {

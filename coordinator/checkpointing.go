@@ -163,7 +163,10 @@ type checkpointCoordinator struct {
 	pending        []*pendingCheckpoint // ascending IDs
 	lastCompletion time.Time
 	latestComplete int64
-	retained       []*pb.CompletedCheckpoint // the store, oldest first
+	// latestSavepoint is the newest intermediate savepoint completed by this job master: a
+	// job that ends for good commits its sinks' transactions up to it too (endedAt).
+	latestSavepoint int64
+	retained        []*pb.CompletedCheckpoint // the store, oldest first
 
 	// failure accounting (CheckpointFailureManager)
 	lastSucceeded int64
@@ -480,11 +483,20 @@ func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
 	c.abort(p, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE, err.Error())
 }
 
+// endedAt is the snapshot up to which the two-phase-commit sinks of a job that ends for good
+// commit their pending transactions (operator.JobEnder): the newest completed checkpoint or
+// intermediate savepoint. A savepoint is not notified while the job runs (its transactions are
+// committed with the next checkpoint, or by a restore from it); when the job ends instead, its
+// transactions must be committed, or a restore from it, the way a job is upgraded (take a
+// savepoint, cancel, run -s), would find them rolled back.
+func (c *checkpointCoordinator) endedAt() int64 { return max(c.latestComplete, c.latestSavepoint) }
+
 func (c *checkpointCoordinator) completed(p *pendingCheckpoint, cp *pb.CompletedCheckpoint, subsumed []*pb.CompletedCheckpoint) {
 	now := c.now()
 	c.remove(p)
 	if p.sp.intermediate() {
 		// A savepoint beside the checkpoints: nothing is retained, subsumed or notified.
+		c.latestSavepoint = max(c.latestSavepoint, p.id)
 		p.info.Status = pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 		p.info.DurationMs = now.Sub(p.trigger).Milliseconds()
 		p.info.Path = p.sp.dir

@@ -796,7 +796,7 @@ func (m *jobMaster) maybeStartCheckpoints() {
 func (m *jobMaster) sendCancel(e *execution) {
 	req := &pb.CancelTaskRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id}
 	if m.status == pb.JobStatus_JOB_STATUS_CANCELLING || m.status == pb.JobStatus_JOB_STATUS_FAILING {
-		req.JobEnded, req.LastCompletedCheckpoint = true, m.cp.latestComplete
+		req.JobEnded, req.LastCompletedCheckpoint = true, m.cp.endedAt()
 	}
 	client := e.tm.client
 	m.goRPC(deployTimeout, func(ctx context.Context) { _, _ = client.CancelTask(ctx, req) })

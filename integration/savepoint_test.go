@@ -519,3 +519,43 @@ func TestRestoreMatrix(t *testing.T) {
 		})
 	}
 }
+
+// TestSavepointThenCancelResumes: the upgrade of Flink users who do not stop with a
+// savepoint — take one, cancel the job, run the new one from it. The savepoint's
+// transactions of the exactly-once file sink are pending at the cancel (no checkpoint follows
+// it: the interval is an hour); the cancel commits them, as the savepoint's restore needs, so
+// the resumed job finishes with every row exactly once.
+func TestSavepointThenCancelResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 2, Slots: 2})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	const n, keys = 6000, 7
+	cfg := fmt.Sprintf("  execution.checkpointing.dir: %s", filepath.Join(dir, "checkpoints"))
+	slow := strings.Replace(countSpec(n, 1000, keys, out, cfg), "interval: 100ms", "interval: 1h", 1)
+	id, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(slow), Parallelism: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ctx, cl, id, 4) // two subtasks of the source chain and of the count chain
+	sp, err := cl.TriggerSavepoint(ctx, &pb.TriggerSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "sp")})
+	if err != nil {
+		t.Fatalf("savepoint = %v", err)
+	}
+	if err := cl.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if last := watchEnd(t, ctx, cl, id); last.GetStatus() != pb.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("job ended %v, want CANCELED", last.GetStatus())
+	}
+	if got := len(committedRows[countRow](t, out)); got == 0 || got >= n {
+		t.Fatalf("%d rows committed after the cancel, want the savepoint's (some, not all %d)", got, n)
+	}
+	id2, err := cl.Submit(ctx, &pb.SubmitJobRequest{Spec: []byte(countSpec(n, 1000, keys, out, cfg)), Parallelism: 2, RestorePath: sp.GetSavepointPath()})
+	if err != nil {
+		t.Fatalf("resume = %v", err)
+	}
+	watchFinished(t, ctx, cl, id2, 0)
+	checkCounts(t, out, n, keys)
+}

@@ -510,8 +510,8 @@ type CancelTaskRequest struct {
 	// two-phase-commit sink commits its pre-committed transactions of checkpoints up to
 	// last_completed_checkpoint and aborts the others, whose checkpoints never complete.
 	JobEnded bool `protobuf:"varint,4,opt,name=job_ended,json=jobEnded,proto3" json:"job_ended,omitempty"`
-	// last_completed_checkpoint is the job's newest completed checkpoint when checkpointing
-	// stopped (0: none); set with job_ended.
+	// last_completed_checkpoint is the job's newest completed checkpoint or intermediate
+	// savepoint when checkpointing stopped (0: none); set with job_ended.
 	LastCompletedCheckpoint int64 `protobuf:"varint,5,opt,name=last_completed_checkpoint,json=lastCompletedCheckpoint,proto3" json:"last_completed_checkpoint,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache

@@ -790,7 +790,7 @@ func (m *jobMaster) maybeStartCheckpoints() {
 // sendCancel asks an execution's TaskManager to cancel it and release its partitions. It is
 // best effort: a TaskManager that cannot be reached is lost soon, and heartbeat reconciliation
 // cancels any task that survives. While the job is cancelling or failing for good (its
-// checkpointing stopped), the request says so, with the newest completed checkpoint: no
+// checkpointing stopped), the request says so, with the newest completed checkpoint or savepoint (endedAt): no
 // restore follows, so the task's two-phase-commit sinks end their pending transactions
 // (operator.JobEnder).
 func (m *jobMaster) sendCancel(e *execution) {

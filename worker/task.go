@@ -76,7 +76,7 @@ type task struct {
 	in, out         int64 // owned by the task goroutine; published to the meter
 	droppers        []lateDropper
 	// jobEnded is set (before the cancellation) when the JobManager cancels the task because
-	// the job ends for good; it holds the job's newest completed checkpoint (see endJob).
+	// the job ends for good; it holds the snapshot its sinks commit up to (see endJob).
 	jobEnded atomic.Pointer[int64]
 	// chainIn counts, per chained operator, the records the one before it passed it;
 	// opRecords are each operator's numRecordsIn and numRecordsOut metrics.
@@ -254,7 +254,7 @@ func (t *task) requestCancel() {
 }
 
 // requestEndOfJob cancels the task because its job ends for good (cancelled, or failed);
-// lastCompleted is the job's newest completed checkpoint. Its operators end what a restore
+// lastCompleted is the job's newest completed checkpoint or savepoint. Its operators end what a restore
 // would otherwise end (endJob) before they are closed.
 func (t *task) requestEndOfJob(lastCompleted int64) {
 	t.jobEnded.Store(&lastCompleted)

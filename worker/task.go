@@ -254,8 +254,8 @@ func (t *task) requestCancel() {
 }
 
 // requestEndOfJob cancels the task because its job ends for good (cancelled, or failed);
-// lastCompleted is the job's newest completed checkpoint or savepoint. Its operators end what a restore
-// would otherwise end (endJob) before they are closed.
+// lastCompleted is the job's newest completed checkpoint or savepoint. Its operators end what
+// a restore would otherwise end (endJob) before they are closed.
 func (t *task) requestEndOfJob(lastCompleted int64) {
 	t.jobEnded.Store(&lastCompleted)
 	t.requestCancel()

@@ -3,6 +3,9 @@ package pgspec
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/goflink/goflink/operator"
 	"github.com/goflink/goflink/record"
@@ -14,7 +17,7 @@ import (
 // one stream (operator.Type.Global).
 var CDCType = operator.Define(operator.Type{Name: "postgres-cdc", Role: operator.RoleSource, Global: true, Fields: cdcFields, Probed: true}, planCDC, nil)
 
-var cdcFields = []string{"dsn", "password-file", "password-env", "table", "schema", "slot", "publication"}
+var cdcFields = append(slices.Clone(connectionFields), "table", "schema", "slot", "publication")
 
 // OpField is the first field of the postgres-cdc source's records: the kind of change, one of
 // the Op values.
@@ -148,16 +151,34 @@ func planTable(p *operator.Planner) string {
 	return t
 }
 
-// planConnection reads the fields of a connection of the sink and the source: the required
-// dsn, and at most one of password-file and password-env, when the dsn has no password.
+// connectionFields are the fields of a connection, of the sink and the source.
+var connectionFields = []string{"dsn", "host", "port", "database", "user", "password-file", "password-env"}
+
+// planConnection reads the fields of a connection of the sink and the source: a dsn, or its
+// parts host, port (default 5432), database and user (default the server's: the operating
+// system user's name), made into a key=value dsn; and at most one of password-file and
+// password-env, when the dsn has no password.
 func planConnection(p *operator.Planner) (dsn, passwordFile, passwordEnv string) {
-	if e, ok := p.Require("dsn"); ok {
+	var parts []string
+	for _, k := range []string{"host", "port", "database", "user"} {
+		if _, has := p.Field(k); has {
+			parts = append(parts, k)
+		}
+	}
+	if e, has := p.Field("dsn"); has {
+		if len(parts) > 0 {
+			p.At(parts[0]).Problemf("give either dsn or host, port, database and user, not both")
+		}
 		if v, ok := e.NonEmpty(); ok {
 			dsn = v
 			if err := checkDSN(v); err != nil {
 				e.Problemf("%v", err)
 			}
 		}
+	} else if len(parts) == 0 {
+		p.Require("dsn")
+	} else {
+		dsn = planDSNParts(p)
 	}
 	var pwFields []string
 	for _, k := range []string{"password-file", "password-env"} {
@@ -178,4 +199,47 @@ func planConnection(p *operator.Planner) (dsn, passwordFile, passwordEnv string)
 		p.At(pwFields[0]).Problemf("the dsn has a password already: give it in only one place")
 	}
 	return dsn, passwordFile, passwordEnv
+}
+
+// planDSNParts makes a key=value dsn of the fields host, port, database and user ("" after a
+// problem).
+func planDSNParts(p *operator.Planner) string {
+	kv := map[string]string{"port": "5432"}
+	ok := true
+	for _, k := range []string{"host", "database", "user"} {
+		e, has := p.Field(k)
+		if !has {
+			if k != "user" {
+				p.Require(k)
+				ok = false
+			}
+			continue
+		}
+		v, good := e.NonEmpty()
+		switch {
+		case !good:
+			ok = false
+		case strings.ContainsAny(v, "\x00'\\ \t\n"):
+			e.Problemf("want a name without spaces, quotes or backslashes")
+			ok = false
+		default:
+			kv[k] = v
+		}
+	}
+	if e, has := p.Field("port"); has {
+		if n, good := e.Int(); !good || n < 1 || n > 65535 {
+			e.Problemf("want a port from 1 to 65535, got %s", e.Kind())
+			ok = false
+		} else {
+			kv["port"] = strconv.FormatInt(n, 10)
+		}
+	}
+	if !ok {
+		return ""
+	}
+	dsn := "host=" + kv["host"] + " port=" + kv["port"] + " dbname=" + kv["database"]
+	if u, has := kv["user"]; has {
+		dsn += " user=" + u
+	}
+	return dsn
 }

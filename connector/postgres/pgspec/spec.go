@@ -19,7 +19,7 @@ import (
 // Type is the "postgres" operator type as JobManagers check it (it has no runtime here).
 var Type = operator.Define(operator.Type{Name: "postgres", Role: operator.RoleSink, Fields: sinkFields, Probed: true}, planSink, nil)
 
-var sinkFields = []string{"dsn", "password-file", "password-env", "table", "mode", "key", "op-field", "batch-size", "delivery-guarantee"}
+var sinkFields = append(slices.Clone(connectionFields), "table", "mode", "key", "op-field", "batch-size", "delivery-guarantee")
 
 // Modes and delivery guarantees of the sink (spec mode and delivery-guarantee).
 const (

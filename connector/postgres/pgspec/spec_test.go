@@ -58,6 +58,22 @@ func TestPlanSink(t *testing.T) {
 	if c.Mode != "insert" || c.BatchSize != pgspec.DefaultBatchSize || c.DeliveryGuarantee != "at-least-once" || c.OpField != "" {
 		t.Errorf("defaults = %+v", c)
 	}
+	c, err = build(head + `  - {name: out, type: postgres, host: db.example, port: 6432, database: app, user: writer, password-env: PW, table: t}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "host=db.example port=6432 dbname=app user=writer"; c.DSN != want || c.PasswordEnv != "PW" {
+		t.Errorf("dsn from its parts = %q (password-env %q), want %q", c.DSN, c.PasswordEnv, want)
+	}
+	c, err = build(head + `  - {name: out, type: postgres, host: db.example, database: app, table: t}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "host=db.example port=5432 dbname=app"; c.DSN != want {
+		t.Errorf("dsn from its parts = %q, want %q", c.DSN, want)
+	}
 	c, err = build(head + `  - {name: ch, type: map, fields: {op: "'delete'", k: "k", v: "v"}}
   - {name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: op}
 `)
@@ -88,6 +104,10 @@ func TestPlanSinkProblems(t *testing.T) {
 		{"two passwords", `{name: out, type: postgres, dsn: "postgres://u:hunter2@h/db", table: t, password-file: /pw}`, []string{`"out".password-file: the dsn has a password already`}},
 		{"file and env", `{name: out, type: postgres, dsn: "host=h", table: t, password-file: /pw, password-env: PW}`, []string{`give only one of password-file, password-env`}},
 		{"unknown field", `{name: out, type: postgres, dsn: "host=h", table: t, password: x}`, []string{`unknown field "password" for type postgres`}},
+		{"dsn and parts", `{name: out, type: postgres, dsn: "host=h", host: h, table: t}`, []string{`"out".host: give either dsn or host, port, database and user, not both`}},
+		{"parts without database", `{name: out, type: postgres, host: h, table: t}`, []string{`postgres needs the field "database"`}},
+		{"bad port", `{name: out, type: postgres, host: h, port: 70000, database: d, table: t}`, []string{`"out".port: want a port from 1 to 65535`}},
+		{"bad host", `{name: out, type: postgres, host: "h x", database: d, table: t}`, []string{`"out".host: want a name without spaces`}},
 		{"op-field without upsert", `{name: out, type: postgres, dsn: "host=h", table: t, op-field: k}`, []string{`"out".op-field: only used with mode: upsert`}},
 		{"op-field not a field", `{name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: opp}`, []string{`"out".op-field: no field "opp" in the input`}},
 		{"op-field not a string", `{name: out, type: postgres, dsn: "host=h", table: t, mode: upsert, key: [k], op-field: v}`, []string{`"out".op-field: field "v" is int64, want a string`}},

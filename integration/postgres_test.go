@@ -135,6 +135,7 @@ func TestPostgresProbeAtSubmit(t *testing.T) {
 	if _, err := conn.Exec(ctx, "CREATE TABLE counts (parity text NOT NULL, value bigint NOT NULL, count bigint NOT NULL); CREATE TABLE loose (parity text, value bigint, count bigint); CREATE TABLE narrow (parity text, value text)"); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("PGTEST_PROBE_PW", pgtest.Password)
 	_, cl := miniclustertest.StartT(t, minicluster.Options{TaskManagers: 1, Slots: 2})
 	spec := func(sink string) string {
 		return fmt.Sprintf(`name: pg-probe
@@ -152,6 +153,8 @@ operators:
 	for _, tc := range []struct{ name, sink, want string }{
 		{"no table", fmt.Sprintf("dsn: %q, table: nope", dsn), `line 9: "out": table "nope" does not exist`},
 		{"accepted", fmt.Sprintf("dsn: %q, table: loose", dsn), ""},
+		{"accepted by host and port", fmt.Sprintf("host: %s, port: %d, database: %s, user: %s, password-env: PGTEST_PROBE_PW, table: loose",
+			srv.Host, srv.Port, srv.Database, pgtest.User), ""},
 		{"no column, type mismatch", fmt.Sprintf("dsn: %q, table: narrow", dsn),
 			`field "value" is int64, but column "value" of table "narrow" is text: int64 needs a numeric column`},
 		{"wrong password", fmt.Sprintf("dsn: %q, table: counts", srv.DSNFor(pgtest.User, "not-the-password", srv.Database)), `"out": connect: failed to connect`},
@@ -178,8 +181,8 @@ operators:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 1 {
-		t.Errorf("jobs recorded: %d, want only the accepted one", len(jobs))
+	if len(jobs) != 2 {
+		t.Errorf("jobs recorded: %d, want only the 2 accepted ones", len(jobs))
 	}
 }
 

@@ -595,3 +595,50 @@ func (e *pgEnv) mustOpenTxnSpec(t *testing.T, c *pgspec.SinkConfig, restoredID i
 	}
 	return s
 }
+
+// TestSinkTypes: every field type is written into the column types the probe accepts for it,
+// and reads back as it was.
+func TestSinkTypes(t *testing.T) {
+	e := startPG(t)
+	if _, err := e.conn.Exec(t.Context(), `CREATE TABLE typed (id bigint, small integer, f double precision, num numeric,
+		b boolean, s text, v varchar(20), raw bytea, at timestamptz, day date, m jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	in := record.MustSchema(record.Field{Name: "id", Type: record.Int64}, record.Field{Name: "small", Type: record.Int64},
+		record.Field{Name: "f", Type: record.Float64}, record.Field{Name: "num", Type: record.Float64},
+		record.Field{Name: "b", Type: record.Bool}, record.Field{Name: "s", Type: record.String}, record.Field{Name: "v", Type: record.String},
+		record.Field{Name: "raw", Type: record.Bytes}, record.Field{Name: "at", Type: record.Timestamp}, record.Field{Name: "day", Type: record.Timestamp},
+		record.Field{Name: "m", Type: record.Map})
+	at := time.Date(2026, 12, 3, 10, 11, 12, 345678000, time.UTC)
+	row := record.Row{record.IntValue(1 << 40), record.IntValue(-7), record.FloatValue(2.5), record.FloatValue(0.125),
+		record.BoolValue(true), record.StringValue("héllo"), record.StringValue("short"), record.BytesValue([]byte{0, 1, 255}),
+		record.TimeValue(at), record.TimeValue(at), record.MapValue(map[string]string{"a": "1", "b": "x"})}
+	c := e.spec("typed", pgspec.AtLeastOnce)
+	if err := probeSink(t.Context(), c, in); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	o, err := newSink(c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Open(&operator.Context{OperatorName: "sink", Parallelism: 1}, &operatortest.Capture{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Process(row); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.(operator.PreBarrier).PrepareSnapshotPreBarrier(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := e.conn.QueryRow(t.Context(), `SELECT concat_ws('|', id, small, f, num, b, s, v, encode(raw, 'hex'),
+		to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), day, m->>'a', m->>'b') FROM typed`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1099511627776|-7|2.5|0.125|t|héllo|short|0001ff|2026-12-03 10:11:12.345678|2026-12-03|1|x"; got != want {
+		t.Errorf("row = %q, want %q", got, want)
+	}
+}

@@ -72,6 +72,8 @@ func cdcChaosRun(t *testing.T, seed uint64) {
 	defer cancel()
 	srv := pgtest.Start(t)
 	conn := srv.Connect(t)
+	// Triggers record every change of both tables after the initial rows in history, with
+	// its transaction and WAL position: a failure shows the changes of the rows that differ.
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE src (id bigint PRIMARY KEY, v bigint NOT NULL);
 		INSERT INTO src SELECT i, 0 FROM generate_series(1, %d) i;
 		CREATE TABLE dst (id bigint PRIMARY KEY, v bigint NOT NULL);

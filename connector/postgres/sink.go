@@ -509,12 +509,17 @@ type pgTxn struct {
 // Carry, in the checkpoint's state, and its commit hands them to the transaction open then,
 // ahead of that transaction's own rows. So every row before a barrier is either in a
 // prepared transaction the checkpoint holds or in its state, and is committed exactly once,
-// one checkpoint later than the others. After the end of input no transaction follows the
-// final barrier's: in mode upsert the final checkpoint's completion writes its carried rows
-// and commits them at once (a restore that writes them again leaves the same rows: each key
-// ends as the last change to it says); in mode insert, where a restore would write them
-// twice, a locked row at the final barrier waits up to ownLockTimeout and then fails the
-// task, whose restore commits the earlier transaction.
+// one checkpoint later than the others. Carried rows keep their place among the changes of
+// their keys: until a pending transaction's carried rows are handed on, a barrier sends
+// nothing and carries all its rows, although no lock may hold them (a later change of a
+// key must not be written before a carried one); and a commit whose carried rows would be
+// handed on behind a later pending transaction's carried ones puts them ahead of those
+// instead (that transaction's commit hands them on). After the end of input no transaction
+// follows the final barrier's: in mode upsert the final checkpoint's completion writes its
+// carried rows and commits them at once (a restore that writes them again leaves the same
+// rows: each key ends as the last change to it says); in mode insert, where a restore would
+// write them twice, a locked row at the final barrier waits up to ownLockTimeout and then
+// fails the task, whose restore commits the earlier transaction.
 type txnSink struct {
 	operator.TwoPhaseSink[*pgTxn]
 	*dialer
@@ -528,7 +533,9 @@ type txnSink struct {
 	// carried is how many rows at the front of w.rows committed transactions carried
 	// (pgTxn.Carry): the next carried rows go after them, before the rows written since.
 	carried int
-	ended   bool // EndInput was called: the next barrier is the final one
+	// carriers are the pending transactions whose Carry was not handed on yet, oldest first.
+	carriers []*pgTxn
+	ended    bool // EndInput was called: the next barrier is the final one
 }
 
 // gidPrefix is "goflink-<job>-<operator uid>" with characters other than letters, digits,
@@ -675,17 +682,18 @@ const (
 const sqlLockNotAvailable = "55P03"
 
 // PreCommit sends the rest of t's rows and prepares it; rows locked by an earlier prepared
-// transaction become t's Carry (see txnSink).
+// transaction become t's Carry, and so do all of them while an earlier transaction's carried
+// rows wait for its commit (see txnSink).
 func (s *txnSink) PreCommit(t *pgTxn) error {
-	switch err := s.send(t, !s.ended || s.w.upsert != ""); {
-	case errors.Is(err, errLocked):
-		t.Carry = s.w.encode(s.w.rows)
-		s.Context().Log().Debug("rows carried to the next checkpoint: locked by an earlier prepared transaction",
-			"rows", len(s.w.rows), "transaction", t.GID)
-		s.w.reset()
-		s.carried = 0
-	case err != nil:
-		return err
+	if len(s.carriers) > 0 {
+		s.carry(t, "behind the carried rows of an earlier checkpoint")
+	} else {
+		switch err := s.send(t, !s.ended || s.w.upsert != ""); {
+		case errors.Is(err, errLocked):
+			s.carry(t, "locked by an earlier prepared transaction")
+		case err != nil:
+			return err
+		}
 	}
 	t.live = false
 	if !t.begun {
@@ -705,6 +713,18 @@ func (s *txnSink) PreCommit(t *pgTxn) error {
 	}
 	t.State = txnPrepared
 	return nil
+}
+
+// carry makes the buffered rows t's Carry.
+func (s *txnSink) carry(t *pgTxn, why string) {
+	if len(s.w.rows) == 0 {
+		return
+	}
+	t.Carry = s.w.encode(s.w.rows)
+	s.carriers = append(s.carriers, t)
+	s.Context().Log().Debug("rows carried to the next checkpoint: "+why, "rows", len(s.w.rows), "transaction", t.GID)
+	s.w.reset()
+	s.carried = 0
 }
 
 // quote is s as an SQL string literal.
@@ -747,12 +767,30 @@ func (s *txnSink) samePrepared(t *pgTxn) (bool, error) {
 }
 
 // Commit commits a prepared transaction (one committed already is a success), then hands
-// its carried rows to the open transaction.
+// its carried rows on: ahead of the next pending transaction's carried rows if one has some,
+// else to the open transaction (behind an earlier one's whose commit failed, if any).
 func (s *txnSink) Commit(t *pgTxn) error {
 	if err := s.commitPrepared(t); err != nil {
 		return err
 	}
+	i := slices.Index(s.carriers, t)
+	if i >= 0 {
+		s.carriers = slices.Delete(s.carriers, i, i+1)
+	}
 	if len(t.Carry) == 0 {
+		return nil
+	}
+	switch {
+	case i > 0:
+		// An earlier carrier's commit failed (it is retried): t's rows go behind its rows.
+		prev := s.carriers[i-1]
+		prev.Carry = append(slices.Clip(prev.Carry), t.Carry...)
+		t.Carry = nil
+		return nil
+	case i == 0 && len(s.carriers) > 0:
+		next := s.carriers[0]
+		next.Carry = append(slices.Clip(t.Carry), next.Carry...)
+		t.Carry = nil
 		return nil
 	}
 	rows, err := s.w.decode(t.Carry)
@@ -822,6 +860,9 @@ func isUndefined(err error) bool {
 // Abort rolls back the live open transaction, a prepared one, or one restored as open that an
 // earlier attempt prepared after the checkpoint. It is idempotent.
 func (s *txnSink) Abort(t *pgTxn) error {
+	if i := slices.Index(s.carriers, t); i >= 0 {
+		s.carriers = slices.Delete(s.carriers, i, i+1) // its carried rows end with it
+	}
 	switch {
 	case t.State == txnEmpty:
 		return nil

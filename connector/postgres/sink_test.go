@@ -484,6 +484,64 @@ func TestTxnSinkCarriesLockedRows(t *testing.T) {
 	}
 }
 
+// TestTxnSinkCarriedRowsKeepTheirOrder: carried rows are older than every row after their
+// barrier, and in mode upsert a key ends as its last change says only if they are written
+// before those. A barrier while an earlier checkpoint's carried rows wait for its commit
+// carries its rows too, although nothing locks them (checkpoint 3: checkpoint 1 committed,
+// checkpoint 2 holds no row); a commit whose carried rows would land behind a later
+// pending checkpoint's carried ones hands them to that checkpoint, ahead of its own
+// (checkpoint 2 completes before 3); and a restore keeps the order.
+func TestTxnSinkCarriedRowsKeepTheirOrder(t *testing.T) {
+	e := startPG(t)
+	c := e.spec("up", pgspec.ExactlyOnce)
+	c.BatchSize = 1
+	s := e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("a", 2))
+	s.checkpoint(t, 2) // a is locked by checkpoint 1's transaction: a=2 is carried
+	s.complete(t, 1)
+	s.write(t, kv("a", 3))
+	s.checkpoint(t, 3) // nothing locks a now; a=3 is carried behind a=2 all the same
+	s.complete(t, 3)
+	e.wantRows(t, "after checkpoint 3", "up", "a=1")
+	s.checkpoint(t, 4)
+	s.complete(t, 4)
+	e.wantRows(t, "after checkpoint 4", "up", "a=3")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := e.conn.Exec(t.Context(), "TRUNCATE up"); err != nil {
+		t.Fatal(err)
+	}
+	s = e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("a", 2))
+	s.checkpoint(t, 2) // carries a=2
+	s.complete(t, 1)
+	s.write(t, kv("a", 3))
+	s.checkpoint(t, 3) // carries a=3
+	s.complete(t, 2)   // a=2 goes ahead of checkpoint 3's a=3, not into the open transaction
+	s.write(t, kv("b", 4))
+	chk4 := s.checkpoint(t, 4) // carries b=4 (checkpoint 3's rows wait)
+	e.wantRows(t, "after checkpoint 2", "up", "a=1")
+
+	// Restore from checkpoint 4: checkpoint 3's carried rows (2's ahead), then 4's.
+	s.crash()
+	r := e.mustOpenTxnSpec(t, c, 4, chk4)
+	r.checkpoint(t, 5)
+	r.complete(t, 5)
+	e.wantRows(t, "after checkpoint 5 of the restored sink", "up", "a=3", "b=4")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.prepared(t); len(p) > 0 {
+		t.Errorf("prepared transactions left: %q", p)
+	}
+}
+
 // TestTxnSinkFinalBarrier: after the end of input the final barrier has no next transaction
 // to carry locked rows to. In mode upsert the final checkpoint's completion writes and
 // commits them; in mode insert (a unique column) a locked row fails the task after the lock

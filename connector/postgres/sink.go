@@ -480,6 +480,7 @@ type pgTxn struct {
 	Carry []byte `json:"carry,omitempty"`
 
 	begun bool // BEGIN was sent on the data connection (the live open transaction only)
+	wrote bool // rows were written into it (the live open transaction only)
 	live  bool // this instance's open transaction (not one restored from state)
 }
 
@@ -512,9 +513,11 @@ type pgTxn struct {
 // one checkpoint later than the others. Carried rows keep their place among the changes of
 // their keys: until a pending transaction's carried rows are handed on, a barrier sends
 // nothing and carries all its rows, although no lock may hold them (a later change of a
-// key must not be written before a carried one); and a commit whose carried rows would be
+// key must not be written before a carried one); a commit whose carried rows would be
 // handed on behind a later pending transaction's carried ones puts them ahead of those
-// instead (that transaction's commit hands them on). After the end of input no transaction
+// instead; and a completion hands the carried rows of the pending transactions that hold no
+// rows on to the open transaction at once (handOn), so that carried rows are written even
+// while every barrier overtakes the previous completion. After the end of input no transaction
 // follows the final barrier's: in mode upsert the final checkpoint's completion writes its
 // carried rows and commits them at once (a restore that writes them again leaves the same
 // rows: each key ends as the last change to it says); in mode insert, where a restore would
@@ -632,7 +635,7 @@ func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 		if err := s.red.Err(s.w.send(s.data)); err != nil {
 			return err
 		}
-		s.carried = 0
+		s.carried, t.wrote = 0, true
 		return nil
 	}
 	// The rows may wait for the locks of this sink's own prepared transaction, whose commit
@@ -647,7 +650,7 @@ func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 	}
 	err := s.red.Err(s.w.send(s.data))
 	if err == nil {
-		s.carried = 0
+		s.carried, t.wrote = 0, true
 		if err := s.exec(s.data, "SET LOCAL lock_timeout TO DEFAULT; RELEASE SAVEPOINT goflink_rows"); err != nil {
 			return fmt.Errorf("release savepoint: %w", err)
 		}
@@ -696,6 +699,14 @@ func (s *txnSink) PreCommit(t *pgTxn) error {
 		}
 	}
 	t.live = false
+	if t.begun && !t.wrote {
+		// Begun for rows that were all carried: nothing to prepare, so that a prepared
+		// transaction always holds rows (handOn relies on it).
+		t.begun = false
+		if err := s.exec(s.data, "ROLLBACK"); err != nil {
+			return fmt.Errorf("rollback of a transaction without rows: %w", err)
+		}
+	}
 	if !t.begun {
 		t.State = txnEmpty
 		return nil
@@ -800,6 +811,34 @@ func (s *txnSink) Commit(t *pgTxn) error {
 	s.w.rows = slices.Insert(s.w.rows, s.carried, rows...)
 	s.carried += len(rows)
 	t.Carry = nil
+	return nil
+}
+
+// handOn hands the carried rows of the oldest pending transactions that prepared no rows on
+// to the open transaction, in order, before their commits. None of their rows is in the
+// database, and no later pending transaction holds a row (while carried rows wait, a barrier
+// carries all its rows), so the open transaction, committed only with a checkpoint after all
+// of theirs, writes them in their place, ahead of its own rows. A restore from one of their
+// checkpoints finds their Carry in its state and hands it on again (the open transaction is
+// rolled back then). Without this, while barriers keep overtaking completions, each commit
+// would pass the carried rows on to the next carrier and nothing would be written.
+func (s *txnSink) handOn() error {
+	for _, p := range s.Pending() {
+		if p.State == txnPrepared {
+			return nil // its carried rows come after its prepared ones: at its commit
+		}
+		if len(p.Carry) == 0 {
+			continue
+		}
+		rows, err := s.w.decode(p.Carry)
+		if err != nil {
+			return fmt.Errorf("transaction %s: carried rows: %w", p.GID, err)
+		}
+		s.w.rows = slices.Insert(s.w.rows, s.carried, rows...)
+		s.carried += len(rows)
+		p.Carry = nil
+		s.carriers = slices.DeleteFunc(s.carriers, func(c *pgTxn) bool { return c == p })
+	}
 	return nil
 }
 
@@ -934,6 +973,9 @@ func (s *txnSink) AbortLingering(referenced []*pgTxn) error {
 func (s *txnSink) NotifyCheckpointComplete(id int64) error {
 	if err := s.TwoPhaseSink.NotifyCheckpointComplete(id); err != nil {
 		return err
+	}
+	if err := s.handOn(); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
 	}
 	t, ok := s.Current()
 	switch {

@@ -486,11 +486,11 @@ func TestTxnSinkCarriesLockedRows(t *testing.T) {
 
 // TestTxnSinkCarriedRowsKeepTheirOrder: carried rows are older than every row after their
 // barrier, and in mode upsert a key ends as its last change says only if they are written
-// before those. A barrier while an earlier checkpoint's carried rows wait for its commit
-// carries its rows too, although nothing locks them (checkpoint 3: checkpoint 1 committed,
-// checkpoint 2 holds no row); a commit whose carried rows would land behind a later
-// pending checkpoint's carried ones hands them to that checkpoint, ahead of its own
-// (checkpoint 2 completes before 3); and a restore keeps the order.
+// before those. A completion hands the carried rows of pending checkpoints that hold no row
+// on to the open transaction at once (checkpoint 1's completion: checkpoint 2 holds only
+// carried rows), ahead of its rows; a barrier while carried rows still wait behind a pending
+// checkpoint's prepared rows carries its rows too, although nothing locks them; and a
+// restore keeps the order.
 func TestTxnSinkCarriedRowsKeepTheirOrder(t *testing.T) {
 	e := startPG(t)
 	c := e.spec("up", pgspec.ExactlyOnce)
@@ -500,14 +500,36 @@ func TestTxnSinkCarriedRowsKeepTheirOrder(t *testing.T) {
 	s.checkpoint(t, 1)
 	s.write(t, kv("a", 2))
 	s.checkpoint(t, 2) // a is locked by checkpoint 1's transaction: a=2 is carried
-	s.complete(t, 1)
+	s.complete(t, 1)   // hands a=2 on: checkpoint 2 holds no row
 	s.write(t, kv("a", 3))
-	s.checkpoint(t, 3) // nothing locks a now; a=3 is carried behind a=2 all the same
+	s.checkpoint(t, 3) // nothing locks a now: a=2, a=3 are written, in that order
 	s.complete(t, 3)
-	e.wantRows(t, "after checkpoint 3", "up", "a=1")
+	e.wantRows(t, "after checkpoint 3", "up", "a=3")
 	s.checkpoint(t, 4)
 	s.complete(t, 4)
 	e.wantRows(t, "after checkpoint 4", "up", "a=3")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A batch with a locked row is carried whole; while carried rows wait behind a pending
+	// prepared transaction (checkpoint 1's), later barriers carry all their rows, and the
+	// completion hands them all on in order.
+	if _, err := e.conn.Exec(t.Context(), "TRUNCATE up"); err != nil {
+		t.Fatal(err)
+	}
+	s = e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, kv("a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, kv("b", 2), kv("a", 2))
+	s.checkpoint(t, 2) // a is locked: b=2, a=2 are carried
+	s.write(t, kv("b", 3))
+	s.checkpoint(t, 3) // b is not locked, but 2's carried rows wait: b=3 is carried
+	s.complete(t, 3)   // commits 1, 2, 3: b=2, a=2, b=3 go to the open transaction
+	e.wantRows(t, "after checkpoint 3", "up", "a=1")
+	s.checkpoint(t, 4)
+	s.complete(t, 4)
+	e.wantRows(t, "after checkpoint 4", "up", "a=2", "b=3")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -522,13 +544,13 @@ func TestTxnSinkCarriedRowsKeepTheirOrder(t *testing.T) {
 	s.checkpoint(t, 2) // carries a=2
 	s.complete(t, 1)
 	s.write(t, kv("a", 3))
-	s.checkpoint(t, 3) // carries a=3
-	s.complete(t, 2)   // a=2 goes ahead of checkpoint 3's a=3, not into the open transaction
+	s.checkpoint(t, 3) // a=2 (handed on by 1's completion), a=3 prepared
+	s.complete(t, 2)
 	s.write(t, kv("b", 4))
-	chk4 := s.checkpoint(t, 4) // carries b=4 (checkpoint 3's rows wait)
+	chk4 := s.checkpoint(t, 4) // b=4 prepared (not locked by 3)
 	e.wantRows(t, "after checkpoint 2", "up", "a=1")
 
-	// Restore from checkpoint 4: checkpoint 3's carried rows (2's ahead), then 4's.
+	// Restore from checkpoint 4: it commits 3 and 4.
 	s.crash()
 	r := e.mustOpenTxnSpec(t, c, 4, chk4)
 	r.checkpoint(t, 5)
@@ -698,5 +720,35 @@ func TestSinkTypes(t *testing.T) {
 	}
 	if want := "1099511627776|-7|2.5|0.125|t|héllo|short|0001ff|2026-12-03 10:11:12.345678|2026-12-03|1|x"; got != want {
 		t.Errorf("row = %q, want %q", got, want)
+	}
+}
+
+// TestTxnSinkCarriedRowsWhileOvertaken: when every barrier overtakes the previous
+// checkpoint's completion, carried rows are still written, one checkpoint late, instead of
+// passing from one checkpoint's state to the next.
+func TestTxnSinkCarriedRowsWhileOvertaken(t *testing.T) {
+	e := startPG(t)
+	c := e.spec("up", pgspec.ExactlyOnce)
+	c.BatchSize = 1
+	s := e.mustOpenTxnSpec(t, c, 0, nil)
+	for id := int64(1); id <= 8; id++ {
+		s.write(t, kv("a", id))
+		s.checkpoint(t, id)
+		if id > 1 {
+			s.complete(t, id-1) // after barrier id: always overtaken
+		}
+		if id > 3 {
+			var n int64
+			if err := e.conn.QueryRow(t.Context(), "SELECT n FROM up WHERE k = 'a'").Scan(&n); err != nil || n < id-3 {
+				t.Fatalf("after checkpoint %d completed, a = %d (%v): want at least %d", id-1, n, err, id-3)
+			}
+		}
+	}
+	s.complete(t, 8)
+	s.checkpoint(t, 9)
+	s.complete(t, 9)
+	e.wantRows(t, "at the end", "up", "a=8")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

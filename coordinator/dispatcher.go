@@ -140,8 +140,12 @@ func (d *dispatcher) launch(rec *pb.JobRecord) error {
 	return nil
 }
 
-// probeTimeout bounds the probe of a job's S3 checkpoint location at submit.
-const probeTimeout = 30 * time.Second
+// probeTimeout bounds one probe at submit: of an S3 location, or a TaskManager's probe of
+// the job's operators (probeOperators), which asks probeTaskManagers at most.
+const (
+	probeTimeout      = 30 * time.Second
+	probeTaskManagers = 3
+)
 
 // probeLocation checks that the JobManager can write, read and delete in the s3:// location
 // loc (storage.Probe), which what names in errors.
@@ -167,16 +171,7 @@ func (d *dispatcher) probeCheckpointDir(g *pb.JobGraph) error {
 	if !storage.IsURI(dir) {
 		return nil
 	}
-	fsys, err := storage.Open(dir, d.s3)
-	if err != nil {
-		return fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, config.CheckpointDir, dir, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	defer cancel()
-	if err := storage.Probe(ctx, fsys); err != nil {
-		return fmt.Errorf("%s %q is not usable: %w", config.CheckpointDir, dir, err)
-	}
-	return nil
+	return d.probeLocation(context.Background(), config.CheckpointDir, dir)
 }
 
 // probeSinkLocations probes, as probeCheckpointDir does, every s3:// location a sink of the
@@ -191,15 +186,8 @@ func (d *dispatcher) probeSinkLocations(g *pb.JobGraph) error {
 			}
 			for _, l := range locs {
 				what := fmt.Sprintf("operator %q (line %d), field %s", op.GetName(), op.GetLine(), l.Field)
-				fsys, err := storage.Open(l.URI, d.s3)
-				if err != nil {
-					return fmt.Errorf("%w: %s: %q: %w", ErrInvalidArgument, what, l.URI, err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-				err = storage.Probe(ctx, fsys)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("%s: %q is not usable: %w", what, l.URI, err)
+				if err := d.probeLocation(context.Background(), what, l.URI); err != nil {
+					return err
 				}
 			}
 		}
@@ -212,9 +200,9 @@ func (d *dispatcher) probeSinkLocations(g *pb.JobGraph) error {
 // server's settings), so that a missing table, a wrong password or a server that is not set
 // up refuse the job at submit, in the words of a spec error, rather than fail its tasks. The
 // JobManager plans specs without the connectors' clients and without the secrets the
-// TaskManagers hold (a password-file), so it asks the first TaskManager that answers. With
-// none registered, or none answering, the job is submitted unprobed (its tasks report what
-// is wrong) and the JobManager logs why.
+// TaskManagers hold (a password-file), so it asks the first of up to probeTaskManagers
+// that answers. With none registered, or none answering, the job is submitted unprobed (its
+// tasks report what is wrong) and the JobManager logs why.
 func (d *dispatcher) probeOperators(name string, g *pb.JobGraph) error {
 	var ops []*pb.Operator
 	for _, v := range g.GetVertices() {
@@ -232,7 +220,8 @@ func (d *dispatcher) probeOperators(name string, g *pb.JobGraph) error {
 		d.log.Warn("job submitted without probing its connectors: no TaskManager is registered", "name", name)
 		return nil
 	}
-	for _, tm := range tms {
+	// Each TaskManager that does not answer costs up to probeTimeout: ask a few at most.
+	for _, tm := range tms[:min(len(tms), probeTaskManagers)] {
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		resp, err := tm.client.ProbeOperators(ctx, &pb.ProbeOperatorsRequest{RegistrationId: tm.regID, LeaderTerm: tm.term, Operators: ops})
 		cancel()
@@ -249,7 +238,7 @@ func (d *dispatcher) probeOperators(name string, g *pb.JobGraph) error {
 		}
 		return e
 	}
-	d.log.Warn("job submitted without probing its connectors: no TaskManager answered", "name", name, "taskmanagers", len(tms))
+	d.log.Warn("job submitted without probing its connectors: no TaskManager answered", "name", name, "asked", min(len(tms), probeTaskManagers))
 	return nil
 }
 

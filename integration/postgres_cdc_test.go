@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,37 +89,6 @@ func (w *cdcWriter) halt() {
 		close(w.stop)
 	}
 	w.wg.Wait()
-}
-
-// tableState reads id → v of a table.
-func tableState(ctx context.Context, conn *pgx.Conn, sql string) (map[int64]int64, error) {
-	rows, err := conn.Query(ctx, sql)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int64]int64{}
-	var id, v int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error { out[id] = v; return nil })
-	return out, err
-}
-
-// diffStates describes how got differs from want (at most a few ids).
-func diffStates(got, want map[int64]int64) string {
-	var d []string
-	for id, v := range want {
-		if g, ok := got[id]; !ok || g != v {
-			d = append(d, fmt.Sprintf("id %d: %d (present %v), want %d", id, g, ok, v))
-		}
-	}
-	for id := range got {
-		if _, ok := want[id]; !ok {
-			d = append(d, fmt.Sprintf("id %d: present, want absent", id))
-		}
-	}
-	if len(d) > 5 {
-		d = append(d[:5], fmt.Sprintf("… %d more", len(d)-5))
-	}
-	return strings.Join(d, "; ")
 }
 
 // startCDCTable starts PostgreSQL with the source table and its initial rows.
@@ -213,7 +181,7 @@ parallelism: 1
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	want, err := tableState(ctx, conn, "SELECT id, v FROM src")
+	want, err := pgtest.KeyValues(ctx, conn, "SELECT id, v FROM src")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +213,7 @@ parallelism: 1
 			return err
 		}
 		if !maps.Equal(got, want) {
-			return fmt.Errorf("the changelog replays to %d rows: %s", len(got), diffStates(got, want))
+			return fmt.Errorf("the changelog replays to %d rows: %s", len(got), pgtest.DiffKeyValues(got, want))
 		}
 		return nil
 	})
@@ -323,18 +291,18 @@ parallelism: 2
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	want, err := tableState(ctx, conn, "SELECT id, v FROM src")
+	want, err := pgtest.KeyValues(ctx, conn, "SELECT id, v FROM src")
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, testTimeout/2, "the target table to equal the source table", func() error {
-		got, err := tableState(ctx, conn, "SELECT id, v FROM dst")
+		got, err := pgtest.KeyValues(ctx, conn, "SELECT id, v FROM dst")
 		if err != nil {
 			return err
 		}
 		if !maps.Equal(got, want) {
 			d, _ := cl.Job(ctx, id)
-			return fmt.Errorf("dst has %d rows: %s (job %v, %d restarts, %s)", len(got), diffStates(got, want), d.GetStatus(), d.GetRestarts(), d.GetFailureCause())
+			return fmt.Errorf("dst has %d rows: %s (job %v, %d restarts, %s)", len(got), pgtest.DiffKeyValues(got, want), d.GetStatus(), d.GetRestarts(), d.GetFailureCause())
 		}
 		return nil
 	})

@@ -212,19 +212,19 @@ func cdcChaosRun(t *testing.T, seed uint64) {
 		t.Fatalf("writer: %v", err)
 	}
 	end := currentLSN(t, ctx, conn)
-	want, err := tableState(ctx, conn, "SELECT id, v FROM src")
+	want, err := pgtest.KeyValues(ctx, conn, "SELECT id, v FROM src")
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, "the target table to equal the source table", func() error {
-		got, err := tableState(ctx, conn, "SELECT id, v FROM dst")
+		got, err := pgtest.KeyValues(ctx, conn, "SELECT id, v FROM dst")
 		if err != nil {
 			return err
 		}
 		if !maps.Equal(got, want) {
 			d, _ := cl.Job(ctx, id)
 			return fmt.Errorf("dst has %d rows, src %d: %s (job %v, %d restarts, %s; faults: %v)\n%s",
-				len(got), len(want), diffStates(got, want), d.GetStatus(), d.GetRestarts(), d.GetFailureCause(), log, historyOf(ctx, conn, got, want))
+				len(got), len(want), pgtest.DiffKeyValues(got, want), d.GetStatus(), d.GetRestarts(), d.GetFailureCause(), log, historyOf(ctx, conn, got, want))
 		}
 		return nil
 	})
@@ -465,35 +465,4 @@ func historyOf(ctx context.Context, conn *pgx.Conn, got, want map[int64]int64) s
 		return err.Error()
 	}
 	return b.String()
-}
-
-// tableState reads id → v of a table.
-func tableState(ctx context.Context, conn *pgx.Conn, sql string) (map[int64]int64, error) {
-	rows, err := conn.Query(ctx, sql)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int64]int64{}
-	var id, v int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error { out[id] = v; return nil })
-	return out, err
-}
-
-// diffStates describes how got differs from want (at most a few ids).
-func diffStates(got, want map[int64]int64) string {
-	var d []string
-	for id, v := range want {
-		if g, ok := got[id]; !ok || g != v {
-			d = append(d, fmt.Sprintf("id %d: %d (present %v), want %d", id, g, ok, v))
-		}
-	}
-	for id := range got {
-		if _, ok := want[id]; !ok {
-			d = append(d, fmt.Sprintf("id %d: present, want absent", id))
-		}
-	}
-	if len(d) > 5 {
-		d = append(d[:5], fmt.Sprintf("… %d more", len(d)-5))
-	}
-	return strings.Join(d, "; ")
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goflink/goflink/internal/leaderrpc"
+	"github.com/goflink/goflink/internal/poll"
 	"github.com/goflink/goflink/job"
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
@@ -171,13 +172,12 @@ operators:
 			defer func() { consumer.requestCancel(); <-consumer.done; producer.requestCancel(); <-producer.done }()
 			// Once the consumer reads the producer's subpartition, cancel the producer alone, as
 			// CancelTask does.
-			deadline := time.Now().Add(10 * time.Second)
-			for !subscribed(prodEnv.partitions, partitionKey(prodID, 0)) {
-				if time.Now().After(deadline) {
-					t.Fatal("the consumer did not subscribe to the producer's partition")
+			poll.Until(t, 10*time.Second, "the consumer to subscribe to the producer's partition", func() error {
+				if !subscribed(prodEnv.partitions, partitionKey(prodID, 0)) {
+					return errors.New("not subscribed")
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return nil
+			})
 			if tc.jobEnded {
 				producer.requestEndOfJob(7)
 				prodEnv.partitions.releaseExecution(prodID, &jobEndedError{lastCompleted: 7})

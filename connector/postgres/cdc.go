@@ -148,6 +148,11 @@ type tableRef struct {
 	name string // schema.table, quoted
 }
 
+// cdcConnection is the source's connection fields, in the form the dialer takes.
+func cdcConnection(c *pgspec.CDCConfig) *pgspec.SinkConfig {
+	return &pgspec.SinkConfig{DSN: c.DSN, PasswordFile: c.PasswordFile, PasswordEnv: c.PasswordEnv}
+}
+
 func newCDCSource(c *pgspec.CDCConfig) (*cdcSource, error) {
 	if c.Slot == "" || c.Publication == "" || c.Table == "" || len(c.Schema) == 0 {
 		return nil, errors.New("postgres-cdc: the configuration lacks the slot, publication, table or schema")
@@ -156,8 +161,7 @@ func newCDCSource(c *pgspec.CDCConfig) (*cdcSource, error) {
 		return nil, fmt.Errorf("postgres-cdc: table %q: %w", c.Table, err)
 	}
 	s := &cdcSource{spec: c, pending: map[int64]pglogrepl.LSN{}}
-	conn := &pgspec.SinkConfig{DSN: c.DSN, PasswordFile: c.PasswordFile, PasswordEnv: c.PasswordEnv}
-	s.dialer = &dialer{spec: conn, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	s.dialer = newDialer(cdcConnection(c))
 	for _, f := range c.Schema {
 		switch f.Type {
 		case record.Int64, record.Float64, record.Bool, record.String, record.Bytes, record.Timestamp:

@@ -132,7 +132,7 @@ func probeSink(ctx context.Context, c *pgspec.SinkConfig, in *record.Schema) err
 	if err != nil {
 		return err
 	}
-	d := &dialer{spec: c, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	d := newDialer(c)
 	conn, err := d.dialContext(ctx)
 	if err != nil {
 		return err
@@ -262,8 +262,7 @@ func readableAs(ft record.Type) string {
 // the declared columns (present, of readable types), SELECT on the table, and the
 // publication (publishing the table, or one the user may create).
 func probeCDC(ctx context.Context, c *pgspec.CDCConfig) error {
-	d := &dialer{spec: &pgspec.SinkConfig{DSN: c.DSN, PasswordFile: c.PasswordFile, PasswordEnv: c.PasswordEnv},
-		red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	d := newDialer(cdcConnection(c))
 	conn, err := d.dialContext(ctx)
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func newSink(c *pgspec.SinkConfig, in *record.Schema) (operator.Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	d := &dialer{spec: c, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
+	d := newDialer(c)
 	switch c.DeliveryGuarantee {
 	case pgspec.ExactlyOnce:
 		s := &txnSink{dialer: d, w: w, lockTimeout: ownLockTimeout}
@@ -52,6 +52,12 @@ func newSink(c *pgspec.SinkConfig, in *record.Schema) (operator.Operator, error)
 	default:
 		return nil, fmt.Errorf("postgres sink: unknown delivery guarantee %q (want exactly-once or at-least-once)", c.DeliveryGuarantee)
 	}
+}
+
+// newDialer returns the dialer of a connection's fields (the sink's, or the source's in a
+// SinkConfig), its redactor knowing the DSN's password.
+func newDialer(c *pgspec.SinkConfig) *dialer {
+	return &dialer{spec: c, red: pgspec.NewRedactor(pgspec.DSNPassword(c.DSN))}
 }
 
 // dialer opens connections with the spec's DSN and password.
@@ -513,11 +519,10 @@ type pgTxn struct {
 // one checkpoint later than the others. Carried rows keep their place among the changes of
 // their keys: until a pending transaction's carried rows are handed on, a barrier sends
 // nothing and carries all its rows, although no lock may hold them (a later change of a
-// key must not be written before a carried one); a commit whose carried rows would be
-// handed on behind a later pending transaction's carried ones puts them ahead of those
-// instead; and a completion hands the carried rows of the pending transactions that hold no
-// rows on to the open transaction at once (handOn), so that carried rows are written even
-// while every barrier overtakes the previous completion. After the end of input no transaction
+// key must not be written before a carried one); and a completion hands the carried rows of
+// the pending transactions that hold no rows on to the open transaction at once (handOn), in
+// checkpoint order, so that carried rows are written even while every barrier overtakes the
+// previous completion. After the end of input no transaction
 // follows the final barrier's: in mode upsert the final checkpoint's completion writes its
 // carried rows and commits them at once (a restore that writes them again leaves the same
 // rows: each key ends as the last change to it says); in mode insert, where a restore would
@@ -778,30 +783,21 @@ func (s *txnSink) samePrepared(t *pgTxn) (bool, error) {
 }
 
 // Commit commits a prepared transaction (one committed already is a success), then hands
-// its carried rows on: ahead of the next pending transaction's carried rows if one has some,
-// else to the open transaction (behind an earlier one's whose commit failed, if any).
+// its carried rows on to the open transaction, behind those handed on before (commits and
+// handOn run in checkpoint order, and a carrier never holds prepared rows: its commit cannot
+// fail).
 func (s *txnSink) Commit(t *pgTxn) error {
 	if err := s.commitPrepared(t); err != nil {
 		return err
 	}
-	i := slices.Index(s.carriers, t)
-	if i >= 0 {
-		s.carriers = slices.Delete(s.carriers, i, i+1)
-	}
+	return s.handOnCarry(t)
+}
+
+// handOnCarry puts t's carried rows into the buffer, behind the rows carried before and ahead
+// of the open transaction's own, and forgets them in t.
+func (s *txnSink) handOnCarry(t *pgTxn) error {
+	s.carriers = slices.DeleteFunc(s.carriers, func(c *pgTxn) bool { return c == t })
 	if len(t.Carry) == 0 {
-		return nil
-	}
-	switch {
-	case i > 0:
-		// An earlier carrier's commit failed (it is retried): t's rows go behind its rows.
-		prev := s.carriers[i-1]
-		prev.Carry = append(slices.Clip(prev.Carry), t.Carry...)
-		t.Carry = nil
-		return nil
-	case i == 0 && len(s.carriers) > 0:
-		next := s.carriers[0]
-		next.Carry = append(slices.Clip(t.Carry), next.Carry...)
-		t.Carry = nil
 		return nil
 	}
 	rows, err := s.w.decode(t.Carry)
@@ -827,17 +823,9 @@ func (s *txnSink) handOn() error {
 		if p.State == txnPrepared {
 			return nil // its carried rows come after its prepared ones: at its commit
 		}
-		if len(p.Carry) == 0 {
-			continue
+		if err := s.handOnCarry(p); err != nil {
+			return err
 		}
-		rows, err := s.w.decode(p.Carry)
-		if err != nil {
-			return fmt.Errorf("transaction %s: carried rows: %w", p.GID, err)
-		}
-		s.w.rows = slices.Insert(s.w.rows, s.carried, rows...)
-		s.carried += len(rows)
-		p.Carry = nil
-		s.carriers = slices.DeleteFunc(s.carriers, func(c *pgTxn) bool { return c == p })
 	}
 	return nil
 }

@@ -297,10 +297,19 @@ type CheckpointBarrier struct {
 	// task ends, without ending its operators' input, once it completed (a failure resumes
 	// them). drain (with stop): sources first emit the maximum watermark and end their
 	// input, and every task ends its operators' input before it takes the barrier.
-	Stop          bool `protobuf:"varint,5,opt,name=stop,proto3" json:"stop,omitempty"`
-	Drain         bool `protobuf:"varint,6,opt,name=drain,proto3" json:"drain,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stop  bool `protobuf:"varint,5,opt,name=stop,proto3" json:"stop,omitempty"`
+	Drain bool `protobuf:"varint,6,opt,name=drain,proto3" json:"drain,omitempty"`
+	// unaligned: the checkpoint may be taken unaligned (execution.checkpointing.unaligned):
+	// its barrier overtakes the buffers in flight, which are persisted as channel state.
+	// Never set for savepoints.
+	Unaligned bool `protobuf:"varint,7,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	// aligned_timeout_ms (with unaligned): the checkpoint starts aligned and switches to
+	// unaligned once this long has passed since timestamp_ms
+	// (execution.checkpointing.aligned-checkpoint-timeout); 0 means unaligned from the start.
+	// A task that switched forwards the barrier with 0.
+	AlignedTimeoutMs int64 `protobuf:"varint,8,opt,name=aligned_timeout_ms,json=alignedTimeoutMs,proto3" json:"aligned_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CheckpointBarrier) Reset() {
@@ -373,6 +382,20 @@ func (x *CheckpointBarrier) GetDrain() bool {
 		return x.Drain
 	}
 	return false
+}
+
+func (x *CheckpointBarrier) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+func (x *CheckpointBarrier) GetAlignedTimeoutMs() int64 {
+	if x != nil {
+		return x.AlignedTimeoutMs
+	}
+	return 0
 }
 
 // CancelCheckpointMarker tells downstream tasks that checkpoint N was aborted upstream.
@@ -627,8 +650,11 @@ type OperatorSubtaskState struct {
 	MaxParallelism int32                `protobuf:"varint,4,opt,name=max_parallelism,json=maxParallelism,proto3" json:"max_parallelism,omitempty"`
 	Keyed          *KeyedStateHandle    `protobuf:"bytes,5,opt,name=keyed,proto3" json:"keyed,omitempty"`
 	Lists          []*ListStateSnapshot `protobuf:"bytes,6,rep,name=lists,proto3" json:"lists,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// channel_state is the in-flight data an unaligned checkpoint persisted for the task (set
+	// on the entry of the chain's head operator only).
+	ChannelState  *ChannelStateHandle `protobuf:"bytes,7,opt,name=channel_state,json=channelState,proto3" json:"channel_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OperatorSubtaskState) Reset() {
@@ -703,6 +729,175 @@ func (x *OperatorSubtaskState) GetLists() []*ListStateSnapshot {
 	return nil
 }
 
+func (x *OperatorSubtaskState) GetChannelState() *ChannelStateHandle {
+	if x != nil {
+		return x.ChannelState
+	}
+	return nil
+}
+
+// ChannelStateHandle is one task's in-flight data of an unaligned checkpoint: a file holding
+// buffers as the network carries them, each a 4-byte record count and a 4-byte length (both
+// big endian) followed by that many bytes of records, and where each channel's buffers lie.
+type ChannelStateHandle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	File  *FileHandle            `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	// input: buffers received on an input channel before its barrier and not yet processed
+	// when the task took the checkpoint; replayed into the channel before new data.
+	Input []*ChannelBuffers `protobuf:"bytes,2,rep,name=input,proto3" json:"input,omitempty"`
+	// output: buffers the barrier overtook in a result subpartition; sent again before new data.
+	Output        []*ChannelBuffers `protobuf:"bytes,3,rep,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelStateHandle) Reset() {
+	*x = ChannelStateHandle{}
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelStateHandle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelStateHandle) ProtoMessage() {}
+
+func (x *ChannelStateHandle) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelStateHandle.ProtoReflect.Descriptor instead.
+func (*ChannelStateHandle) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChannelStateHandle) GetFile() *FileHandle {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+func (x *ChannelStateHandle) GetInput() []*ChannelBuffers {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ChannelStateHandle) GetOutput() []*ChannelBuffers {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+// ChannelBuffers is where one channel's buffers lie in a channel state file.
+type ChannelBuffers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job edge: its source and target vertex, and side output.
+	SourceVertex int32  `protobuf:"varint,1,opt,name=source_vertex,json=sourceVertex,proto3" json:"source_vertex,omitempty"`
+	TargetVertex int32  `protobuf:"varint,2,opt,name=target_vertex,json=targetVertex,proto3" json:"target_vertex,omitempty"`
+	SideOutput   string `protobuf:"bytes,3,opt,name=side_output,json=sideOutput,proto3" json:"side_output,omitempty"`
+	// subtask is the other end of the channel: the producer subtask of an input channel, the
+	// consumer subtask (subpartition) of an output one.
+	Subtask       int32 `protobuf:"varint,4,opt,name=subtask,proto3" json:"subtask,omitempty"`
+	Offset        int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Size          int64 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	Buffers       int32 `protobuf:"varint,7,opt,name=buffers,proto3" json:"buffers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelBuffers) Reset() {
+	*x = ChannelBuffers{}
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelBuffers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelBuffers) ProtoMessage() {}
+
+func (x *ChannelBuffers) ProtoReflect() protoreflect.Message {
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelBuffers.ProtoReflect.Descriptor instead.
+func (*ChannelBuffers) Descriptor() ([]byte, []int) {
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ChannelBuffers) GetSourceVertex() int32 {
+	if x != nil {
+		return x.SourceVertex
+	}
+	return 0
+}
+
+func (x *ChannelBuffers) GetTargetVertex() int32 {
+	if x != nil {
+		return x.TargetVertex
+	}
+	return 0
+}
+
+func (x *ChannelBuffers) GetSideOutput() string {
+	if x != nil {
+		return x.SideOutput
+	}
+	return ""
+}
+
+func (x *ChannelBuffers) GetSubtask() int32 {
+	if x != nil {
+		return x.Subtask
+	}
+	return 0
+}
+
+func (x *ChannelBuffers) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ChannelBuffers) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ChannelBuffers) GetBuffers() int32 {
+	if x != nil {
+		return x.Buffers
+	}
+	return 0
+}
+
 // TaskStateSnapshot is a task's acknowledged state: one entry per stateful operator of its
 // chain.
 type TaskStateSnapshot struct {
@@ -714,7 +909,7 @@ type TaskStateSnapshot struct {
 
 func (x *TaskStateSnapshot) Reset() {
 	*x = TaskStateSnapshot{}
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +921,7 @@ func (x *TaskStateSnapshot) String() string {
 func (*TaskStateSnapshot) ProtoMessage() {}
 
 func (x *TaskStateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +934,7 @@ func (x *TaskStateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStateSnapshot.ProtoReflect.Descriptor instead.
 func (*TaskStateSnapshot) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TaskStateSnapshot) GetOperators() []*OperatorSubtaskState {
@@ -756,13 +951,17 @@ type CheckpointMetrics struct {
 	SyncMs         int64                  `protobuf:"varint,2,opt,name=sync_ms,json=syncMs,proto3" json:"sync_ms,omitempty"`
 	AsyncMs        int64                  `protobuf:"varint,3,opt,name=async_ms,json=asyncMs,proto3" json:"async_ms,omitempty"`
 	StateSizeBytes int64                  `protobuf:"varint,4,opt,name=state_size_bytes,json=stateSizeBytes,proto3" json:"state_size_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// unaligned: the task took the checkpoint unaligned; in_flight_bytes is the channel state
+	// it persisted (records bytes of input and output buffers).
+	Unaligned     bool  `protobuf:"varint,5,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	InFlightBytes int64 `protobuf:"varint,6,opt,name=in_flight_bytes,json=inFlightBytes,proto3" json:"in_flight_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckpointMetrics) Reset() {
 	*x = CheckpointMetrics{}
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +973,7 @@ func (x *CheckpointMetrics) String() string {
 func (*CheckpointMetrics) ProtoMessage() {}
 
 func (x *CheckpointMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +986,7 @@ func (x *CheckpointMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointMetrics.ProtoReflect.Descriptor instead.
 func (*CheckpointMetrics) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckpointMetrics) GetAlignmentMs() int64 {
@@ -818,6 +1017,20 @@ func (x *CheckpointMetrics) GetStateSizeBytes() int64 {
 	return 0
 }
 
+func (x *CheckpointMetrics) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+func (x *CheckpointMetrics) GetInFlightBytes() int64 {
+	if x != nil {
+		return x.InFlightBytes
+	}
+	return 0
+}
+
 // CheckpointMetadata is the _metadata file of a completed checkpoint: everything a restore
 // needs. The file holds this message followed by its CRC-32C (4 bytes, big endian).
 type CheckpointMetadata struct {
@@ -836,7 +1049,7 @@ type CheckpointMetadata struct {
 
 func (x *CheckpointMetadata) Reset() {
 	*x = CheckpointMetadata{}
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1061,7 @@ func (x *CheckpointMetadata) String() string {
 func (*CheckpointMetadata) ProtoMessage() {}
 
 func (x *CheckpointMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1074,7 @@ func (x *CheckpointMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointMetadata.ProtoReflect.Descriptor instead.
 func (*CheckpointMetadata) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{8}
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckpointMetadata) GetVersion() int32 {
@@ -921,14 +1134,18 @@ type CompletedCheckpoint struct {
 	Savepoint bool   `protobuf:"varint,7,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
 	// not_owned: the job did not create it and must not delete it (a snapshot it was started
 	// from in no-claim mode).
-	NotOwned      bool `protobuf:"varint,8,opt,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
+	NotOwned bool `protobuf:"varint,8,opt,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
+	// unaligned: the checkpoint holds channel state (in_flight_bytes of it), so it restores
+	// only at the parallelism it was taken at.
+	Unaligned     bool  `protobuf:"varint,9,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	InFlightBytes int64 `protobuf:"varint,10,opt,name=in_flight_bytes,json=inFlightBytes,proto3" json:"in_flight_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompletedCheckpoint) Reset() {
 	*x = CompletedCheckpoint{}
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1157,7 @@ func (x *CompletedCheckpoint) String() string {
 func (*CompletedCheckpoint) ProtoMessage() {}
 
 func (x *CompletedCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1170,7 @@ func (x *CompletedCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompletedCheckpoint.ProtoReflect.Descriptor instead.
 func (*CompletedCheckpoint) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{9}
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompletedCheckpoint) GetId() int64 {
@@ -1012,6 +1229,20 @@ func (x *CompletedCheckpoint) GetNotOwned() bool {
 	return false
 }
 
+func (x *CompletedCheckpoint) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+func (x *CompletedCheckpoint) GetInFlightBytes() int64 {
+	if x != nil {
+		return x.InFlightBytes
+	}
+	return 0
+}
+
 // CheckpointInfo is one entry of a job's checkpoint history (flinkctl checkpoints).
 type CheckpointInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1032,14 +1263,18 @@ type CheckpointInfo struct {
 	// manual is set for checkpoints triggered by flinkctl checkpoint.
 	Manual bool `protobuf:"varint,12,opt,name=manual,proto3" json:"manual,omitempty"`
 	// savepoint is set for savepoints (flinkctl savepoint, stop).
-	Savepoint     bool `protobuf:"varint,13,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	Savepoint bool `protobuf:"varint,13,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	// unaligned: some task took the checkpoint unaligned; in_flight_bytes is the channel
+	// state all tasks persisted.
+	Unaligned     bool  `protobuf:"varint,14,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	InFlightBytes int64 `protobuf:"varint,15,opt,name=in_flight_bytes,json=inFlightBytes,proto3" json:"in_flight_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1286,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_goflink_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_goflink_v1_checkpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1299,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{10}
+	return file_goflink_v1_checkpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckpointInfo) GetId() int64 {
@@ -1158,19 +1393,35 @@ func (x *CheckpointInfo) GetSavepoint() bool {
 	return false
 }
 
+func (x *CheckpointInfo) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+func (x *CheckpointInfo) GetInFlightBytes() int64 {
+	if x != nil {
+		return x.InFlightBytes
+	}
+	return 0
+}
+
 var File_goflink_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"\x1bgoflink/v1/checkpoint.proto\x12\n" +
-	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n" +
+	"goflink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x02\n" +
 	"\x11CheckpointBarrier\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x121\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x1d.goflink.v1.CheckpointingModeR\x04mode\x12#\n" +
 	"\rsavepoint_dir\x18\x04 \x01(\tR\fsavepointDir\x12\x12\n" +
 	"\x04stop\x18\x05 \x01(\bR\x04stop\x12\x14\n" +
-	"\x05drain\x18\x06 \x01(\bR\x05drain\"=\n" +
+	"\x05drain\x18\x06 \x01(\bR\x05drain\x12\x1c\n" +
+	"\tunaligned\x18\a \x01(\bR\tunaligned\x12,\n" +
+	"\x12aligned_timeout_ms\x18\b \x01(\x03R\x10alignedTimeoutMs\"=\n" +
 	"\x16CancelCheckpointMarker\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"L\n" +
 	"\n" +
@@ -1186,28 +1437,44 @@ const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\x11ListStateSnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12@\n" +
 	"\fdistribution\x18\x02 \x01(\x0e2\x1c.goflink.v1.ListDistributionR\fdistribution\x12\x1a\n" +
-	"\belements\x18\x03 \x03(\fR\belements\"\x80\x02\n" +
+	"\belements\x18\x03 \x03(\fR\belements\"\xc5\x02\n" +
 	"\x14OperatorSubtaskState\x12\x1a\n" +
 	"\boperator\x18\x01 \x01(\tR\boperator\x12\x18\n" +
 	"\asubtask\x18\x02 \x01(\x05R\asubtask\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x122\n" +
 	"\x05keyed\x18\x05 \x01(\v2\x1c.goflink.v1.KeyedStateHandleR\x05keyed\x123\n" +
-	"\x05lists\x18\x06 \x03(\v2\x1d.goflink.v1.ListStateSnapshotR\x05lists\"S\n" +
+	"\x05lists\x18\x06 \x03(\v2\x1d.goflink.v1.ListStateSnapshotR\x05lists\x12C\n" +
+	"\rchannel_state\x18\a \x01(\v2\x1e.goflink.v1.ChannelStateHandleR\fchannelState\"\xa6\x01\n" +
+	"\x12ChannelStateHandle\x12*\n" +
+	"\x04file\x18\x01 \x01(\v2\x16.goflink.v1.FileHandleR\x04file\x120\n" +
+	"\x05input\x18\x02 \x03(\v2\x1a.goflink.v1.ChannelBuffersR\x05input\x122\n" +
+	"\x06output\x18\x03 \x03(\v2\x1a.goflink.v1.ChannelBuffersR\x06output\"\xdb\x01\n" +
+	"\x0eChannelBuffers\x12#\n" +
+	"\rsource_vertex\x18\x01 \x01(\x05R\fsourceVertex\x12#\n" +
+	"\rtarget_vertex\x18\x02 \x01(\x05R\ftargetVertex\x12\x1f\n" +
+	"\vside_output\x18\x03 \x01(\tR\n" +
+	"sideOutput\x12\x18\n" +
+	"\asubtask\x18\x04 \x01(\x05R\asubtask\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\x12\x18\n" +
+	"\abuffers\x18\a \x01(\x05R\abuffers\"S\n" +
 	"\x11TaskStateSnapshot\x12>\n" +
-	"\toperators\x18\x01 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\toperators\"\x94\x01\n" +
+	"\toperators\x18\x01 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\toperators\"\xda\x01\n" +
 	"\x11CheckpointMetrics\x12!\n" +
 	"\falignment_ms\x18\x01 \x01(\x03R\valignmentMs\x12\x17\n" +
 	"\async_ms\x18\x02 \x01(\x03R\x06syncMs\x12\x19\n" +
 	"\basync_ms\x18\x03 \x01(\x03R\aasyncMs\x12(\n" +
-	"\x10state_size_bytes\x18\x04 \x01(\x03R\x0estateSizeBytes\"\xea\x01\n" +
+	"\x10state_size_bytes\x18\x04 \x01(\x03R\x0estateSizeBytes\x12\x1c\n" +
+	"\tunaligned\x18\x05 \x01(\bR\tunaligned\x12&\n" +
+	"\x0fin_flight_bytes\x18\x06 \x01(\x03R\rinFlightBytes\"\xea\x01\n" +
 	"\x12CheckpointMetadata\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12&\n" +
 	"\x0ftrigger_time_ms\x18\x04 \x01(\x03R\rtriggerTimeMs\x128\n" +
 	"\x06states\x18\x05 \x03(\v2 .goflink.v1.OperatorSubtaskStateR\x06states\x12\x1c\n" +
-	"\tsavepoint\x18\x06 \x01(\bR\tsavepoint\"\xbd\x02\n" +
+	"\tsavepoint\x18\x06 \x01(\bR\tsavepoint\"\x83\x03\n" +
 	"\x13CompletedCheckpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12=\n" +
@@ -1216,7 +1483,10 @@ const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	"\x10state_size_bytes\x18\x05 \x01(\x03R\x0estateSizeBytes\x12\x19\n" +
 	"\bbase_dir\x18\x06 \x01(\tR\abaseDir\x12\x1c\n" +
 	"\tsavepoint\x18\a \x01(\bR\tsavepoint\x12\x1b\n" +
-	"\tnot_owned\x18\b \x01(\bR\bnotOwned\"\xed\x03\n" +
+	"\tnot_owned\x18\b \x01(\bR\bnotOwned\x12\x1c\n" +
+	"\tunaligned\x18\t \x01(\bR\tunaligned\x12&\n" +
+	"\x0fin_flight_bytes\x18\n" +
+	" \x01(\x03R\rinFlightBytes\"\xb3\x04\n" +
 	"\x0eCheckpointInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x124\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.goflink.v1.CheckpointStatusR\x06status\x12=\n" +
@@ -1232,7 +1502,9 @@ const file_goflink_v1_checkpoint_proto_rawDesc = "" +
 	" \x01(\x05R\x05total\x12\x12\n" +
 	"\x04path\x18\v \x01(\tR\x04path\x12\x16\n" +
 	"\x06manual\x18\f \x01(\bR\x06manual\x12\x1c\n" +
-	"\tsavepoint\x18\r \x01(\bR\tsavepoint*\x82\x01\n" +
+	"\tsavepoint\x18\r \x01(\bR\tsavepoint\x12\x1c\n" +
+	"\tunaligned\x18\x0e \x01(\bR\tunaligned\x12&\n" +
+	"\x0fin_flight_bytes\x18\x0f \x01(\x03R\rinFlightBytes*\x82\x01\n" +
 	"\x11CheckpointingMode\x12\"\n" +
 	"\x1eCHECKPOINTING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCHECKPOINTING_MODE_EXACTLY_ONCE\x10\x01\x12$\n" +
@@ -1281,7 +1553,7 @@ func file_goflink_v1_checkpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_goflink_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_goflink_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_goflink_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_goflink_v1_checkpoint_proto_goTypes = []any{
 	(CheckpointingMode)(0),         // 0: goflink.v1.CheckpointingMode
 	(CheckpointFailureReason)(0),   // 1: goflink.v1.CheckpointFailureReason
@@ -1293,12 +1565,14 @@ var file_goflink_v1_checkpoint_proto_goTypes = []any{
 	(*KeyedStateHandle)(nil),       // 7: goflink.v1.KeyedStateHandle
 	(*ListStateSnapshot)(nil),      // 8: goflink.v1.ListStateSnapshot
 	(*OperatorSubtaskState)(nil),   // 9: goflink.v1.OperatorSubtaskState
-	(*TaskStateSnapshot)(nil),      // 10: goflink.v1.TaskStateSnapshot
-	(*CheckpointMetrics)(nil),      // 11: goflink.v1.CheckpointMetrics
-	(*CheckpointMetadata)(nil),     // 12: goflink.v1.CheckpointMetadata
-	(*CompletedCheckpoint)(nil),    // 13: goflink.v1.CompletedCheckpoint
-	(*CheckpointInfo)(nil),         // 14: goflink.v1.CheckpointInfo
-	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*ChannelStateHandle)(nil),     // 10: goflink.v1.ChannelStateHandle
+	(*ChannelBuffers)(nil),         // 11: goflink.v1.ChannelBuffers
+	(*TaskStateSnapshot)(nil),      // 12: goflink.v1.TaskStateSnapshot
+	(*CheckpointMetrics)(nil),      // 13: goflink.v1.CheckpointMetrics
+	(*CheckpointMetadata)(nil),     // 14: goflink.v1.CheckpointMetadata
+	(*CompletedCheckpoint)(nil),    // 15: goflink.v1.CompletedCheckpoint
+	(*CheckpointInfo)(nil),         // 16: goflink.v1.CheckpointInfo
+	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
 }
 var file_goflink_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: goflink.v1.CheckpointBarrier.mode:type_name -> goflink.v1.CheckpointingMode
@@ -1306,18 +1580,22 @@ var file_goflink_v1_checkpoint_proto_depIdxs = []int32{
 	2,  // 2: goflink.v1.ListStateSnapshot.distribution:type_name -> goflink.v1.ListDistribution
 	7,  // 3: goflink.v1.OperatorSubtaskState.keyed:type_name -> goflink.v1.KeyedStateHandle
 	8,  // 4: goflink.v1.OperatorSubtaskState.lists:type_name -> goflink.v1.ListStateSnapshot
-	9,  // 5: goflink.v1.TaskStateSnapshot.operators:type_name -> goflink.v1.OperatorSubtaskState
-	9,  // 6: goflink.v1.CheckpointMetadata.states:type_name -> goflink.v1.OperatorSubtaskState
-	15, // 7: goflink.v1.CompletedCheckpoint.trigger_time:type_name -> google.protobuf.Timestamp
-	15, // 8: goflink.v1.CompletedCheckpoint.completion_time:type_name -> google.protobuf.Timestamp
-	3,  // 9: goflink.v1.CheckpointInfo.status:type_name -> goflink.v1.CheckpointStatus
-	15, // 10: goflink.v1.CheckpointInfo.trigger_time:type_name -> google.protobuf.Timestamp
-	1,  // 11: goflink.v1.CheckpointInfo.failure_reason:type_name -> goflink.v1.CheckpointFailureReason
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 5: goflink.v1.OperatorSubtaskState.channel_state:type_name -> goflink.v1.ChannelStateHandle
+	6,  // 6: goflink.v1.ChannelStateHandle.file:type_name -> goflink.v1.FileHandle
+	11, // 7: goflink.v1.ChannelStateHandle.input:type_name -> goflink.v1.ChannelBuffers
+	11, // 8: goflink.v1.ChannelStateHandle.output:type_name -> goflink.v1.ChannelBuffers
+	9,  // 9: goflink.v1.TaskStateSnapshot.operators:type_name -> goflink.v1.OperatorSubtaskState
+	9,  // 10: goflink.v1.CheckpointMetadata.states:type_name -> goflink.v1.OperatorSubtaskState
+	17, // 11: goflink.v1.CompletedCheckpoint.trigger_time:type_name -> google.protobuf.Timestamp
+	17, // 12: goflink.v1.CompletedCheckpoint.completion_time:type_name -> google.protobuf.Timestamp
+	3,  // 13: goflink.v1.CheckpointInfo.status:type_name -> goflink.v1.CheckpointStatus
+	17, // 14: goflink.v1.CheckpointInfo.trigger_time:type_name -> google.protobuf.Timestamp
+	1,  // 15: goflink.v1.CheckpointInfo.failure_reason:type_name -> goflink.v1.CheckpointFailureReason
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_checkpoint_proto_init() }
@@ -1331,7 +1609,7 @@ func file_goflink_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_goflink_v1_checkpoint_proto_rawDesc), len(file_goflink_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

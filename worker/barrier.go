@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
 
@@ -31,6 +33,14 @@ type barrierActions interface {
 	triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duration) error
 	// abortCheckpoint declines checkpoint id to the JobManager with reason and forwards a cancellation marker downstream.
 	abortCheckpoint(id int64, reason pb.CheckpointFailureReason) error
+	// triggerUnaligned performs the task's checkpoint for barrier b at once, unaligned: the
+	// input channels not in skip (those whose barrier was processed in order, or that ended)
+	// start collecting their in-flight buffers as channel state. alignment is the time spent
+	// aligned before.
+	triggerUnaligned(b *pb.CheckpointBarrier, skip []bool, alignment time.Duration) error
+	// completeChannelState ends the collection of unaligned checkpoint id's channel state:
+	// every channel delivered its barrier or ended.
+	completeChannelState(id int64) error
 }
 
 // barrierHandler consumes the checkpoint events of a task's input channels (indexed
@@ -92,13 +102,20 @@ func (s *channelSet) end(ch int) error {
 	return nil
 }
 
-// alignedHandler implements exactly-once barrier alignment (Flink's SingleCheckpointBarrierHandler
-// with aligned checkpoints only and checkpoints-after-tasks-finish enabled).
+// alignedHandler implements exactly-once checkpoints (Flink's SingleCheckpointBarrierHandler
+// with checkpoints-after-tasks-finish enabled, aligned and alternating).
 //
 // The first barrier of checkpoint N starts its alignment; every barrier of N blocks the channel
 // it came on, so that records after the barrier wait. When every channel that was open at the
 // start has delivered barrier N or ended, the task checkpoints and all channels resume. A newer
 // barrier subsumes a pending checkpoint; a cancellation marker aborts it.
+//
+// Unaligned: a barrier of a checkpoint taken unaligned (it overtook the buffers before it,
+// isPriority) switches the checkpoint to unaligned at once, as does an aligned barrier of a
+// checkpoint that may go unaligned once its aligned-checkpoint timeout passed (checked when a
+// barrier arrives and by the task's timer, alignmentTimeout): the task checkpoints at once
+// and resumes its channels, while those whose barrier is still to come collect their
+// in-flight buffers until it arrives; then the checkpoint is done here.
 type alignedHandler struct {
 	actions  barrierActions
 	now      func() time.Time
@@ -116,7 +133,11 @@ type alignedHandler struct {
 	numAligned int
 	target     int       // open channels when the checkpoint started
 	numBlocked int       // channels blocked by this alignment
+	blocked    []bool    // channels blocked by this alignment
 	start      time.Time // arrival of the first barrier
+	// unaligned: the pending checkpoint was taken unaligned; it is done once every channel
+	// delivered its barrier or ended.
+	unaligned bool
 }
 
 // newAlignedHandler returns the barrier handler for CHECKPOINTING_MODE_EXACTLY_ONCE. now is the
@@ -129,6 +150,7 @@ func newAlignedHandler(channels int, a barrierActions, now func() time.Time) bar
 		currentID:  -1,
 		lastDoneID: -1,
 		aligned:    make([]bool, channels),
+		blocked:    make([]bool, channels),
 	}
 }
 
@@ -160,9 +182,93 @@ func (h *alignedHandler) processBarrier(b *pb.CheckpointBarrier, ch int) error {
 	if h.aligned[ch] {
 		return fmt.Errorf("second barrier of checkpoint %d on input channel %d, which is blocked", id, ch)
 	}
+	if h.unaligned {
+		return h.markAligned(ch)
+	}
+	if priorityBarrier(b) || h.timedOut(b) {
+		if !priorityBarrier(b) {
+			h.blocked[ch] = true // processed in order: nothing of its channel is in flight
+		}
+		h.aligned[ch] = true
+		h.numAligned++
+		return h.switchToUnaligned()
+	}
 	h.actions.blockChannel(ch)
+	h.blocked[ch] = true
 	h.numBlocked++
 	return h.markAligned(ch)
+}
+
+// timedOut reports whether barrier b's checkpoint may go unaligned and has run longer than
+// its aligned-checkpoint timeout (measured from its trigger on the JobManager, as Flink).
+func (h *alignedHandler) timedOut(b *pb.CheckpointBarrier) bool {
+	deadline, ok := alignmentDeadline(b)
+	return ok && !h.now().Before(deadline)
+}
+
+// alignmentDeadline is when checkpoint b switches to unaligned, for a barrier of a checkpoint
+// that starts aligned and may go unaligned.
+func alignmentDeadline(b *pb.CheckpointBarrier) (time.Time, bool) {
+	if !b.GetUnaligned() || b.GetAlignedTimeoutMs() <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(b.GetTimestampMs() + b.GetAlignedTimeoutMs()), true
+}
+
+// alignmentDeadline returns when the pending aligned checkpoint switches to unaligned, if it
+// may; the task calls alignmentTimeout then.
+func (h *alignedHandler) alignmentDeadline() (time.Time, bool) {
+	if !h.isPending() || h.unaligned {
+		return time.Time{}, false
+	}
+	return alignmentDeadline(h.barrier)
+}
+
+// alignmentTimeout switches the pending aligned checkpoint to unaligned if its
+// aligned-checkpoint timeout has passed.
+func (h *alignedHandler) alignmentTimeout() error {
+	if !h.isPending() || h.unaligned || !h.timedOut(h.barrier) {
+		return nil
+	}
+	return h.switchToUnaligned()
+}
+
+// switchToUnaligned takes the pending checkpoint unaligned now: its barrier goes on as a
+// priority event, the blocked channels resume, and the others collect their in-flight
+// buffers until their barrier arrives.
+func (h *alignedHandler) switchToUnaligned() error {
+	h.unaligned = true
+	b := proto.Clone(h.barrier).(*pb.CheckpointBarrier)
+	b.Unaligned, b.AlignedTimeoutMs = true, 0
+	var alignment time.Duration
+	if h.target > 1 {
+		alignment = h.now().Sub(h.start)
+	}
+	skip := slices.Clone(h.blocked)
+	for ch, ended := range h.channels.ended {
+		skip[ch] = skip[ch] || ended
+	}
+	if err := h.actions.triggerUnaligned(b, skip, alignment); err != nil {
+		return err
+	}
+	if h.numBlocked > 0 {
+		h.numBlocked = 0
+		clear(h.blocked)
+		h.actions.unblockAll()
+	}
+	if h.numAligned < h.target {
+		return nil
+	}
+	return h.completeUnaligned()
+}
+
+// completeUnaligned ends the pending unaligned checkpoint: every channel delivered its
+// barrier or ended.
+func (h *alignedHandler) completeUnaligned() error {
+	id := h.currentID
+	h.lastDoneID = id
+	h.resetAlignment()
+	return h.actions.completeChannelState(id)
 }
 
 // processCancellation handles a cancellation marker for checkpoint id from channel ch. It
@@ -208,6 +314,9 @@ func (h *alignedHandler) markAligned(ch int) error {
 	if h.numAligned < h.target {
 		return nil
 	}
+	if h.unaligned {
+		return h.completeUnaligned()
+	}
 	var alignment time.Duration
 	if h.target > 1 {
 		alignment = h.now().Sub(h.start)
@@ -245,7 +354,9 @@ func (h *alignedHandler) resetAlignment() {
 	clear(h.aligned)
 	h.numAligned = 0
 	h.numBlocked = 0
+	clear(h.blocked)
 	h.target = 0
+	h.unaligned = false
 }
 
 // trackedCheckpoint is one checkpoint followed by the at-least-once tracker.

@@ -33,6 +33,16 @@ func (r *recorder) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) 
 	return r.abortErr
 }
 
+func (r *recorder) triggerUnaligned(b *pb.CheckpointBarrier, skip []bool, alignment time.Duration) error {
+	r.calls = append(r.calls, fmt.Sprintf("unaligned %d ts=%d timeout=%d skip=%v align=%v", b.GetCheckpointId(), b.GetTimestampMs(), b.GetAlignedTimeoutMs(), skip, alignment))
+	return r.triggerErr
+}
+
+func (r *recorder) completeChannelState(id int64) error {
+	r.calls = append(r.calls, fmt.Sprintf("complete %d", id))
+	return nil
+}
+
 // fakeClock is a manually advanced clock.
 type fakeClock struct{ t time.Time }
 
@@ -71,6 +81,30 @@ func cancel(id int64, ch int, want ...string) step {
 	return step{kind: "cancel", id: id, ch: ch, want: want}
 }
 func eop(ch int, want ...string) step { return step{kind: "eop", ch: ch, want: want} }
+
+// ubar is the barrier of checkpoint id taken unaligned (a priority event) from channel ch.
+func ubar(id int64, ch int, want ...string) step {
+	return step{kind: "ubarrier", id: id, ch: ch, want: want}
+}
+
+// tbar is the barrier of checkpoint id that starts aligned and goes unaligned after timeout,
+// triggered at timeoutBase+id*100 ms.
+func tbar(id int64, ch int, timeout time.Duration, want ...string) step {
+	return step{kind: "tbarrier", id: id, ch: ch, d: timeout, want: want}
+}
+
+// timeout is the task's aligned-checkpoint timer firing.
+func timeout(want ...string) step { return step{kind: "timeout", want: want} }
+
+// timeoutBase is the trigger time of tbar's checkpoints: the fake clock's start.
+const timeoutBase = 1_000_000
+
+// unal is the expected log line of taking checkpoint id unaligned (barrier timestamp ts).
+func unal(id, ts int64, skip []bool, alignment time.Duration) string {
+	return fmt.Sprintf("unaligned %d ts=%d timeout=0 skip=%v align=%v", id, ts, skip, alignment)
+}
+
+func complete(id int64) string { return fmt.Sprintf("complete %d", id) }
 func tick(d time.Duration) step       { return step{kind: "tick", d: d} }
 func pend(id int64) step              { return step{kind: "pending", id: id, pending: true} }
 func noPend() step                    { return step{kind: "pending"} }
@@ -103,6 +137,16 @@ func runSteps(t *testing.T, h barrierHandler, rec *recorder, clk *fakeClock, mod
 		switch s.kind {
 		case "barrier":
 			err = h.processBarrier(newBarrier(s.id, mode), s.ch)
+		case "ubarrier":
+			b := newBarrier(s.id, mode)
+			b.Unaligned = true
+			err = h.processBarrier(b, s.ch)
+		case "tbarrier":
+			b := newBarrier(s.id, mode)
+			b.Unaligned, b.TimestampMs, b.AlignedTimeoutMs = true, timeoutBase+s.id*100, s.d.Milliseconds()
+			err = h.processBarrier(b, s.ch)
+		case "timeout":
+			err = h.(*alignedHandler).alignmentTimeout()
 		case "cancel":
 			err = h.processCancellation(s.id, s.ch)
 		case "eop":
@@ -318,6 +362,131 @@ func TestBarrierAligned(t *testing.T) {
 			runSteps(t, h, rec, clk, pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE, tc.steps)
 		})
 	}
+}
+
+func TestUnalignedBarriers(t *testing.T) {
+	no, yes := false, true
+	cases := []struct {
+		name     string
+		channels int
+		steps    []step
+	}{
+		{
+			name: "the first barrier takes it unaligned, the last completes it", channels: 3,
+			steps: []step{
+				ubar(1, 1, unal(1, 100, []bool{no, no, no}, 0)),
+				pend(1),
+				ubar(1, 0),
+				ubar(1, 2, complete(1)),
+				noPend(),
+				ubar(1, 0), // obsolete
+			},
+		},
+		{
+			name: "one channel", channels: 1,
+			steps: []step{ubar(1, 0, unal(1, 100, []bool{no}, 0), complete(1)), noPend()},
+		},
+		{
+			name: "an ended channel counts, and is not collected", channels: 2,
+			steps: []step{
+				eop(0),
+				ubar(1, 1, unal(1, 100, []bool{yes, no}, 0), complete(1)),
+			},
+		},
+		{
+			name: "an end of partition completes it", channels: 2,
+			steps: []step{
+				ubar(1, 0, unal(1, 100, []bool{no, no}, 0)),
+				eop(1, complete(1)),
+				noPend(),
+			},
+		},
+		{
+			name: "an aligned barrier (a forward edge) then an unaligned one", channels: 2,
+			steps: []step{
+				bar(1, 0, "block 0"),
+				tick(time.Second),
+				ubar(1, 1, unal(1, 100, []bool{yes, no}, time.Second), "unblock", complete(1)),
+			},
+		},
+		{
+			name: "after the switch, an aligned barrier completes it without blocking", channels: 2,
+			steps: []step{
+				ubar(1, 1, unal(1, 100, []bool{no, no}, 0)),
+				bar(1, 0, complete(1)),
+			},
+		},
+		{
+			name: "the timer switches an aligned checkpoint to unaligned", channels: 2,
+			steps: []step{
+				tbar(1, 0, time.Second, "block 0"),
+				tick(999 * time.Millisecond),
+				timeout(), // not yet: 100 ms after the trigger are left
+				tick(200 * time.Millisecond),
+				timeout(unal(1, timeoutBase+100, []bool{yes, no}, 1199*time.Millisecond), "unblock"),
+				pend(1),
+				tbar(1, 1, time.Second, complete(1)),
+				noPend(),
+				timeout(),
+			},
+		},
+		{
+			name: "a barrier after the timeout switches it", channels: 3,
+			steps: []step{
+				tbar(1, 0, time.Second, "block 0"),
+				tbar(1, 1, time.Second, "block 1"),
+				tick(2 * time.Second),
+				tbar(1, 2, time.Second, unal(1, timeoutBase+100, []bool{yes, yes, yes}, 2*time.Second), "unblock", complete(1)),
+			},
+		},
+		{
+			name: "aligned within the timeout", channels: 2,
+			steps: []step{
+				tbar(1, 0, time.Second, "block 0"),
+				tbar(1, 1, time.Second, "block 1", fmt.Sprintf("trigger 1 ts=%d align=0s", timeoutBase+100), "unblock"),
+				tick(5 * time.Second),
+				timeout(),
+			},
+		},
+		{
+			name: "cancelled while collecting", channels: 2,
+			steps: []step{
+				ubar(1, 0, unal(1, 100, []bool{no, no}, 0)),
+				cancel(1, 1, abrt(1, cancelled)),
+				noPend(),
+				ubar(1, 1),
+			},
+		},
+		{
+			name: "subsumed while collecting", channels: 2,
+			steps: []step{
+				ubar(1, 0, unal(1, 100, []bool{no, no}, 0)),
+				ubar(2, 1, abrt(1, subsumed), unal(2, 200, []bool{no, no}, 0)),
+				ubar(1, 1), // obsolete
+				ubar(2, 0, complete(2)),
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			clk := &fakeClock{t: time.UnixMilli(timeoutBase)}
+			h := newAlignedHandler(tc.channels, rec, clk.now)
+			runSteps(t, h, rec, clk, pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE, tc.steps)
+		})
+	}
+	t.Run("second barrier on a channel", func(t *testing.T) {
+		rec := &recorder{}
+		h := newAlignedHandler(2, rec, time.Now)
+		b := newBarrier(1, pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE)
+		b.Unaligned = true
+		if err := h.processBarrier(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.processBarrier(b, 0); err == nil {
+			t.Fatal("second barrier of checkpoint 1 on channel 0: nil error, want one")
+		}
+	})
 }
 
 func TestBarrierTracker(t *testing.T) {

@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/goflink/goflink/config"
 	"github.com/goflink/goflink/internal/execid"
@@ -81,6 +83,7 @@ func (t *task) initState(keyType keyInfo) error {
 	t.restoredID = r.GetCheckpointId()
 	states := map[string][]*pb.OperatorSubtaskState{}
 	var keyed []*pb.KeyedStateHandle
+	var channels *pb.ChannelStateHandle
 	for _, st := range r.GetStates() {
 		if st.GetParallelism() != t.vertex.GetParallelism() {
 			t.rescaled = true
@@ -88,6 +91,22 @@ func (t *task) initState(keyType keyInfo) error {
 		states[st.GetOperator()] = append(states[st.GetOperator()], st)
 		if st.GetKeyed() != nil {
 			keyed = append(keyed, st.GetKeyed())
+		}
+		if st.GetChannelState() != nil {
+			channels = st.GetChannelState()
+		}
+	}
+	if channels != nil {
+		if t.rescaled {
+			return fmt.Errorf("restore from checkpoint %d: it holds in-flight data (an unaligned checkpoint) of another parallelism than %d; rescale from a savepoint or an aligned checkpoint",
+				r.GetCheckpointId(), t.vertex.GetParallelism())
+		}
+		root, err := storage.OpenRoot(r.GetBaseDir(), t.env.s3)
+		if err == nil {
+			t.recovered, err = readChannelState(t.ctx, root, channels)
+		}
+		if err != nil {
+			return fmt.Errorf("restore channel state from checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
 	}
 	for i := range t.chain {
@@ -136,19 +155,11 @@ func (t *task) initState(keyType keyInfo) error {
 
 func (t *task) blockChannel(ch int) { t.blocked[ch] = true }
 
-// unblockAll resumes every blocked channel; what was stashed meanwhile is processed first, in
-// arrival order per channel.
-func (t *task) unblockAll() {
-	var replay []gateItem
-	for ch, items := range t.stash {
-		replay = append(replay, items...)
-		t.stash[ch] = nil
-		t.blocked[ch] = false
-	}
-	t.replay = append(replay, t.replay...)
-}
+// unblockAll resumes every blocked channel; the gate kept their buffers queued.
+func (t *task) unblockAll() { clear(t.blocked) }
 
 func (t *task) abortCheckpoint(id int64, reason pb.CheckpointFailureReason) error {
+	t.dropCapture(id)
 	t.decline(id, reason, "aborted at the barrier")
 	return t.broadcastEvent(&pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: id}}})
 }
@@ -189,6 +200,88 @@ func (t *task) takeDeferred() error {
 	return nil
 }
 
+// inputCapture is an unaligned checkpoint's input channel state on its way to the
+// checkpoint's asynchronous part, which waits for it: it is complete once every input channel
+// delivered the checkpoint's barrier.
+type inputCapture struct {
+	id    int64
+	taken bool                 // triggerCheckpoint handed it to the asynchronous part
+	done  chan *channelCapture // capacity 1; closed when the checkpoint is aborted
+}
+
+// triggerUnaligned takes checkpoint b unaligned: the input channels not in skip collect their
+// in-flight buffers until their barrier arrives (completeChannelState).
+func (t *task) triggerUnaligned(b *pb.CheckpointBarrier, skip []bool, alignment time.Duration) error {
+	id := b.GetCheckpointId()
+	t.dropCapture(math.MaxInt64) // at most one unaligned checkpoint at a time
+	t.gate.startCapture(id, skip)
+	t.capture = &inputCapture{id: id, done: make(chan *channelCapture, 1)}
+	if err := t.triggerCheckpoint(b, alignment); err != nil {
+		return err
+	}
+	if t.capture != nil && t.capture.id == id && !t.capture.taken {
+		t.dropCapture(id) // not taken: out of order, aborted or declined
+	}
+	return nil
+}
+
+// completeChannelState hands unaligned checkpoint id's input channel state to its
+// asynchronous part.
+func (t *task) completeChannelState(id int64) error {
+	c := t.capture
+	if c == nil || c.id != id {
+		return nil // aborted meanwhile
+	}
+	t.capture = nil
+	in, complete := t.gate.takeCapture(id)
+	if in == nil || !complete {
+		return fmt.Errorf("checkpoint %d: every barrier arrived but its channel state is incomplete", id)
+	}
+	c.done <- in
+	return nil
+}
+
+// dropCapture abandons the input channel state of an unaligned checkpoint up to id.
+func (t *task) dropCapture(id int64) {
+	if c := t.capture; c != nil && c.id <= id {
+		t.gate.dropCapture(c.id)
+		close(c.done)
+		t.capture = nil
+	}
+}
+
+// alignmentTimer returns the timer of the pending checkpoint's aligned-checkpoint timeout,
+// arming it; nil when no checkpoint waits for one.
+func (t *task) alignmentTimer() <-chan time.Time {
+	h, ok := t.barriers.(*alignedHandler)
+	if !ok {
+		return nil
+	}
+	at, ok := h.alignmentDeadline()
+	if !ok {
+		return nil
+	}
+	if !at.Equal(t.alignAt) {
+		d := max(time.Until(at), 0)
+		if t.alignTimer == nil {
+			t.alignTimer = time.NewTimer(d)
+		} else {
+			t.alignTimer.Reset(d)
+		}
+		t.alignAt = at
+	}
+	return t.alignTimer.C
+}
+
+// alignmentTimeout switches the pending checkpoint to unaligned when its timer fired.
+func (t *task) alignmentTimeout() error {
+	t.alignAt = time.Time{} // re-armed if it is still pending
+	if h, ok := t.barriers.(*alignedHandler); ok {
+		return h.alignmentTimeout()
+	}
+	return nil
+}
+
 // checkpointing reports whether the job takes checkpoints.
 func (t *task) checkpointing() bool {
 	return t.req.GetCheckpointingMode() != pb.CheckpointingMode_CHECKPOINTING_MODE_UNSPECIFIED
@@ -225,8 +318,13 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if err := forChain(t, id, "checkpoint %d: pre-barrier of %s: %w", operator.PreBarrier.PrepareSnapshotPreBarrier); err != nil {
 		return err
 	}
-	if err := t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}); err != nil {
+	output, err := t.sendBarrier(b)
+	if err != nil {
 		return err
+	}
+	var input *inputCapture
+	if c := t.capture; c != nil && c.id == id {
+		c.taken, input = true, c
 	}
 	// The cut: what the task read and emitted so far is in this checkpoint.
 	t.inAtCheckpoint, t.outAtCheckpoint = t.in, t.out
@@ -252,16 +350,64 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if b.GetStop() {
 		t.stopID, t.stopped = id, false
 	}
-	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds()}
+	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds(), Unaligned: output != nil || input != nil}
 	dir := b.GetSavepointDir()
-	t.async.Go(func() { t.finishCheckpoint(id, dir, snap, states, metrics) })
+	t.async.Go(func() { t.finishCheckpoint(id, dir, snap, states, metrics, input, output) })
 	return nil
+}
+
+// sendBarrier sends barrier b downstream. An unaligned checkpoint's barrier overtakes the
+// queued output buffers, which it returns (per channel) as the output channel state; but it
+// goes in order, aligned, on forward edges (as Flink keeps pointwise edges aligned) and after
+// the task's input ended (its final checkpoint, whose state later checkpoints reuse once it
+// finished, holds no in-flight data). output is nil for an aligned barrier.
+func (t *task) sendBarrier(b *pb.CheckpointBarrier) (output []channelData, err error) {
+	if !priorityBarrier(b) {
+		return nil, t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}})
+	}
+	aligned := &pb.Event{Kind: &pb.Event_Barrier{Barrier: alignedBarrier(b)}}
+	prio := &pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}
+	output = []channelData{}
+	for i, w := range t.writers {
+		if t.ending || w.part == pb.Partitioner_PARTITIONER_FORWARD {
+			if err := w.BroadcastEvent(aligned); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for c, bufs := range w.BroadcastPriority(prio) {
+			if len(bufs) > 0 {
+				output = append(output, channelData{key: keyOf(t.outEdges[i], int32(c)), bufs: bufs})
+			}
+		}
+	}
+	return output, nil
+}
+
+// alignedBarrier is b as sent in order: it does not overtake anything, and its consumer
+// aligns it.
+func alignedBarrier(b *pb.CheckpointBarrier) *pb.CheckpointBarrier {
+	a := proto.Clone(b).(*pb.CheckpointBarrier)
+	a.Unaligned, a.AlignedTimeoutMs = false, 0
+	return a
 }
 
 // finishCheckpoint is the asynchronous part: write the keyed state, then acknowledge. A
 // failure here declines the checkpoint; the task keeps running.
-func (t *task) finishCheckpoint(id int64, savepointDir string, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics) {
+func (t *task) finishCheckpoint(id int64, savepointDir string, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics,
+	input *inputCapture, output []channelData,
+) {
 	start := time.Now()
+	if err := t.finishChannelState(id, states[0], m, input, output); err != nil {
+		if snap != nil {
+			snap.Release()
+		}
+		if !errors.Is(err, errCheckpointAborted) && t.ctx.Err() == nil {
+			t.log.Warn("checkpoint channel state upload failed", "checkpoint_id", id, "err", err)
+			t.decline(id, pb.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		}
+		return
+	}
 	if snap != nil {
 		keyed, err := t.writeKeyed(id, savepointDir, snap)
 		if err != nil {
@@ -295,6 +441,55 @@ func (t *task) finishCheckpoint(id int64, savepointDir string, snap state.Snapsh
 		RegistrationId: t.registration, Execution: t.id, CheckpointId: id,
 		State: &pb.TaskStateSnapshot{Operators: states}, Metrics: m,
 	})
+}
+
+// errCheckpointAborted ends the asynchronous part of a checkpoint aborted meanwhile.
+var errCheckpointAborted = errors.New("checkpoint aborted")
+
+// finishChannelState waits for an unaligned checkpoint's input channel state, then writes it
+// and the output channel state into the checkpoint's channel state file, on the chain head's
+// state st.
+func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.CheckpointMetrics, input *inputCapture, output []channelData) error {
+	var in []channelData
+	if input != nil {
+		var c *channelCapture
+		select {
+		case c = <-input.done:
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		}
+		if c == nil {
+			return errCheckpointAborted
+		}
+		for ch, bufs := range c.bufs {
+			if len(bufs) > 0 {
+				in = append(in, channelData{key: keyOf(t.inputs[t.channels[ch].edge].edge, t.channels[ch].producer.GetSubtask()), bufs: bufs})
+			}
+		}
+	}
+	if len(in) == 0 && len(output) == 0 {
+		return nil
+	}
+	root, err := storage.OpenRoot(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), t.env.s3)
+	if err != nil {
+		return err
+	}
+	f, err := root.CreateFile(t.ctx, id, fmt.Sprintf("channels-v%d-s%d-a%d", t.id.GetVertexId(), t.id.GetSubtask(), t.id.GetAttempt()))
+	if err != nil {
+		return err
+	}
+	inLocs, outLocs, err := writeChannelState(f, in, output)
+	if err != nil {
+		return errors.Join(fmt.Errorf("write channel state: %w", err), f.Abort())
+	}
+	h, err := f.Commit()
+	if err != nil {
+		return err
+	}
+	st.ChannelState = &pb.ChannelStateHandle{File: h, Input: inLocs, Output: outLocs}
+	m.InFlightBytes = channelBytes(in) + channelBytes(output)
+	m.StateSizeBytes += h.GetSize()
+	return nil
 }
 
 // writeKeyed writes the keyed state of checkpoint id into the job's checkpoint directory, or

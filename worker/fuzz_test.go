@@ -35,7 +35,7 @@ func typesOf(s *record.Schema) []byte {
 // timestamps.
 func seedBuffers(f *testing.F, s *record.Schema, rows []record.Row, timestamps bool) []*buffer {
 	e := &pb.JobEdge{Partitioner: pb.Partitioner_PARTITIONER_FORWARD, Schema: s.Proto(), Timestamps: timestamps}
-	p := newResultPartition("fuzz/0/0/0/e0", 1, 1024)
+	p := newResultPartition("fuzz/0/0/0/e0", 1, 1024, nil)
 	var out int64
 	stamp := int64(1700000000000)
 	w, err := newRecordWriter(context.Background(), e, &pb.JobVertex{Parallelism: 1, MaxParallelism: 128}, 0, p, &out, &stamp)
@@ -52,8 +52,8 @@ func seedBuffers(f *testing.F, s *record.Schema, rows []record.Row, timestamps b
 		f.Fatal(err)
 	}
 	var bufs []*buffer
-	for len(p.subs[0].queue) > 0 {
-		bufs = append(bufs, <-p.subs[0].queue)
+	for b, _ := p.subs[0].poll(true); b != nil; b, _ = p.subs[0].poll(true) {
+		bufs = append(bufs, b)
 	}
 	return bufs
 }

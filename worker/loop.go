@@ -39,6 +39,13 @@ func (t *task) runSource() error {
 			}
 			continue
 		}
+		if !t.outputAvailable() {
+			// Backpressured: wait for room, taking checkpoints and mail meanwhile.
+			if _, err := t.step(false, tick, nil); err != nil {
+				return err
+			}
+			continue
+		}
 		n, delay, done, err := t.source.Emit(sourceBatch)
 		if err != nil {
 			return err
@@ -56,7 +63,7 @@ func (t *task) runSource() error {
 		if delay > 0 {
 			wait.Reset(delay)
 			for woke := false; !woke; {
-				if woke, err = t.step(nil, tick, wait.C); err != nil {
+				if woke, err = t.step(false, tick, wait.C); err != nil {
 					return err
 				}
 			}
@@ -111,7 +118,7 @@ func (t *task) awaitFinalCheckpoint() error {
 			return err
 		}
 		// A tick only wakes the loop, which flushes at its top.
-		if _, err := t.step(nil, nil, tick); err != nil {
+		if _, err := t.step(false, nil, tick); err != nil {
 			return err
 		}
 	}
@@ -125,38 +132,64 @@ func (t *task) runInputs() error {
 	defer stop()
 	t.open = len(t.channels)
 	for t.open > 0 {
-		if len(t.replay) > 0 {
-			it := t.replay[0]
-			t.replay = t.replay[1:]
-			if err := t.dispatch(it); err != nil {
-				return err
-			}
-			continue
-		}
-		if _, err := t.step(t.gate, tick, nil); err != nil {
+		if _, err := t.step(true, tick, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// step arms the wake-up for the earliest processing-time timer, then waits for one of: a
-// buffer from gate (dispatched, and flushed at once when tick is nil), mail (run), a
-// buffer-timeout tick (flush), a watermark tick, a processing-time timer, wake (woke is true)
-// or cancellation. A nil channel never fires. The wait is the task's idle time.
-func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke bool, err error) {
+// outputAvailable reports whether every output channel has room for another buffer: a task
+// takes on input (or a source emits) only then, so that it waits for room where it can take
+// checkpoints and mail.
+func (t *task) outputAvailable() bool {
+	for _, w := range t.writers {
+		if !w.available() {
+			return false
+		}
+	}
+	return true
+}
+
+// step takes the next item of the input gate when input is set (priority events always;
+// buffers only while the output has room), processes it, and flushes at once when tick is
+// nil. Without one it arms the wake-ups for the earliest processing-time timer and the
+// pending checkpoint's aligned-checkpoint timeout, then waits for one of: an input item or
+// room in the output (it returns to take it), mail (run), a buffer-timeout tick (flush), a
+// watermark tick, a timer, wake (woke is true) or cancellation. A nil channel never fires.
+// The wait is the task's idle time.
+func (t *task) step(input bool, tick, wake <-chan time.Time) (woke bool, err error) {
+	room := t.outputAvailable()
+	if input {
+		if it, ok := t.gate.poll(t.blocked, room); ok {
+			if err := t.dispatch(it); err != nil {
+				return false, err
+			}
+			if tick == nil {
+				return false, t.flush()
+			}
+			return false, nil
+		}
+	}
+	var notify, space <-chan struct{}
+	if input {
+		notify = t.gate.notify
+	}
+	if !room {
+		space = t.space
+	}
 	t.armProcessingTimer()
 	t.meter.idle.begin(meterNow())
 	select {
-	case it := <-gate:
+	case <-notify:
 		t.meter.idle.end(meterNow())
-		if err := t.dispatch(it); err != nil {
-			return false, err
-		}
-		if tick == nil {
-			return false, t.flush()
-		}
 		return false, nil
+	case <-space:
+		t.meter.idle.end(meterNow())
+		return false, nil
+	case <-t.alignmentTimer():
+		t.meter.idle.end(meterNow())
+		return false, t.alignmentTimeout()
 	case f := <-t.mail:
 		t.meter.idle.end(meterNow())
 		return false, f()
@@ -178,14 +211,10 @@ func (t *task) step(gate <-chan gateItem, tick, wake <-chan time.Time) (woke boo
 	}
 }
 
-// dispatch processes a buffer, or stashes it while its channel is blocked by alignment.
+// dispatch processes an item of the input gate.
 func (t *task) dispatch(it gateItem) error {
 	if it.err != nil {
 		return it.err
-	}
-	if ch := it.ch.idx; t.blocked[ch] {
-		t.stash[ch] = append(t.stash[ch], it)
-		return nil
 	}
 	return t.process(it)
 }
@@ -202,7 +231,9 @@ func (t *task) process(it gateItem) error {
 			}
 			return nil
 		}
-		it.ch.release() // every other event spent a credit like a buffer
+		if !it.prio && !it.recovered {
+			it.ch.release() // every other event spent a credit like a buffer
+		}
 		if b.event.GetEndOfData() != nil {
 			return t.onEndOfData(it.ch.idx)
 		}
@@ -267,7 +298,9 @@ func (t *task) process(it gateItem) error {
 	}
 	t.in += int64(b.records)
 	t.meter.bytesIn.Add(int64(len(b.data)))
-	it.ch.release()
+	if !it.recovered {
+		it.ch.release()
+	}
 	t.publish()
 	return nil
 }
@@ -367,7 +400,7 @@ func (t *task) awaitStop() error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if _, err := t.step(nil, nil, tick); err != nil {
+		if _, err := t.step(false, nil, tick); err != nil {
 			return err
 		}
 	}

@@ -128,12 +128,86 @@ func releasedStatus(relErr error) error {
 	return st.Err()
 }
 
-// subpartition is the queue of buffers for one consumer subtask. Its capacity bounds the memory
-// a producer holds per channel: when it is full the producing task blocks (backpressure).
+// subpartition is the queue of buffers for one consumer subtask. The producer's task bounds
+// it (see recordWriter.enqueue): when it is full the task blocks (backpressure). Priority
+// events (unaligned checkpoint barriers) go ahead of the queue and need no credit.
 type subpartition struct {
-	queue chan *buffer
 	mu    sync.Mutex
+	queue []*buffer
+	prio  []*buffer
 	taken bool // a consumer has subscribed
+	// notify wakes the consumer (capacity 1): a buffer or a priority event was added.
+	notify chan struct{}
+	// space wakes the producing task (capacity 1, shared by the task's partitions): the
+	// consumer took a buffer.
+	space chan struct{}
+}
+
+// add appends b unless the queue already holds limit buffers (no limit when limit <= 0).
+func (s *subpartition) add(b *buffer, limit int) bool {
+	s.mu.Lock()
+	if limit > 0 && len(s.queue) >= limit {
+		s.mu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, b)
+	s.mu.Unlock()
+	signal(s.notify)
+	return true
+}
+
+// addPriority puts event b ahead of the queued buffers and returns the data buffers it
+// overtook, oldest first. They stay queued and are sent after it.
+func (s *subpartition) addPriority(b *buffer) []*buffer {
+	s.mu.Lock()
+	var overtaken []*buffer
+	for _, q := range s.queue {
+		if q.event == nil {
+			overtaken = append(overtaken, q)
+		}
+	}
+	s.prio = append(s.prio, b)
+	s.mu.Unlock()
+	signal(s.notify)
+	return overtaken
+}
+
+// size is the number of queued buffers (priority events not counted).
+func (s *subpartition) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// poll takes the next priority event, or with credit the next queued buffer; used says a
+// queued buffer (which spends the credit) was taken.
+func (s *subpartition) poll(credit bool) (b *buffer, used bool) {
+	s.mu.Lock()
+	if len(s.prio) > 0 {
+		b = s.prio[0]
+		s.prio[0] = nil
+		s.prio = s.prio[1:]
+		s.mu.Unlock()
+		return b, false
+	}
+	if !credit || len(s.queue) == 0 {
+		s.mu.Unlock()
+		return nil, false
+	}
+	b = s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	s.mu.Unlock()
+	signal(s.space)
+	return b, true
+}
+
+// signal wakes the one waiter of c (a channel of capacity 1) without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // resultPartition is what one producer task writes for one output edge: one subpartition per
@@ -141,6 +215,7 @@ type subpartition struct {
 type resultPartition struct {
 	key      string
 	subs     []*subpartition
+	capacity int           // buffers a subpartition queues before its producer waits
 	released chan struct{} // closed when the producer gives up the partition
 	relErr   error         // why (set before released is closed)
 	relOnce  sync.Once
@@ -149,10 +224,15 @@ type resultPartition struct {
 	finished int // subpartitions whose end-of-partition was consumed
 }
 
-func newResultPartition(key string, n, capacity int) *resultPartition {
-	p := &resultPartition{key: key, subs: make([]*subpartition, n), released: make(chan struct{})}
+// newResultPartition returns a partition of n subpartitions of capacity buffers whose
+// consumers wake the producing task through space (nil: a channel of its own).
+func newResultPartition(key string, n, capacity int, space chan struct{}) *resultPartition {
+	if space == nil {
+		space = make(chan struct{}, 1)
+	}
+	p := &resultPartition{key: key, subs: make([]*subpartition, n), capacity: capacity, released: make(chan struct{})}
 	for i := range p.subs {
-		p.subs[i] = &subpartition{queue: make(chan *buffer, capacity)}
+		p.subs[i] = &subpartition{notify: make(chan struct{}, 1), space: space}
 	}
 	return p
 }
@@ -179,20 +259,31 @@ func (p *resultPartition) take(i int) (*subpartition, error) {
 	return s, nil
 }
 
-// next returns the subpartition's next buffer, waiting for it.
-func (p *resultPartition) next(ctx context.Context, s *subpartition) (*buffer, error) {
-	select {
-	case b := <-s.queue:
-		return b, nil
-	default:
-	}
-	select {
-	case b := <-s.queue:
-		return b, nil
-	case <-p.released:
-		return nil, p.relErr
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// next waits for the subpartition's next priority event, or for its next buffer while the
+// consumer holds a credit (credit) or gets one (from credits); it returns the event or buffer
+// and whether the consumer holds a credit afterwards. Once the partition is released what is
+// still pollable is delivered, then relErr.
+func (p *resultPartition) next(ctx context.Context, s *subpartition, credit bool, credits <-chan struct{}) (*buffer, bool, error) {
+	for {
+		if b, used := s.poll(credit); b != nil {
+			return b, credit && !used, nil
+		}
+		wait := credits
+		if credit {
+			wait = nil
+		}
+		select {
+		case <-s.notify:
+		case <-wait:
+			credit = true
+		case <-p.released:
+			if b, used := s.poll(credit); b != nil {
+				return b, credit && !used, nil
+			}
+			return nil, credit, p.relErr
+		case <-ctx.Done():
+			return nil, credit, ctx.Err()
+		}
 	}
 }
 
@@ -301,32 +392,33 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 		}
 	}()
 	credit := open.GetInitialCredit()
-	for {
-		for credit == 0 {
+	for released := false; ; {
+		b, used := sub.poll(credit > 0)
+		if b == nil {
+			if released {
+				return releasedStatus(p.relErr)
+			}
 			select {
 			case c, ok := <-credits:
 				if !ok {
 					return status.Error(codes.Canceled, "consumer closed the stream")
 				}
 				credit += c
+			case <-sub.notify:
 			case <-p.released:
-				return releasedStatus(p.relErr)
+				released = true // deliver what is still pollable first
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		}
-		b, err := p.next(ctx, sub)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			return releasedStatus(err)
+			continue
 		}
 		msg := &pb.SubscribeResponse{Records: b.data, RecordCount: int32(b.records), Event: b.event}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
-		credit--
+		if used {
+			credit--
+		}
 		if b.isEndOfPartition() {
 			s.partitions.consumed(p)
 			return nil
@@ -334,34 +426,29 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 	}
 }
 
-// gateItem is one buffer (or a channel failure) delivered to a task.
-type gateItem struct {
-	ch  *inputChannel
-	buf *buffer
-	err error
-}
-
 // inputChannel reads one subpartition of one producer, locally or over the network. Its
-// credits bound the buffers in flight towards the task: a credit is spent per buffer and given
-// back when the task has processed it.
+// credits bound the buffers in flight towards the task: a credit is spent per buffer (and per
+// event, but for priority events and the end of partition) and given back when the task has
+// processed it.
 type inputChannel struct {
 	idx      int // index into the task's channels
 	edge     int // index into the task's inputs
 	producer *pb.ExecutionAttemptID
 	credits  chan struct{} // local: tokens; remote: returned credits to announce
-	gate     chan<- gateItem
+	gate     *inputGate
 }
 
-// deliver hands a buffer, or the channel's failure, to the task's gate; false when ctx ended
-// first.
-func (c *inputChannel) deliver(ctx context.Context, b *buffer, err error) bool {
-	select {
-	case c.gate <- gateItem{ch: c, buf: b, err: err}:
-		return true
-	case <-ctx.Done():
-		return false
+// deliver hands a buffer to the task's gate: a priority event ahead of the queued buffers.
+func (c *inputChannel) deliver(b *buffer) {
+	if isPriority(b.event) {
+		c.gate.pushPriority(c, b)
+		return
 	}
+	c.gate.push(c, b)
 }
+
+// fail hands the channel's failure to the task's gate.
+func (c *inputChannel) fail(err error) { c.gate.fail(c, err) }
 
 // release returns one credit after the task processed a buffer of this channel.
 func (c *inputChannel) release() {
@@ -375,7 +462,7 @@ func (c *inputChannel) release() {
 func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key string, subIdx int, timeout time.Duration) {
 	fail := func(err error) {
 		last, _ := jobEndedOf(err)
-		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled), jobEnded: last})
+		c.fail(&producerError{producer: c.producer, addr: "this TaskManager", err: err, canceled: errors.Is(err, errTaskCanceled), jobEnded: last})
 	}
 	p, err := reg.wait(ctx, key, timeout)
 	if err != nil {
@@ -387,22 +474,17 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 		fail(err)
 		return
 	}
+	credit := false
 	for {
-		select {
-		case <-c.credits:
-		case <-ctx.Done():
-			return
-		}
-		b, err := p.next(ctx, sub)
+		var b *buffer
+		b, credit, err = p.next(ctx, sub, credit, c.credits)
 		if err != nil {
 			if ctx.Err() == nil {
 				fail(fmt.Errorf("%w: %w", errPartitionReleased, err))
 			}
 			return
 		}
-		if !c.deliver(ctx, b, nil) {
-			return
-		}
+		c.deliver(b)
 		if b.isEndOfPartition() {
 			reg.consumed(p)
 			return
@@ -415,7 +497,7 @@ func runLocal(ctx context.Context, c *inputChannel, reg *partitionRegistry, key 
 func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServiceClient, addr string, open *pb.OpenSubpartition, timeout time.Duration) {
 	fail := func(err error) {
 		last, _ := jobEndedOf(err)
-		c.deliver(ctx, nil, &producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled, jobEnded: last})
+		c.fail(&producerError{producer: c.producer, addr: addr, err: err, canceled: leaderrpc.Reason(err) == reasonProducerCanceled, jobEnded: last})
 	}
 	stream, err := subscribe(ctx, client, open, timeout)
 	if err != nil {
@@ -461,9 +543,7 @@ func runRemote(ctx context.Context, c *inputChannel, client pb.DataExchangeServi
 			return
 		}
 		b := &buffer{data: m.GetRecords(), records: int(m.GetRecordCount()), event: m.GetEvent()}
-		if !c.deliver(ctx, b, nil) {
-			return
-		}
+		c.deliver(b)
 		if b.isEndOfPartition() {
 			return // the server ended the stream; the task's context releases it
 		}

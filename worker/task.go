@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -69,6 +70,7 @@ type task struct {
 
 	partitions []*resultPartition // one per output edge, registered at submit
 	outEdges   []*pb.JobEdge
+	space      chan struct{} // the partitions' consumers took a buffer (see subpartition)
 
 	cancelRequested atomic.Bool
 	finished        atomic.Bool // the task ended successfully (its FINISHED report follows)
@@ -92,7 +94,7 @@ type task struct {
 	writers  []*recordWriter
 	inputs   []*taskInput
 	channels []*inputChannel
-	gate     chan gateItem
+	gate     *inputGate
 	open     int            // input channels that have not ended yet
 	wg       sync.WaitGroup // input channel goroutines
 
@@ -102,8 +104,13 @@ type task struct {
 	keyed          state.KeyedBackend
 	barriers       barrierHandler // nil when checkpointing is off
 	blocked        []bool         // per input channel: blocked by alignment
-	stash          [][]gateItem   // per input channel: buffers that arrived while blocked
-	replay         []gateItem     // unblocked buffers to process before new ones
+	// capture is the unaligned checkpoint collecting its input channel state, if any;
+	// alignTimer fires at the pending checkpoint's aligned-checkpoint timeout.
+	capture    *inputCapture
+	alignTimer *time.Timer
+	alignAt    time.Time
+	// recovered is the channel state the task restored, until it is queued.
+	recovered      *recoveredChannels
 	lastCheckpoint int64
 	lastCompleted  int64
 	// inAtCheckpoint and outAtCheckpoint are the record counters at the last checkpoint: a
@@ -182,7 +189,10 @@ func newTask(parent context.Context, env *taskEnv, req *pb.SubmitTaskRequest) (*
 			return nil, fmt.Errorf("submit task: edge %d targets unknown vertex %d", i, e.GetTarget())
 		}
 		consumer := g.GetVertices()[e.GetTarget()]
-		p := newResultPartition(partitionKey(id, int32(i)), subpartitions(e, int(consumer.GetParallelism())), env.queueCapacity)
+		if t.space == nil {
+			t.space = make(chan struct{}, 1)
+		}
+		p := newResultPartition(partitionKey(id, int32(i)), subpartitions(e, int(consumer.GetParallelism())), env.queueCapacity, t.space)
 		t.partitions = append(t.partitions, p)
 		t.outEdges = append(t.outEdges, e)
 	}
@@ -356,7 +366,8 @@ type closer struct {
 // invoke sets the task up, runs its loop and tears it down.
 func (t *task) invoke() (err error) {
 	defer func() {
-		t.async.Wait() // snapshots read the state backend until they are written
+		t.dropCapture(math.MaxInt64) // its asynchronous part waits for it
+		t.async.Wait()               // snapshots read the state backend until they are written
 		t.endJob(err)
 		for i := len(t.closers) - 1; i >= 0; i-- {
 			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {
@@ -455,6 +466,9 @@ func (t *task) setup() error {
 	if err := t.initState(ki); err != nil {
 		return err
 	}
+	if err := t.recovered.queueOutput(t.outEdges, t.partitions); err != nil {
+		return err
+	}
 	// Chain positions count the operators after the source, if any (t.ops).
 	first := 0
 	if _, ok := built[0].(operator.Source); ok {
@@ -520,7 +534,7 @@ func (t *task) setup() error {
 	if t.source == nil {
 		return t.connectInputs()
 	}
-	return nil
+	return t.recovered.checkInputsUsed()
 }
 
 // keyInfo says whether the task runs on a keyed stream and the key's type.
@@ -567,21 +581,26 @@ func (t *task) connectInputs() error {
 	if total == 0 {
 		return fmt.Errorf("task %s has neither a source nor inputs", t.name)
 	}
-	t.gate = make(chan gateItem, total*(t.env.credits+1))
+	t.gate = newInputGate(total)
 	t.time.valve = newValve(total)
 	t.blocked = make([]bool, total)
-	t.stash = make([][]gateItem, total)
 	switch t.req.GetCheckpointingMode() {
 	case pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE:
 		t.barriers = newAlignedHandler(total, t, time.Now)
 	case pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE:
 		t.barriers = newTrackerHandler(total, t, time.Now)
 	}
+	if t.recovered != nil {
+		defer func() { t.recovered = nil }()
+	}
 	for idx, in := range t.req.GetInputs() {
 		e := t.inputs[idx].edge
 		for _, p := range in.GetProducers() {
 			ch := &inputChannel{idx: len(t.channels), edge: idx, producer: p.GetExecution(), credits: make(chan struct{}, t.env.credits), gate: t.gate}
 			t.channels = append(t.channels, ch)
+			for _, b := range t.recovered.input(e, p.GetExecution().GetSubtask()) {
+				t.gate.pushRecovered(ch, b) // before anything the producer sends
+			}
 			sub := subpartitionOf(e, t.id.GetSubtask())
 			open := &pb.OpenSubpartition{Producer: p.GetExecution(), Edge: in.GetEdge(), Subpartition: sub, Consumer: t.id, InitialCredit: int32(t.env.credits)}
 			if p.GetTaskmanagerAddress() == t.env.selfAddr {
@@ -600,5 +619,5 @@ func (t *task) connectInputs() error {
 			t.wg.Go(func() { runRemote(t.ctx, ch, client, p.GetTaskmanagerAddress(), open, t.env.partTimeout) })
 		}
 	}
-	return nil
+	return t.recovered.checkInputsUsed()
 }

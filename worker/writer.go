@@ -159,24 +159,41 @@ func (w *recordWriter) flushChannel(c int) error {
 	return w.enqueue(c, b)
 }
 
+// maxOverdraftBuffers is how many buffers a subpartition may queue beyond its capacity while
+// the task finishes the input buffer it started (Flink's max-overdraft-buffers-per-gate): a
+// task waits for room before it takes on more input (available), so that it can take
+// checkpoints while backpressured, and rarely blocks in the middle of a buffer.
+const maxOverdraftBuffers = 5
+
 func (w *recordWriter) enqueue(c int, b *buffer) error {
-	q := w.partition.subs[c].queue
-	select {
-	case q <- b:
+	s := w.partition.subs[c]
+	limit := w.partition.capacity + maxOverdraftBuffers
+	if s.add(b, limit) {
 		return nil
-	default:
 	}
 	// The queue is full: the task is backpressured until the consumer takes a buffer.
 	if w.meter != nil {
 		w.meter.backPressured.begin(meterNow())
 		defer func() { w.meter.backPressured.end(meterNow()) }()
 	}
-	select {
-	case q <- b:
-		return nil
-	case <-w.ctx.Done():
-		return w.ctx.Err()
+	for !s.add(b, limit) {
+		select {
+		case <-s.space:
+		case <-w.ctx.Done():
+			return w.ctx.Err()
+		}
 	}
+	return nil
+}
+
+// available reports whether every subpartition has room for another buffer.
+func (w *recordWriter) available() bool {
+	for _, s := range w.partition.subs {
+		if s.size() >= w.partition.capacity {
+			return false
+		}
+	}
+	return true
 }
 
 // Flush queues every partly filled buffer.
@@ -190,7 +207,8 @@ func (w *recordWriter) Flush() error {
 }
 
 // BroadcastEvent flushes and queues an event (a barrier, a cancellation marker) on every
-// channel, after the records before it.
+// channel, after the records before it. An unaligned checkpoint's barrier goes through
+// BroadcastPriority instead.
 func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 	if err := w.Flush(); err != nil {
 		return err
@@ -201,6 +219,25 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 		}
 	}
 	return nil
+}
+
+// BroadcastPriority sends a priority event (an unaligned checkpoint's barrier) on every
+// channel ahead of the queued buffers, and returns per channel the data buffers it overtook,
+// partly filled ones included: the output channel state. It never waits.
+func (w *recordWriter) BroadcastPriority(ev *pb.Event) [][]*buffer {
+	overtaken := make([][]*buffer, len(w.bufs))
+	for c := range w.bufs {
+		if w.counts[c] > 0 {
+			b := &buffer{data: w.bufs[c], records: w.counts[c]}
+			w.bufs[c], w.counts[c] = nil, 0
+			if w.meter != nil {
+				w.meter.bytesOut.Add(int64(len(b.data)))
+			}
+			w.partition.subs[c].add(b, 0)
+		}
+		overtaken[c] = w.partition.subs[c].addPriority(&buffer{event: ev})
+	}
+	return overtaken
 }
 
 // recordReader decodes the records of a data buffer as recordWriter wrote them: b.records

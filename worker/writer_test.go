@@ -53,7 +53,7 @@ func newTestWriter(ctx context.Context, t *testing.T, s writerSetup) *testWriter
 		s.capacity = 1024
 	}
 	e := &pb.JobEdge{Partitioner: s.part, Key: s.key, Schema: s.schema.Proto()}
-	p := newResultPartition("test/0/0/0/e0", subpartitions(e, s.n), s.capacity)
+	p := newResultPartition("test/0/0/0/e0", subpartitions(e, s.n), s.capacity, nil)
 	out := new(int64)
 	w, err := newRecordWriter(ctx, e,
 		&pb.JobVertex{Parallelism: int32(s.n), MaxParallelism: int32(s.maxPar)},
@@ -77,12 +77,11 @@ func (w *testWriter) emit(t *testing.T, rows ...record.Row) {
 func (w *testWriter) queued(c int) []*buffer {
 	var out []*buffer
 	for {
-		select {
-		case b := <-w.p.subs[c].queue:
-			out = append(out, b)
-		default:
+		b, _ := w.p.subs[c].poll(true)
+		if b == nil {
 			return out
 		}
+		out = append(out, b)
 	}
 }
 
@@ -255,7 +254,7 @@ func TestNewRecordWriterErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newResultPartition("k", tc.n, 1)
+			p := newResultPartition("k", tc.n, 1, nil)
 			_, err := newRecordWriter(t.Context(),
 				&pb.JobEdge{Partitioner: tc.part, Key: tc.key, Schema: intSchema.Proto()},
 				&pb.JobVertex{Parallelism: int32(tc.n), MaxParallelism: 128}, tc.subtask, p, new(int64), nil)
@@ -562,8 +561,8 @@ func TestRecordWriterEndOfPartition(t *testing.T) {
 	}
 }
 
-// TestRecordWriterBlocksOnFullQueue checks backpressure: with the subpartition queue full, the
-// writer blocks until the consumer takes a buffer or the task is cancelled. synctest.Wait
+// TestRecordWriterBlocksOnFullQueue checks backpressure: with the subpartition queue full (its
+// capacity and the overdraft buffers), the writer blocks until the consumer takes a buffer or the task is cancelled. synctest.Wait
 // returns once the writer goroutine is durably blocked, so no sleep is needed.
 func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 	fill := record.Row{record.StringValue(strings.Repeat("f", maxBufferBytes))} // flushes on Emit
@@ -597,8 +596,13 @@ func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 				w := newTestWriter(ctx, t, writerSetup{
 					schema: strSchema, part: pb.Partitioner_PARTITIONER_FORWARD, n: 1, capacity: 1,
 				})
-				w.emit(t, fill) // fills the queue
-				if got := len(w.p.subs[0].queue); got != 1 {
+				for range 1 + maxOverdraftBuffers {
+					w.emit(t, fill) // fills the queue
+				}
+				if w.available() {
+					t.Fatal("available() with the queue over its capacity, want false")
+				}
+				if got := w.p.subs[0].size(); got != 1+maxOverdraftBuffers {
 					t.Fatalf("queue holds %d buffers after a full buffer, want 1", got)
 				}
 				done := make(chan error, 1)
@@ -614,13 +618,13 @@ func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 					if err := <-done; !errors.Is(err, context.Canceled) {
 						t.Errorf("blocked operation returned %v after cancel, want %v", err, context.Canceled)
 					}
-					// Only the filling buffer is queued; the blocked one was dropped.
-					if got := w.queued(0); len(got) != 1 || got[0].event != nil || got[0].records != 1 {
-						t.Errorf("after cancel the queue holds %d buffers, want only the filling one", len(got))
+					// Only the filling buffers are queued; the blocked one was dropped.
+					if got := w.queued(0); len(got) != 1+maxOverdraftBuffers || got[0].event != nil || got[0].records != 1 {
+						t.Errorf("after cancel the queue holds %d buffers, want only the %d filling ones", len(got), 1+maxOverdraftBuffers)
 					}
 					return
 				}
-				first := <-w.p.subs[0].queue
+				first, _ := w.p.subs[0].poll(true)
 				if got := decode(t, strSchema, first); !rowsEqual(got, []record.Row{fill}) {
 					t.Errorf("first queued buffer holds %d records, want the filling record", len(got))
 				}
@@ -628,8 +632,9 @@ func TestRecordWriterBlocksOnFullQueue(t *testing.T) {
 					t.Errorf("blocked operation returned %v after the consumer took a buffer, want nil", err)
 				}
 				got := w.queued(0)
-				if len(got) != 1 || got[0].isEndOfPartition() != tc.wantEOP || (!tc.wantEOP && got[0].records != 1) {
-					t.Errorf("after unblocking the queue holds %d buffers, want 1 (end-of-partition %v)", len(got), tc.wantEOP)
+				last := got[len(got)-1]
+				if len(got) != 1+maxOverdraftBuffers || last.isEndOfPartition() != tc.wantEOP || (!tc.wantEOP && last.records != 1) {
+					t.Errorf("after unblocking the queue holds %d buffers, want %d, the last the blocked one (end-of-partition %v)", len(got), 1+maxOverdraftBuffers, tc.wantEOP)
 				}
 			})
 		})

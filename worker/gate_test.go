@@ -1,0 +1,216 @@
+package worker
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	pb "github.com/goflink/goflink/proto/goflink/v1"
+)
+
+// gateFixture is a gate of n channels and helpers to name buffers.
+type gateFixture struct {
+	g  *inputGate
+	ch []*inputChannel
+}
+
+func newGateFixture(n int) *gateFixture {
+	f := &gateFixture{g: newInputGate(n)}
+	for i := range n {
+		f.ch = append(f.ch, &inputChannel{idx: i, gate: f.g})
+	}
+	return f
+}
+
+// data is a data buffer whose bytes name it.
+func data(name string) *buffer { return &buffer{data: []byte(name), records: 1} }
+
+func barrierBuf(id int64, unaligned bool) *buffer {
+	return &buffer{event: &pb.Event{Kind: &pb.Event_Barrier{Barrier: &pb.CheckpointBarrier{CheckpointId: id, Unaligned: unaligned}}}}
+}
+
+// name describes a gate item: "c0:a" for data "a" on channel 0, "c1:bar2" for a barrier, "c1:!bar2" for
+// a priority one.
+func name(it gateItem) string {
+	switch {
+	case it.err != nil:
+		return fmt.Sprintf("c%d:err", it.ch.idx)
+	case it.buf.event == nil:
+		return fmt.Sprintf("c%d:%s", it.ch.idx, it.buf.data)
+	case it.buf.event.GetBarrier() != nil:
+		p := ""
+		if it.prio {
+			p = "!"
+		}
+		return fmt.Sprintf("c%d:%sbar%d", it.ch.idx, p, it.buf.event.GetBarrier().GetCheckpointId())
+	case it.buf.isEndOfPartition():
+		return fmt.Sprintf("c%d:eop", it.ch.idx)
+	}
+	return fmt.Sprintf("c%d:event", it.ch.idx)
+}
+
+// drain polls until nothing is left.
+func (f *gateFixture) drain(blocked []bool, dataOK bool) []string {
+	var got []string
+	for {
+		it, ok := f.g.poll(blocked, dataOK)
+		if !ok {
+			return got
+		}
+		got = append(got, name(it))
+	}
+}
+
+func names(bufs []*buffer) []string {
+	var s []string
+	for _, b := range bufs {
+		s = append(s, string(b.data))
+	}
+	return s
+}
+
+func TestGatePollOrder(t *testing.T) {
+	f := newGateFixture(3)
+	f.g.push(f.ch[0], data("a1"))
+	f.g.push(f.ch[0], data("a2"))
+	f.g.push(f.ch[1], data("b1"))
+	f.g.push(f.ch[2], data("c1"))
+	f.g.pushPriority(f.ch[2], barrierBuf(7, true))
+	f.g.push(f.ch[2], data("c2"))
+	f.g.fail(f.ch[1], fmt.Errorf("lost"))
+
+	// Without room for data only the priority items come, oldest first.
+	if got, want := f.drain(make([]bool, 3), false), []string{"c2:!bar7", "c1:err"}; !slices.Equal(got, want) {
+		t.Fatalf("poll without data = %q, want %q", got, want)
+	}
+	// Round robin over the channels; a blocked one is skipped; the marker is never polled.
+	blocked := []bool{false, true, false}
+	if got, want := f.drain(blocked, true), []string{"c0:a1", "c2:c1", "c0:a2", "c2:c2"}; !slices.Equal(got, want) {
+		t.Fatalf("poll with channel 1 blocked = %q, want %q", got, want)
+	}
+	if got, want := f.drain(make([]bool, 3), true), []string{"c1:b1"}; !slices.Equal(got, want) {
+		t.Fatalf("poll after unblocking = %q, want %q", got, want)
+	}
+	select {
+	case <-f.g.notify:
+	default:
+		t.Fatal("no notification after pushes")
+	}
+}
+
+// The capture of an unaligned checkpoint holds exactly the data buffers ahead of each
+// channel's barrier: queued ones and later ones, whichever way the barrier comes.
+func TestGateCapture(t *testing.T) {
+	f := newGateFixture(5)
+	// Channel 0: its priority barrier arrived, behind a1 a2 (still queued).
+	f.g.push(f.ch[0], data("a1"))
+	f.g.push(f.ch[0], data("a2"))
+	f.g.pushPriority(f.ch[0], barrierBuf(3, true))
+	f.g.push(f.ch[0], data("a3")) // after the barrier
+	// Channel 1: b1 queued, barrier still to come (in priority, later).
+	f.g.push(f.ch[1], data("b1"))
+	// Channel 2: c1 queued, then an in-order barrier (a forward edge's) and c2.
+	f.g.push(f.ch[2], data("c1"))
+	f.g.push(f.ch[2], barrierBuf(3, false))
+	f.g.push(f.ch[2], data("c2"))
+	// Channel 3: skipped (its barrier was processed in order already).
+	f.g.push(f.ch[3], data("d1"))
+	// Channel 4: nothing yet; it ends later.
+
+	// The trigger's priority barrier is polled first.
+	if it, _ := f.g.poll(make([]bool, 5), true); name(it) != "c0:!bar3" {
+		t.Fatalf("first poll = %s, want c0:!bar3", name(it))
+	}
+	f.g.startCapture(3, []bool{false, false, false, true, false})
+	if c, complete := f.g.takeCapture(2); c != nil || complete {
+		t.Fatal("takeCapture of another checkpoint returned a capture")
+	}
+	// Processing does not change the capture: it is by position.
+	if it, _ := f.g.poll(make([]bool, 5), true); name(it) != "c0:a1" {
+		t.Fatalf("poll = %s, want c0:a1", name(it))
+	}
+	f.g.push(f.ch[1], data("b2"))
+	f.g.pushPriority(f.ch[1], barrierBuf(3, true))
+	f.g.push(f.ch[1], data("b3"))
+	f.g.push(f.ch[4], data("e1"))
+	f.g.push(f.ch[4], &buffer{event: endOfPartition})
+	f.g.push(f.ch[4], data("never")) // cannot happen; not collected anyway
+
+	c, complete := f.g.takeCapture(3)
+	if c == nil || !complete {
+		t.Fatalf("takeCapture(3) = %v, %v; want a complete capture", c, complete)
+	}
+	want := [][]string{{"a1", "a2"}, {"b1", "b2"}, {"c1"}, nil, {"e1"}}
+	var bytes int64
+	for ch := range want {
+		if got := names(c.bufs[ch]); !slices.Equal(got, want[ch]) {
+			t.Errorf("channel %d captured %q, want %q", ch, got, want[ch])
+		}
+		for _, s := range want[ch] {
+			bytes += int64(len(s))
+		}
+	}
+	if c.bytes != bytes {
+		t.Errorf("captured %d bytes, want %d", c.bytes, bytes)
+	}
+	if c, _ := f.g.takeCapture(3); c != nil {
+		t.Error("second takeCapture(3) returned a capture")
+	}
+}
+
+func TestGateCaptureIncompleteAndDropped(t *testing.T) {
+	f := newGateFixture(2)
+	f.g.startCapture(5, []bool{false, false})
+	f.g.push(f.ch[0], data("x"))
+	f.g.pushPriority(f.ch[0], barrierBuf(5, true))
+	if c, complete := f.g.takeCapture(5); c == nil || complete {
+		t.Fatalf("takeCapture with channel 1's barrier missing = %v, %v; want an incomplete capture", c, complete)
+	}
+	f.g.startCapture(6, []bool{false, false})
+	f.g.dropCapture(6)
+	f.g.push(f.ch[1], data("y"))
+	if c, _ := f.g.takeCapture(6); c != nil {
+		t.Fatal("takeCapture after dropCapture returned a capture")
+	}
+	// A newer barrier or a cancellation ends a channel's capture too.
+	f.g.startCapture(7, []bool{false, false})
+	f.g.push(f.ch[0], barrierBuf(8, false))
+	f.g.push(f.ch[1], &buffer{event: &pb.Event{Kind: &pb.Event_CancelCheckpoint{CancelCheckpoint: &pb.CancelCheckpointMarker{CheckpointId: 7}}}})
+	if c, complete := f.g.takeCapture(7); c == nil || !complete || len(c.bufs[0])+len(c.bufs[1]) != 2 {
+		t.Fatalf("takeCapture(7) = %v, %v; want a complete capture of the 2 queued buffers", c, complete)
+	}
+}
+
+// A subpartition's priority event overtakes the queued buffers, needs no credit, and reports
+// the data buffers it overtook.
+func TestSubpartitionPriority(t *testing.T) {
+	p := newResultPartition("k", 1, 2, nil)
+	s := p.subs[0]
+	if !s.add(data("a"), 2) || !s.add(&buffer{event: endOfData}, 2) || s.add(data("c"), 2) {
+		t.Fatal("add within/over the limit")
+	}
+	s.add(data("c"), 0) // no limit: a partly filled buffer before a priority event
+	over := s.addPriority(barrierBuf(1, true))
+	if got := names(over); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("overtaken = %q, want [a c] (events are not channel state)", got)
+	}
+	if b, used := s.poll(false); !isPriority(b.event) || used {
+		t.Fatalf("poll without credit = %v, %v; want the priority barrier, no credit used", b, used)
+	}
+	if b, _ := s.poll(false); b != nil {
+		t.Fatal("poll without credit returned a buffer")
+	}
+	select {
+	case <-s.space:
+		t.Fatal("space signalled before a buffer was taken")
+	default:
+	}
+	if b, used := s.poll(true); string(b.data) != "a" || !used {
+		t.Fatalf("poll with credit = %v, %v; want buffer a, credit used", b, used)
+	}
+	select {
+	case <-s.space:
+	default:
+		t.Fatal("no space signal after a buffer was taken")
+	}
+}

@@ -104,10 +104,10 @@ func unal(id, ts int64, skip []bool, alignment time.Duration) string {
 	return fmt.Sprintf("unaligned %d ts=%d timeout=0 skip=%v align=%v", id, ts, skip, alignment)
 }
 
-func complete(id int64) string { return fmt.Sprintf("complete %d", id) }
-func tick(d time.Duration) step       { return step{kind: "tick", d: d} }
-func pend(id int64) step              { return step{kind: "pending", id: id, pending: true} }
-func noPend() step                    { return step{kind: "pending"} }
+func complete(id int64) string  { return fmt.Sprintf("complete %d", id) }
+func tick(d time.Duration) step { return step{kind: "tick", d: d} }
+func pend(id int64) step        { return step{kind: "pending", id: id, pending: true} }
+func noPend() step              { return step{kind: "pending"} }
 
 // newBarrier returns the barrier of checkpoint id, with timestamp id*100.
 func newBarrier(id int64, mode pb.CheckpointingMode) *pb.CheckpointBarrier {

@@ -83,9 +83,9 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	for _, loc := range []*pb.ChannelBuffers{
 		{Offset: -1, Size: 2},
 		{Offset: 0, Size: int64(whole.Len()) + 1},
-		{Offset: 0, Size: 5, Buffers: 1},                    // a truncated buffer
+		{Offset: 0, Size: 5, Buffers: 1},                   // a truncated buffer
 		{Offset: 0, Size: inLocs[0].GetSize(), Buffers: 5}, // a wrong count
-		{Offset: 1, Size: 9, Buffers: 1},                    // a length beyond the range
+		{Offset: 1, Size: 9, Buffers: 1},                   // a length beyond the range
 	} {
 		if _, err := readBuffers(whole.Bytes(), loc); !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("readBuffers(%v) = %v, want ErrCorrupt", loc, err)

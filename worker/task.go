@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -99,11 +99,11 @@ type task struct {
 	wg       sync.WaitGroup // input channel goroutines
 
 	// checkpointing, owned by the task goroutine
-	mail           chan func() error // actions from RPCs, run by the task goroutine
-	chain          []chainMember
-	keyed          state.KeyedBackend
-	barriers       barrierHandler // nil when checkpointing is off
-	blocked        []bool         // per input channel: blocked by alignment
+	mail     chan func() error // actions from RPCs, run by the task goroutine
+	chain    []chainMember
+	keyed    state.KeyedBackend
+	barriers barrierHandler // nil when checkpointing is off
+	blocked  []bool         // per input channel: blocked by alignment
 	// capture is the unaligned checkpoint collecting its input channel state, if any;
 	// alignTimer fires at the pending checkpoint's aligned-checkpoint timeout.
 	capture    *inputCapture

@@ -275,6 +275,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := validateRetention(graph); err != nil {
 		return "", err
 	}
+	if err := validateUnaligned(graph); err != nil {
+		return "", err
+	}
 	if err := d.probeCheckpointDir(graph); err != nil {
 		return "", err
 	}
@@ -397,6 +400,29 @@ func validateRetention(g *pb.JobGraph) error {
 		return fmt.Errorf("%w: config key %q: %d is above the maximum %d", job.ErrInvalidSpec, config.CheckpointNumRetained, n, maxNumRetained)
 	}
 	return nil
+}
+
+// validateUnaligned checks execution.checkpointing.unaligned against the keys it cannot be
+// combined with, as Flink does: unaligned checkpoints exist for exactly-once only, and one at
+// a time (a second one's barriers would overtake the first's channel state).
+func validateUnaligned(g *pb.JobGraph) error {
+	cfg := config.New()
+	if err := cfg.SetAll(g.GetConfig()); err != nil {
+		return fmt.Errorf("%w: %w", job.ErrInvalidSpec, err)
+	}
+	if !cfg.Bool(config.CheckpointUnaligned) {
+		return nil
+	}
+	var errs []error
+	if n := cfg.Int(config.CheckpointMaxConcurrent); n > 1 {
+		errs = append(errs, fmt.Errorf("%w: %s = true needs %s = 1, got %d: unaligned checkpoints are taken one at a time",
+			job.ErrInvalidSpec, config.CheckpointUnaligned, config.CheckpointMaxConcurrent, n))
+	}
+	if m := cfg.String(config.CheckpointMode); m != "EXACTLY_ONCE" {
+		errs = append(errs, fmt.Errorf("%w: %s = true needs %s = EXACTLY_ONCE, got %s: unaligned checkpoints exist for exactly-once only (at-least-once does not align at all)",
+			job.ErrInvalidSpec, config.CheckpointUnaligned, config.CheckpointMode, m))
+	}
+	return errors.Join(errs...)
 }
 
 // restartStrategy selects a job's restart strategy by Flink's rule, from the job's own keys

@@ -40,18 +40,25 @@ type checkpointSettings struct {
 	tolerable     int
 	numRetained   int
 	mode          pb.CheckpointingMode
+	// unaligned: checkpoints (never savepoints) may be taken unaligned, switching after
+	// alignedTimeout when it is positive (execution.checkpointing.unaligned and
+	// aligned-checkpoint-timeout).
+	unaligned      bool
+	alignedTimeout time.Duration
 }
 
 // checkpointSettingsFrom reads the checkpointing keys of a job's configuration.
 func checkpointSettingsFrom(cfg *config.Config) checkpointSettings {
 	s := checkpointSettings{
-		interval:      cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
-		timeout:       cfg.Duration(config.CheckpointTimeout),
-		minPause:      cfg.Duration(config.CheckpointMinPause),
-		maxConcurrent: cfg.Int(config.CheckpointMaxConcurrent),
-		tolerable:     cfg.Int(config.CheckpointTolerable),
-		numRetained:   cfg.Int(config.CheckpointNumRetained),
-		mode:          pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
+		interval:       cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
+		timeout:        cfg.Duration(config.CheckpointTimeout),
+		minPause:       cfg.Duration(config.CheckpointMinPause),
+		maxConcurrent:  cfg.Int(config.CheckpointMaxConcurrent),
+		tolerable:      cfg.Int(config.CheckpointTolerable),
+		numRetained:    cfg.Int(config.CheckpointNumRetained),
+		mode:           pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
+		unaligned:      cfg.Bool(config.CheckpointUnaligned),
+		alignedTimeout: cfg.Duration(config.CheckpointAlignedTimeout),
 	}
 	if cfg.String(config.CheckpointMode) == "AT_LEAST_ONCE" {
 		s.mode = pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
@@ -358,6 +365,9 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *sa
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
+	if c.s.unaligned && sp == nil {
+		b.Unaligned, b.AlignedTimeoutMs = true, c.s.alignedTimeout.Milliseconds()
+	}
 	if sp != nil {
 		// A savepoint is always aligned (as in Flink, also with at-least-once checkpoints).
 		b.Mode, b.SavepointDir, b.Stop, b.Drain = pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE, sp.dir, sp.stop, sp.stop && sp.drain
@@ -390,8 +400,13 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 	delete(p.waiting, task)
 	p.states = append(p.states, snap.GetOperators()...)
 	p.info.Acknowledged++
-	p.info.StateSizeBytes += m.GetStateSizeBytes()
+	// The state size includes the channel state, as Flink's (OperatorSubtaskState counts its
+	// input channel and result subpartition state): a task's state_size_bytes is its operators'
+	// state, in_flight_bytes the channel state it persisted besides.
+	p.info.StateSizeBytes += m.GetStateSizeBytes() + m.GetInFlightBytes()
 	p.info.AlignmentMs = max(p.info.AlignmentMs, m.GetAlignmentMs())
+	p.info.Unaligned = p.info.Unaligned || m.GetUnaligned()
+	p.info.InFlightBytes += m.GetInFlightBytes()
 	if len(p.waiting) == 0 {
 		c.complete(p)
 	}
@@ -463,6 +478,7 @@ func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
 func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
 	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes(), p.sp)
 	if err == nil {
+		cp.Unaligned, cp.InFlightBytes = p.info.GetUnaligned(), p.info.GetInFlightBytes()
 		var subsumed []*pb.CompletedCheckpoint
 		subsumed, err = c.io.commit(cp, p.sp.intermediate())
 		if err == nil {
@@ -661,7 +677,8 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 
 func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
-		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: storage.JoinPath(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: storage.JoinPath(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint(),
+		Unaligned: r.GetUnaligned(), InFlightBytes: r.GetInFlightBytes()}
 }
 
 // checkpointCounts are numbers of completed and failed checkpoints.

@@ -143,6 +143,9 @@ func (sp *savepointRequest) intermediate() bool { return sp != nil && !sp.stop }
 type manualRequest struct {
 	reply chan<- checkpointResult
 	sp    *savepointRequest
+	// aligned: a checkpoint taken aligned even when the job's are unaligned (the checkpoint
+	// a rescale restores: channel state restores only at the parallelism it was taken at).
+	aligned bool
 }
 
 // checkpointResult answers a manual trigger.
@@ -239,6 +242,13 @@ func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult, sp 
 	c.runQueued()
 }
 
+// triggerAligned queues a checkpoint requested to be aligned, whatever the job's
+// execution.checkpointing.unaligned (a rescale's); reply receives its outcome.
+func (c *checkpointCoordinator) triggerAligned(reply chan<- checkpointResult) {
+	c.manualQueue = append(c.manualQueue, manualRequest{reply: reply, aligned: true})
+	c.runQueued()
+}
+
 // triggerSoon brings the next periodic checkpoint forward because a task waits for its final
 // checkpoint (Flink waits for the next interval): to now, or to the end of the minimum pause
 // since the last completion; while max-concurrent checkpoints are pending, to when one ends.
@@ -311,7 +321,7 @@ func (c *checkpointCoordinator) runQueued() {
 		case len(c.manualQueue) > 0:
 			r := c.manualQueue[0]
 			c.manualQueue = c.manualQueue[1:]
-			c.triggerNow(r.reply, r.sp)
+			c.triggerNow(r.reply, r.sp, r.aligned)
 		case c.periodicQueued && !c.paused:
 			c.periodicQueued = false
 			if wait := c.lastCompletion.Add(c.s.minPause).Sub(c.now()); !c.lastCompletion.IsZero() && wait > 0 {
@@ -321,7 +331,7 @@ func (c *checkpointCoordinator) runQueued() {
 				c.nextPeriodic = c.now().Add(wait)
 				continue
 			}
-			c.triggerNow(nil, nil)
+			c.triggerNow(nil, nil, false)
 		default:
 			return
 		}
@@ -329,8 +339,8 @@ func (c *checkpointCoordinator) runQueued() {
 }
 
 // triggerNow starts one checkpoint (or savepoint): plan, ID, pending entry, barriers to the
-// sources.
-func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *savepointRequest) {
+// sources. A checkpoint is unaligned when the job's are and it is not requested aligned.
+func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *savepointRequest, aligned bool) {
 	now := c.now()
 	fail := func(reason pb.CheckpointFailureReason, msg string) {
 		info := &pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(now),
@@ -365,7 +375,7 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *sa
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
-	if c.s.unaligned && sp == nil {
+	if c.s.unaligned && sp == nil && !aligned {
 		b.Unaligned, b.AlignedTimeoutMs = true, c.s.alignedTimeout.Milliseconds()
 	}
 	if sp != nil {

@@ -551,6 +551,12 @@ func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
 
 // triggerCheckpoint triggers a checkpoint of a running job and waits for its outcome.
 func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.CheckpointInfo, error) {
+	return d.triggerCheckpointOf(ctx, id, false)
+}
+
+// triggerCheckpointOf triggers a checkpoint of a job, aligned (also for a job whose
+// checkpoints are unaligned) when asked, and waits for its outcome.
+func (d *dispatcher) triggerCheckpointOf(ctx context.Context, id string, aligned bool) (*pb.CheckpointInfo, error) {
 	rec, ok := d.fsm.job(id)
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
@@ -563,7 +569,7 @@ func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.Chec
 		return nil, fmt.Errorf("checkpoint job %s: %w", id, ErrNoLeader)
 	}
 	reply := make(chan checkpointResult, 1)
-	m.send(evTriggerCheckpoint{reply: reply})
+	m.send(evTriggerCheckpoint{reply: reply, aligned: aligned})
 	select {
 	case r := <-reply:
 		return r.info, r.err

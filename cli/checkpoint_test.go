@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -144,13 +145,29 @@ func history() []*pb.CheckpointInfo {
 
 func completedCheckpoint() *pb.CheckpointInfo { return history()[1] }
 
+// unalignedHistory is the history of a job with unaligned checkpoints, newest first: one in
+// progress that a task took unaligned so far, an unaligned and an aligned one completed (its
+// tasks' alignment ended before the aligned-checkpoint-timeout), and a savepoint.
+func unalignedHistory() []*pb.CheckpointInfo {
+	ts := timestamppb.New(cpTime)
+	return []*pb.CheckpointInfo{
+		{Id: 24, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, TriggerTime: ts, Acknowledged: 1, Total: 4, Unaligned: true, InFlightBytes: 2048},
+		{Id: 23, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: ts, DurationMs: 40, StateSizeBytes: 3 << 20,
+			Acknowledged: 4, Total: 4, Unaligned: true, InFlightBytes: 3<<20 - 1024},
+		{Id: 22, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: ts, DurationMs: 900, StateSizeBytes: 1024, AlignmentMs: 850,
+			Acknowledged: 4, Total: 4},
+		{Id: 21, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: ts, DurationMs: 1200, StateSizeBytes: 1024, AlignmentMs: 1100,
+			Acknowledged: 4, Total: 4, Savepoint: true},
+	}
+}
+
 // newFake is a JobService knowing job j1 (checkpointing on) and job plain (checkpointing off).
 func newFake() *fakeJobService {
 	fail := func(cp *pb.CheckpointInfo, err error) func(context.Context) (*pb.CheckpointInfo, error) {
 		return func(context.Context) (*pb.CheckpointInfo, error) { return cp, err }
 	}
 	return &fakeJobService{
-		checkpoints: map[string][]*pb.CheckpointInfo{"j1": history(), "fresh": nil},
+		checkpoints: map[string][]*pb.CheckpointInfo{"j1": history(), "fresh": nil, "uc": unalignedHistory()},
 		trigger: map[string]func(context.Context) (*pb.CheckpointInfo, error){
 			"j1": fail(completedCheckpoint(), nil),
 			"declined": fail(&pb.CheckpointInfo{Id: 14, Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(cpTime),
@@ -183,8 +200,8 @@ func newFake() *fakeJobService {
 }
 
 // checkpointKeys are the keys of a checkpoint in JSON output: the documented contract.
-var checkpointKeys = []string{"acknowledged", "alignment_ms", "duration_ms", "failure", "failure_reason", "id", "manual", "path", "savepoint",
-	"state_size_bytes", "status", "total", "trigger_time"}
+var checkpointKeys = []string{"acknowledged", "alignment_ms", "duration_ms", "failure", "failure_reason", "id", "in_flight_bytes", "manual", "path", "savepoint",
+	"state_size_bytes", "status", "total", "trigger_time", "unaligned"}
 
 // requireCheckpointShape checks that m has exactly the checkpoint keys, and its trigger time.
 func requireCheckpointShape(t *testing.T, what string, m map[string]any) {
@@ -231,11 +248,11 @@ func TestCheckpointsTable(t *testing.T) {
 	}
 	local := cpTime.Local().Format("2006-01-02 15:04:05.000")
 	want := [][]string{
-		{"ID", "TYPE", "STATUS", "TRIGGERED", "DURATION", "SIZE", "ALIGNMENT", "ACKS", "FAILURE"},
-		{"13", "checkpoint", "IN_PROGRESS", local, "-", "-", "-", "1/4", "-"},
-		{"12", "checkpoint", "COMPLETED", local, "35 ms", "1.2 KiB", "3 ms", "4/4", "-"},
-		{"11", "checkpoint", "FAILED", local, "10m0s", "-", "-", "2/4", "<truncated>"},
-		{"-", "checkpoint", "FAILED", local, "-", "-", "-", "-", "NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running"},
+		{"ID", "TYPE", "STATUS", "TRIGGERED", "DURATION", "SIZE", "IN-FLIGHT", "ALIGNMENT", "ACKS", "FAILURE"},
+		{"13", "aligned checkpoint", "IN_PROGRESS", local, "-", "-", "-", "-", "1/4", "-"},
+		{"12", "aligned checkpoint", "COMPLETED", local, "35 ms", "1.2 KiB", "0 B", "3 ms", "4/4", "-"},
+		{"11", "aligned checkpoint", "FAILED", local, "10m0s", "-", "-", "-", "2/4", "<truncated>"},
+		{"-", "aligned checkpoint", "FAILED", local, "-", "-", "-", "-", "-", "NOT_ALL_REQUIRED_TASKS_RUNNING: not all required tasks are currently running"},
 	}
 	rows := tableRows(stdout)
 	if len(rows) != len(want) {
@@ -282,7 +299,8 @@ func TestCheckpointsJSON(t *testing.T) {
 	checkFields(t, "in progress", cps[0], map[string]any{"id": 13.0, "status": "IN_PROGRESS", "acknowledged": 1.0, "total": 4.0,
 		"failure_reason": "", "failure": "", "path": "", "manual": false})
 	checkFields(t, "completed", cps[1], map[string]any{"id": 12.0, "status": "COMPLETED", "duration_ms": 35.0, "state_size_bytes": 1229.0,
-		"alignment_ms": 3.0, "acknowledged": 4.0, "total": 4.0, "failure_reason": "", "failure": "", "path": "/var/checkpoints/j1/chk-12", "manual": true})
+		"alignment_ms": 3.0, "acknowledged": 4.0, "total": 4.0, "failure_reason": "", "failure": "", "path": "/var/checkpoints/j1/chk-12", "manual": true,
+		"unaligned": false, "in_flight_bytes": 0.0})
 	checkFields(t, "expired", cps[2], map[string]any{"id": 11.0, "status": "FAILED", "duration_ms": 600000.0,
 		"failure_reason": "CHECKPOINT_EXPIRED", "failure": longFailure}) // JSON is never truncated
 	checkFields(t, "pre-flight", cps[3], map[string]any{"id": 0.0, "status": "FAILED", "failure_reason": "NOT_ALL_REQUIRED_TASKS_RUNNING",
@@ -518,6 +536,62 @@ func TestCheckpointFormatting(t *testing.T) {
 	}{{0, "0 ms"}, {35, "35 ms"}, {999, "999 ms"}, {2500, "2.5 s"}, {200_000, "3m20s"}} {
 		if got := msText(tc.ms); got != tc.want {
 			t.Errorf("msText(%d) = %q, want %q", tc.ms, got, tc.want)
+		}
+	}
+}
+
+// TestCheckpointsUnaligned checks how flinkctl checkpoints shows unaligned checkpoints: the
+// table's TYPE says aligned or unaligned (a savepoint is always aligned) and IN-FLIGHT the
+// persisted in-flight data; JSON has unaligned and in_flight_bytes for each.
+func TestCheckpointsUnaligned(t *testing.T) {
+	addr := serve(t, newFake())
+	code, stdout, stderr := execute(t, "-m", addr, "checkpoints", "uc")
+	if code != ExitOK {
+		t.Fatalf("checkpoints uc = exit %d; stderr:\n%s", code, stderr)
+	}
+	local := cpTime.Local().Format("2006-01-02 15:04:05.000")
+	want := [][]string{
+		{"ID", "TYPE", "STATUS", "TRIGGERED", "DURATION", "SIZE", "IN-FLIGHT", "ALIGNMENT", "ACKS", "FAILURE"},
+		{"24", "unaligned checkpoint", "IN_PROGRESS", local, "-", "-", "2.0 KiB", "-", "1/4", "-"},
+		{"23", "unaligned checkpoint", "COMPLETED", local, "40 ms", "3.0 MiB", "3.0 MiB", "0 ms", "4/4", "-"},
+		{"22", "aligned checkpoint", "COMPLETED", local, "900 ms", "1.0 KiB", "0 B", "850 ms", "4/4", "-"},
+		{"21", "savepoint", "COMPLETED", local, "1.2 s", "1.0 KiB", "0 B", "1.1 s", "4/4", "-"},
+	}
+	if rows := tableRows(stdout); !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("checkpoints uc printed\n%s\nwant rows %q", stdout, want)
+	}
+
+	code, stdout, stderr = execute(t, "-m", addr, "-o", "json", "checkpoints", "uc")
+	if code != ExitOK {
+		t.Fatalf("checkpoints -o json uc = exit %d; stderr:\n%s", code, stderr)
+	}
+	var cps []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &cps); err != nil || len(cps) != 4 {
+		t.Fatalf("output is not a JSON array of 4 checkpoints (%v):\n%s", err, stdout)
+	}
+	for i, w := range []map[string]any{
+		{"id": 24.0, "unaligned": true, "in_flight_bytes": 2048.0, "savepoint": false},
+		{"id": 23.0, "unaligned": true, "in_flight_bytes": float64(3<<20 - 1024), "state_size_bytes": float64(3 << 20)},
+		{"id": 22.0, "unaligned": false, "in_flight_bytes": 0.0},
+		{"id": 21.0, "unaligned": false, "in_flight_bytes": 0.0, "savepoint": true},
+	} {
+		requireCheckpointShape(t, fmt.Sprintf("checkpoints[%d]", i), cps[i])
+		checkFields(t, fmt.Sprintf("checkpoints[%d]", i), cps[i], w)
+	}
+}
+
+// flinkctl checkpoint says when the checkpoint it took was unaligned, and how much it persisted
+// in flight.
+func TestCheckpointOutcomeUnaligned(t *testing.T) {
+	for _, tc := range []struct {
+		cp   *pb.CheckpointInfo
+		want string
+	}{
+		{unalignedHistory()[1], "Checkpoint 23 of job uc completed in 40 ms (3.0 MiB, unaligned: 3.0 MiB in flight)"},
+		{unalignedHistory()[2], "Checkpoint 22 of job uc completed in 900 ms (1.0 KiB)"},
+	} {
+		if got := checkpointOutcome("uc", tc.cp); got != tc.want {
+			t.Errorf("checkpointOutcome(%d) = %q, want %q", tc.cp.GetId(), got, tc.want)
 		}
 	}
 }

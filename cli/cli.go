@@ -357,7 +357,11 @@ func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
 	}
 	switch cp.GetStatus() {
 	case pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED:
-		line := fmt.Sprintf("%s of job %s completed in %s (%s)", name, job, msText(cp.GetDurationMs()), bytesText(cp.GetStateSizeBytes()))
+		size := bytesText(cp.GetStateSizeBytes())
+		if cp.GetUnaligned() {
+			size += ", unaligned: " + bytesText(cp.GetInFlightBytes()) + " in flight"
+		}
+		line := fmt.Sprintf("%s of job %s completed in %s (%s)", name, job, msText(cp.GetDurationMs()), size)
 		if cp.GetPath() != "" {
 			line += " at " + cp.GetPath()
 		}

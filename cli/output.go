@@ -90,6 +90,10 @@ type checkpointJSON struct {
 	Path           string  `json:"path"`
 	Manual         bool    `json:"manual"`
 	Savepoint      bool    `json:"savepoint"`
+	// Unaligned: some task took the checkpoint unaligned; InFlightBytes is the channel state
+	// (in-flight data) it persisted, counted in StateSizeBytes too.
+	Unaligned     bool  `json:"unaligned"`
+	InFlightBytes int64 `json:"in_flight_bytes"`
 }
 
 // jobManagerJSON is one member of the JobManagers' Raft group.
@@ -170,7 +174,7 @@ func checkpointOut(c *pb.CheckpointInfo) checkpointJSON {
 		DurationMs: c.GetDurationMs(), StateSizeBytes: c.GetStateSizeBytes(), AlignmentMs: c.GetAlignmentMs(),
 		Failure: c.GetFailure(), FailureReason: failureReasonName(c.GetFailureReason()),
 		Acknowledged: c.GetAcknowledged(), Total: c.GetTotal(), Path: c.GetPath(), Manual: c.GetManual(),
-		Savepoint: c.GetSavepoint(),
+		Savepoint: c.GetSavepoint(), Unaligned: c.GetUnaligned(), InFlightBytes: c.GetInFlightBytes(),
 	}
 }
 
@@ -424,7 +428,7 @@ const maxFailureText = 80
 
 func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tALIGNMENT\tACKS\tFAILURE")
+	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tIN-FLIGHT\tALIGNMENT\tACKS\tFAILURE")
 	for _, c := range cps {
 		done := c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 		// A measure shows once the checkpoint completed, or as far as it got.
@@ -438,15 +442,24 @@ func writeCheckpoints(w io.Writer, cps []*pb.CheckpointInfo) error {
 		if c.GetTotal() > 0 {
 			acks = fmt.Sprintf("%d/%d", c.GetAcknowledged(), c.GetTotal())
 		}
-		kind := "checkpoint"
-		if c.GetSavepoint() {
-			kind = "savepoint"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), kind, checkpointStatusName(c.GetStatus()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", checkpointIDText(c.GetId()), checkpointKind(c), checkpointStatusName(c.GetStatus()),
 			timeText(c.GetTriggerTime()), measure(c.GetDurationMs(), msText), measure(c.GetStateSizeBytes(), bytesText),
-			measure(c.GetAlignmentMs(), msText), acks, orDash(truncate(failureText(c), maxFailureText)))
+			measure(c.GetInFlightBytes(), bytesText), measure(c.GetAlignmentMs(), msText), acks, orDash(truncate(failureText(c), maxFailureText)))
 	}
 	return tw.Flush()
+}
+
+// checkpointKind is Flink's type of a checkpoint as its dashboard shows it: savepoint (always
+// aligned), unaligned checkpoint (some task took it unaligned, as far as the tasks that
+// acknowledged tell) or aligned checkpoint.
+func checkpointKind(c *pb.CheckpointInfo) string {
+	switch {
+	case c.GetSavepoint():
+		return "savepoint"
+	case c.GetUnaligned():
+		return "unaligned checkpoint"
+	}
+	return "aligned checkpoint"
 }
 
 // checkpointIDText is the ID, or "-" for a trigger that could not start a checkpoint (ID 0).

@@ -47,7 +47,7 @@ func (c *Config) Set(key, value string) error {
 	if err != nil {
 		return fmt.Errorf("config key %q: %w", key, err)
 	}
-	c.values[key] = v
+	c.values[o.Key] = v // an alias sets its key
 	return nil
 }
 
@@ -79,8 +79,11 @@ func (c *Config) Clone() *Config { return &Config{values: maps.Clone(c.values)} 
 // Map returns the explicitly set keys and their canonical values.
 func (c *Config) Map() map[string]string { return maps.Clone(c.values) }
 
-// IsSet reports whether key was set explicitly.
+// IsSet reports whether key (or an alias of it) was set explicitly.
 func (c *Config) IsSet(key string) bool {
+	if o, ok := byKey[key]; ok {
+		key = o.Key
+	}
 	_, ok := c.values[key]
 	return ok
 }
@@ -214,7 +217,9 @@ func flatten(n *yaml.Node, prefix string, visit func(string, *yaml.Node)) {
 		}
 		v := n.Content[i+1]
 		if v.Kind == yaml.MappingNode {
-			if _, known := byKey[key]; !known {
+			// A known key takes a scalar, unless other keys lie under it
+			// (execution.checkpointing.unaligned and its alias …unaligned.enabled).
+			if _, known := byKey[key]; !known || hasKeysUnder(key) {
 				flatten(v, key, visit)
 				continue
 			}
@@ -247,6 +252,16 @@ func (c *Config) JobDefaults() *Config {
 		}
 	}
 	return out
+}
+
+// hasKeysUnder reports whether a key or alias starts with prefix and a dot.
+func hasKeysUnder(prefix string) bool {
+	for k := range byKey {
+		if strings.HasPrefix(k, prefix+".") {
+			return true
+		}
+	}
+	return false
 }
 
 func suggestKey(key string) string {

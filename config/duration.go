@@ -30,6 +30,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	if t == "" {
 		return 0, fmt.Errorf("invalid duration %q: empty", s)
 	}
+	if strings.HasPrefix(t, "-") {
+		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
+	}
 	i := 0
 	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
 		i++

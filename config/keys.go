@@ -82,6 +82,8 @@ type Option struct {
 	FloatMinExclusive bool
 	FloatMax          float64
 	Description       string
+	// Aliases are other names of the key (Flink's fallback keys): setting one sets the key.
+	Aliases []string
 }
 
 // Configuration keys. Names are Flink's.
@@ -105,24 +107,29 @@ const (
 	CheckpointTolerable     = "execution.checkpointing.tolerable-failed-checkpoints"
 	CheckpointNumRetained   = "execution.checkpointing.num-retained"
 	CheckpointDir           = "execution.checkpointing.dir"
-	SavepointDir            = "execution.checkpointing.savepoint-dir"
-	StateBackend            = "state.backend.type"
-	RestartStrategy         = "restart-strategy.type"
-	FailoverStrategy        = "jobmanager.execution.failover-strategy"
-	FixedDelayAttempts      = "restart-strategy.fixed-delay.attempts"
-	FixedDelayDelay         = "restart-strategy.fixed-delay.delay"
-	FailureRateMaxFailures  = "restart-strategy.failure-rate.max-failures-per-interval"
-	FailureRateInterval     = "restart-strategy.failure-rate.failure-rate-interval"
-	FailureRateDelay        = "restart-strategy.failure-rate.delay"
-	ExpDelayInitialBackoff  = "restart-strategy.exponential-delay.initial-backoff"
-	ExpDelayMaxBackoff      = "restart-strategy.exponential-delay.max-backoff"
-	ExpDelayMultiplier      = "restart-strategy.exponential-delay.backoff-multiplier"
-	ExpDelayResetThreshold  = "restart-strategy.exponential-delay.reset-backoff-threshold"
-	ExpDelayJitter          = "restart-strategy.exponential-delay.jitter-factor"
-	ExpDelayAttempts        = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
-	ExceptionHistorySize    = "web.exception-history-size"
-	JobStoreExpiration      = "jobstore.expiration-time"
-	JobStoreCapacity        = "jobstore.max-capacity"
+	// CheckpointUnaligned turns on unaligned checkpoints; Flink 2.x also names it
+	// CheckpointUnalignedAlias.
+	CheckpointUnaligned      = "execution.checkpointing.unaligned"
+	CheckpointUnalignedAlias = "execution.checkpointing.unaligned.enabled"
+	CheckpointAlignedTimeout = "execution.checkpointing.aligned-checkpoint-timeout"
+	SavepointDir             = "execution.checkpointing.savepoint-dir"
+	StateBackend             = "state.backend.type"
+	RestartStrategy          = "restart-strategy.type"
+	FailoverStrategy         = "jobmanager.execution.failover-strategy"
+	FixedDelayAttempts       = "restart-strategy.fixed-delay.attempts"
+	FixedDelayDelay          = "restart-strategy.fixed-delay.delay"
+	FailureRateMaxFailures   = "restart-strategy.failure-rate.max-failures-per-interval"
+	FailureRateInterval      = "restart-strategy.failure-rate.failure-rate-interval"
+	FailureRateDelay         = "restart-strategy.failure-rate.delay"
+	ExpDelayInitialBackoff   = "restart-strategy.exponential-delay.initial-backoff"
+	ExpDelayMaxBackoff       = "restart-strategy.exponential-delay.max-backoff"
+	ExpDelayMultiplier       = "restart-strategy.exponential-delay.backoff-multiplier"
+	ExpDelayResetThreshold   = "restart-strategy.exponential-delay.reset-backoff-threshold"
+	ExpDelayJitter           = "restart-strategy.exponential-delay.jitter-factor"
+	ExpDelayAttempts         = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+	ExceptionHistorySize     = "web.exception-history-size"
+	JobStoreExpiration       = "jobstore.expiration-time"
+	JobStoreCapacity         = "jobstore.max-capacity"
 
 	SSLInternalEnabled = "security.ssl.internal.enabled"
 	SSLInternalCert    = "security.ssl.internal.cert"
@@ -206,6 +213,11 @@ var options = []Option{
 		Description: "Consecutive checkpoint failures tolerated before the job fails over."},
 	{Key: CheckpointNumRetained, Kind: KindInt, Default: "1", Scope: ScopeJob, Min: 1,
 		Description: "Completed checkpoints retained."},
+	{Key: CheckpointUnaligned, Kind: KindEnum, Default: "false", Scope: ScopeJob, Enum: []string{"true", "false"},
+		Aliases:     []string{CheckpointUnalignedAlias},
+		Description: "Unaligned checkpoints: barriers overtake the buffers in flight, which are persisted with the checkpoint; needs EXACTLY_ONCE and max-concurrent-checkpoints 1. Savepoints are always aligned."},
+	{Key: CheckpointAlignedTimeout, Kind: KindDuration, Default: "0 ms", Scope: ScopeJob, Min: 0,
+		Description: "With unaligned checkpoints: 0 takes every checkpoint unaligned; a positive duration starts each aligned and switches it to unaligned once it has run that long since its trigger."},
 	{Key: CheckpointDir, Kind: KindString, Scope: ScopeJob,
 		Description: "Directory for checkpoint data and metadata, laid out as <dir>/<job-id>/chk-<n>/; every JobManager and TaskManager must reach it (a shared directory across machines, or s3://bucket/prefix with the processes' s3.* keys). Unset: the JobManager's configuration, else <JobManager data dir>/checkpoints (created 0700)."},
 	{Key: SavepointDir, Kind: KindString, Scope: ScopeJob,
@@ -290,6 +302,9 @@ var byKey = func() map[string]*Option {
 	m := make(map[string]*Option, len(options))
 	for i := range options {
 		m[options[i].Key] = &options[i]
+		for _, a := range options[i].Aliases {
+			m[a] = &options[i]
+		}
 	}
 	return m
 }()

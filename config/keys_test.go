@@ -236,3 +236,54 @@ func TestS3KeysAreClusterSettings(t *testing.T) {
 		t.Error("s3.path.style.access defaults to true; Flink's default is false")
 	}
 }
+
+// TestUnalignedKeys checks the unaligned checkpoint keys: defaults, Flink 2.x's alias (flat,
+// nested in a file, as a -D flag) setting the key itself, and refused values.
+func TestUnalignedKeys(t *testing.T) {
+	c := New()
+	if c.Bool(CheckpointUnaligned) || c.Duration(CheckpointAlignedTimeout) != 0 {
+		t.Errorf("defaults: unaligned %v, timeout %v; want false, 0", c.Bool(CheckpointUnaligned), c.Duration(CheckpointAlignedTimeout))
+	}
+	for name, load := range map[string]func() (*Config, error){
+		"key":   func() (*Config, error) { return Parse([]byte(CheckpointUnaligned + ": true\n")) },
+		"alias": func() (*Config, error) { return Parse([]byte(CheckpointUnalignedAlias + ": true\n")) },
+		"nested": func() (*Config, error) {
+			return Parse([]byte("execution:\n  checkpointing:\n    unaligned:\n      enabled: TRUE\n"))
+		},
+		"-D alias": func() (*Config, error) { return ParseDynamic([]string{CheckpointUnalignedAlias + "=true"}) },
+		"SetAll alias": func() (*Config, error) {
+			c := New()
+			return c, c.SetAll(map[string]string{CheckpointUnalignedAlias: "true"})
+		},
+	} {
+		c, err := load()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !c.Bool(CheckpointUnaligned) || !c.IsSet(CheckpointUnaligned) || !c.IsSet(CheckpointUnalignedAlias) {
+			t.Errorf("%s: unaligned = %v, set %v; want true, set", name, c.Bool(CheckpointUnaligned), c.IsSet(CheckpointUnaligned))
+		}
+		if got := c.Map(); len(got) != 1 || got[CheckpointUnaligned] != "true" {
+			t.Errorf("%s: Map() = %v, want only %s: true (the alias sets the key)", name, got, CheckpointUnaligned)
+		}
+	}
+	if err := ValidateJob(map[string]string{CheckpointUnalignedAlias: "true", CheckpointAlignedTimeout: "30 s"}); err != nil {
+		t.Errorf("ValidateJob(alias, timeout) = %v", err)
+	}
+	c = New()
+	if err := c.Set(CheckpointAlignedTimeout, "30 s"); err != nil || c.Duration(CheckpointAlignedTimeout).Seconds() != 30 {
+		t.Errorf("Set(timeout, 30 s) = %v, reads %v", err, c.Duration(CheckpointAlignedTimeout))
+	}
+	for _, tc := range []struct{ key, value, want string }{
+		{CheckpointAlignedTimeout, "-1 s", "must not be negative"},
+		{CheckpointAlignedTimeout, "-5", "must not be negative"},
+		{CheckpointUnaligned, "yes", `"yes" is not one of true, false`},
+		{CheckpointUnalignedAlias, "1", `"1" is not one of true, false`},
+	} {
+		err := New().Set(tc.key, tc.value)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Set(%s, %q) = %v, want an error naming the key and containing %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+}

@@ -40,18 +40,25 @@ type checkpointSettings struct {
 	tolerable     int
 	numRetained   int
 	mode          pb.CheckpointingMode
+	// unaligned: checkpoints (never savepoints) may be taken unaligned, switching after
+	// alignedTimeout when it is positive (execution.checkpointing.unaligned and
+	// aligned-checkpoint-timeout).
+	unaligned      bool
+	alignedTimeout time.Duration
 }
 
 // checkpointSettingsFrom reads the checkpointing keys of a job's configuration.
 func checkpointSettingsFrom(cfg *config.Config) checkpointSettings {
 	s := checkpointSettings{
-		interval:      cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
-		timeout:       cfg.Duration(config.CheckpointTimeout),
-		minPause:      cfg.Duration(config.CheckpointMinPause),
-		maxConcurrent: cfg.Int(config.CheckpointMaxConcurrent),
-		tolerable:     cfg.Int(config.CheckpointTolerable),
-		numRetained:   cfg.Int(config.CheckpointNumRetained),
-		mode:          pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
+		interval:       cfg.Duration(config.CheckpointInterval), // no default: 0 when unset
+		timeout:        cfg.Duration(config.CheckpointTimeout),
+		minPause:       cfg.Duration(config.CheckpointMinPause),
+		maxConcurrent:  cfg.Int(config.CheckpointMaxConcurrent),
+		tolerable:      cfg.Int(config.CheckpointTolerable),
+		numRetained:    cfg.Int(config.CheckpointNumRetained),
+		mode:           pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE,
+		unaligned:      cfg.Bool(config.CheckpointUnaligned),
+		alignedTimeout: cfg.Duration(config.CheckpointAlignedTimeout),
 	}
 	if cfg.String(config.CheckpointMode) == "AT_LEAST_ONCE" {
 		s.mode = pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
@@ -136,6 +143,9 @@ func (sp *savepointRequest) intermediate() bool { return sp != nil && !sp.stop }
 type manualRequest struct {
 	reply chan<- checkpointResult
 	sp    *savepointRequest
+	// aligned: a checkpoint taken aligned even when the job's are unaligned (the checkpoint
+	// a rescale restores: channel state restores only at the parallelism it was taken at).
+	aligned bool
 }
 
 // checkpointResult answers a manual trigger.
@@ -232,6 +242,13 @@ func (c *checkpointCoordinator) triggerManual(reply chan<- checkpointResult, sp 
 	c.runQueued()
 }
 
+// triggerAligned queues a checkpoint requested to be aligned, whatever the job's
+// execution.checkpointing.unaligned (a rescale's); reply receives its outcome.
+func (c *checkpointCoordinator) triggerAligned(reply chan<- checkpointResult) {
+	c.manualQueue = append(c.manualQueue, manualRequest{reply: reply, aligned: true})
+	c.runQueued()
+}
+
 // triggerSoon brings the next periodic checkpoint forward because a task waits for its final
 // checkpoint (Flink waits for the next interval): to now, or to the end of the minimum pause
 // since the last completion; while max-concurrent checkpoints are pending, to when one ends.
@@ -304,7 +321,7 @@ func (c *checkpointCoordinator) runQueued() {
 		case len(c.manualQueue) > 0:
 			r := c.manualQueue[0]
 			c.manualQueue = c.manualQueue[1:]
-			c.triggerNow(r.reply, r.sp)
+			c.triggerNow(r.reply, r.sp, r.aligned)
 		case c.periodicQueued && !c.paused:
 			c.periodicQueued = false
 			if wait := c.lastCompletion.Add(c.s.minPause).Sub(c.now()); !c.lastCompletion.IsZero() && wait > 0 {
@@ -314,7 +331,7 @@ func (c *checkpointCoordinator) runQueued() {
 				c.nextPeriodic = c.now().Add(wait)
 				continue
 			}
-			c.triggerNow(nil, nil)
+			c.triggerNow(nil, nil, false)
 		default:
 			return
 		}
@@ -322,8 +339,8 @@ func (c *checkpointCoordinator) runQueued() {
 }
 
 // triggerNow starts one checkpoint (or savepoint): plan, ID, pending entry, barriers to the
-// sources.
-func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *savepointRequest) {
+// sources. A checkpoint is unaligned when the job's are and it is not requested aligned.
+func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *savepointRequest, aligned bool) {
 	now := c.now()
 	fail := func(reason pb.CheckpointFailureReason, msg string) {
 		info := &pb.CheckpointInfo{Status: pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED, TriggerTime: timestamppb.New(now),
@@ -358,6 +375,9 @@ func (c *checkpointCoordinator) triggerNow(reply chan<- checkpointResult, sp *sa
 		return
 	}
 	b := &pb.CheckpointBarrier{CheckpointId: id, TimestampMs: now.UnixMilli(), Mode: c.s.mode}
+	if c.s.unaligned && sp == nil && !aligned {
+		b.Unaligned, b.AlignedTimeoutMs = true, c.s.alignedTimeout.Milliseconds()
+	}
 	if sp != nil {
 		// A savepoint is always aligned (as in Flink, also with at-least-once checkpoints).
 		b.Mode, b.SavepointDir, b.Stop, b.Drain = pb.CheckpointingMode_CHECKPOINTING_MODE_EXACTLY_ONCE, sp.dir, sp.stop, sp.stop && sp.drain
@@ -390,8 +410,13 @@ func (c *checkpointCoordinator) ack(task string, id int64, snap *pb.TaskStateSna
 	delete(p.waiting, task)
 	p.states = append(p.states, snap.GetOperators()...)
 	p.info.Acknowledged++
-	p.info.StateSizeBytes += m.GetStateSizeBytes()
+	// The state size includes the channel state, as Flink's (OperatorSubtaskState counts its
+	// input channel and result subpartition state): a task's state_size_bytes is its operators'
+	// state, in_flight_bytes the channel state it persisted besides.
+	p.info.StateSizeBytes += m.GetStateSizeBytes() + m.GetInFlightBytes()
 	p.info.AlignmentMs = max(p.info.AlignmentMs, m.GetAlignmentMs())
+	p.info.Unaligned = p.info.Unaligned || m.GetUnaligned()
+	p.info.InFlightBytes += m.GetInFlightBytes()
 	if len(p.waiting) == 0 {
 		c.complete(p)
 	}
@@ -463,6 +488,7 @@ func (c *checkpointCoordinator) find(id int64) *pendingCheckpoint {
 func (c *checkpointCoordinator) complete(p *pendingCheckpoint) {
 	cp, err := c.io.finalize(p.id, p.trigger, p.states, p.info.GetStateSizeBytes(), p.sp)
 	if err == nil {
+		cp.Unaligned, cp.InFlightBytes = p.info.GetUnaligned(), p.info.GetInFlightBytes()
 		var subsumed []*pb.CompletedCheckpoint
 		subsumed, err = c.io.commit(cp, p.sp.intermediate())
 		if err == nil {
@@ -661,7 +687,8 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 
 func completedInfo(r *pb.CompletedCheckpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: r.GetId(), Status: pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED, TriggerTime: r.GetTriggerTime(),
-		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: storage.JoinPath(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint()}
+		DurationMs: r.GetCompletionTime().AsTime().Sub(r.GetTriggerTime().AsTime()).Milliseconds(), StateSizeBytes: r.GetStateSizeBytes(), Path: storage.JoinPath(r.GetBaseDir(), r.GetPath()), Savepoint: r.GetSavepoint(),
+		Unaligned: r.GetUnaligned(), InFlightBytes: r.GetInFlightBytes()}
 }
 
 // checkpointCounts are numbers of completed and failed checkpoints.

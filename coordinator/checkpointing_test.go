@@ -1447,14 +1447,14 @@ func TestCheckpointSettingsFromConfig(t *testing.T) {
 	for k, v := range map[string]string{
 		config.CheckpointInterval: "30 s", config.CheckpointTimeout: "2 min", config.CheckpointMinPause: "5 s",
 		config.CheckpointMaxConcurrent: "2", config.CheckpointTolerable: "3", config.CheckpointNumRetained: "4",
-		config.CheckpointMode: "AT_LEAST_ONCE",
+		config.CheckpointMode: "AT_LEAST_ONCE", config.CheckpointUnalignedAlias: "true", config.CheckpointAlignedTimeout: "2 s",
 	} {
 		if err := cfg.Set(k, v); err != nil {
 			t.Fatalf("Set(%s, %s): %v", k, v, err)
 		}
 	}
 	want := checkpointSettings{interval: 30 * time.Second, timeout: 2 * time.Minute, minPause: 5 * time.Second, maxConcurrent: 2,
-		tolerable: 3, numRetained: 4, mode: pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE}
+		tolerable: 3, numRetained: 4, mode: pb.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE, unaligned: true, alignedTimeout: 2 * time.Second}
 	if s := checkpointSettingsFrom(cfg); s != want || !s.enabled() {
 		t.Fatalf("settings %+v, want %+v", s, want)
 	}

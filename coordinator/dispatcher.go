@@ -275,6 +275,9 @@ func (d *dispatcher) submit(req *pb.SubmitJobRequest) (string, error) {
 	if err := validateRetention(graph); err != nil {
 		return "", err
 	}
+	if err := validateUnaligned(graph); err != nil {
+		return "", err
+	}
 	if err := d.probeCheckpointDir(graph); err != nil {
 		return "", err
 	}
@@ -397,6 +400,29 @@ func validateRetention(g *pb.JobGraph) error {
 		return fmt.Errorf("%w: config key %q: %d is above the maximum %d", job.ErrInvalidSpec, config.CheckpointNumRetained, n, maxNumRetained)
 	}
 	return nil
+}
+
+// validateUnaligned checks execution.checkpointing.unaligned against the keys it cannot be
+// combined with, as Flink does: unaligned checkpoints exist for exactly-once only, and one at
+// a time (a second one's barriers would overtake the first's channel state).
+func validateUnaligned(g *pb.JobGraph) error {
+	cfg := config.New()
+	if err := cfg.SetAll(g.GetConfig()); err != nil {
+		return fmt.Errorf("%w: %w", job.ErrInvalidSpec, err)
+	}
+	if !cfg.Bool(config.CheckpointUnaligned) {
+		return nil
+	}
+	var errs []error
+	if n := cfg.Int(config.CheckpointMaxConcurrent); n > 1 {
+		errs = append(errs, fmt.Errorf("%w: %s = true needs %s = 1, got %d: unaligned checkpoints are taken one at a time",
+			job.ErrInvalidSpec, config.CheckpointUnaligned, config.CheckpointMaxConcurrent, n))
+	}
+	if m := cfg.String(config.CheckpointMode); m != "EXACTLY_ONCE" {
+		errs = append(errs, fmt.Errorf("%w: %s = true needs %s = EXACTLY_ONCE, got %s: unaligned checkpoints exist for exactly-once only (at-least-once does not align at all)",
+			job.ErrInvalidSpec, config.CheckpointUnaligned, config.CheckpointMode, m))
+	}
+	return errors.Join(errs...)
 }
 
 // restartStrategy selects a job's restart strategy by Flink's rule, from the job's own keys
@@ -525,6 +551,12 @@ func (d *dispatcher) checkpoints(id string) ([]*pb.CheckpointInfo, error) {
 
 // triggerCheckpoint triggers a checkpoint of a running job and waits for its outcome.
 func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.CheckpointInfo, error) {
+	return d.triggerCheckpointOf(ctx, id, false)
+}
+
+// triggerCheckpointOf triggers a checkpoint of a job, aligned (also for a job whose
+// checkpoints are unaligned) when asked, and waits for its outcome.
+func (d *dispatcher) triggerCheckpointOf(ctx context.Context, id string, aligned bool) (*pb.CheckpointInfo, error) {
 	rec, ok := d.fsm.job(id)
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
@@ -537,7 +569,7 @@ func (d *dispatcher) triggerCheckpoint(ctx context.Context, id string) (*pb.Chec
 		return nil, fmt.Errorf("checkpoint job %s: %w", id, ErrNoLeader)
 	}
 	reply := make(chan checkpointResult, 1)
-	m.send(evTriggerCheckpoint{reply: reply})
+	m.send(evTriggerCheckpoint{reply: reply, aligned: aligned})
 	select {
 	case r := <-reply:
 		return r.info, r.err

@@ -89,6 +89,8 @@ type (
 		reply chan checkpointResult
 		// savepoint is set for a savepoint (flinkctl savepoint, stop).
 		savepoint *pb.TriggerSavepointRequest
+		// aligned asks for an aligned checkpoint (a rescale's), also of an unaligned job.
+		aligned bool
 	}
 	evRescale struct {
 		parallelism int32
@@ -463,7 +465,16 @@ func (m *jobMaster) verifyRestore(p *pendingRestart) {
 		return
 	}
 	p.verifying = true
-	ctx, verify := m.ctx, m.verify
+	ctx, g, verifyFiles := m.ctx, m.graph, m.verify
+	// A checkpoint with channel state at another parallelism than the graph's (a rescale
+	// since) cannot be restored, like a corrupt one.
+	verify := func(jobDir, chkPath string) (*pb.CheckpointMetadata, error) {
+		md, err := verifyFiles(jobDir, chkPath)
+		if err == nil {
+			err = checkUnalignedRestore(g, md.GetCheckpointId(), md)
+		}
+		return md, err
+	}
 	m.wg.Go(func() {
 		if c := chooseRestore(ctx, cps, verify, m.awaitStorage); c != nil {
 			m.send(evRestoreVerified{restart: p, choice: c})
@@ -658,6 +669,8 @@ func (m *jobMaster) handle(ev any) {
 			}
 			m.stopping = sp.stop
 			m.cp.triggerManual(ev.reply, sp)
+		case ev.aligned:
+			m.cp.triggerAligned(ev.reply)
 		default:
 			m.cp.triggerManual(ev.reply, nil)
 		}

@@ -82,6 +82,13 @@ func (h *fsmHost) notify() {}
 // the tasks wait for slots.
 func startRestoringJob(t *testing.T, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error)) (*jobMaster, *fsmHost) {
 	t.Helper()
+	return startRestoringJobWith(t, verify, nil)
+}
+
+// startRestoringJobWith is startRestoringJob with the records of checkpoints 1 and 2 changed
+// by mod (when not nil) before they are committed.
+func startRestoringJobWith(t *testing.T, verify func(jobDir, chkPath string) (*pb.CheckpointMetadata, error), mod func(*pb.CompletedCheckpoint)) (*jobMaster, *fsmHost) {
+	t.Helper()
 	dir := t.TempDir()
 	g := testGraph(t, fmt.Sprintf("name: restore\nconfig:\n  execution.checkpointing.interval: 1 h\n  execution.checkpointing.dir: %s\n"+
 		"operators:\n  - {name: n, type: sequence, from: 1}\n  - {name: out, type: discard}\n", dir))
@@ -96,7 +103,11 @@ func startRestoringJob(t *testing.T, verify func(jobDir, chkPath string) (*pb.Ch
 		}
 	}
 	for id := int64(1); id <= 2; id++ {
-		if _, err := h.completeCheckpoint("j1", &pb.CompletedCheckpoint{Id: id, Path: fmt.Sprintf("chk-%d", id), BaseDir: dir}, 2, false); err != nil {
+		cp := &pb.CompletedCheckpoint{Id: id, Path: fmt.Sprintf("chk-%d", id), BaseDir: dir}
+		if mod != nil {
+			mod(cp)
+		}
+		if _, err := h.completeCheckpoint("j1", cp, 2, false); err != nil {
 			t.Fatal(err)
 		}
 	}

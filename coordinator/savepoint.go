@@ -79,6 +79,10 @@ func (m *jobMaster) rescale(n int32) error {
 		return fmt.Errorf("rescale job %s: %w", m.id, ErrStopInProgress)
 	case len(m.cp.retained) == 0:
 		return fmt.Errorf("rescale job %s: %w: it has no completed checkpoint to restore", m.id, ErrJobNotRunning)
+	case m.cp.retained[len(m.cp.retained)-1].GetUnaligned():
+		// The dispatcher took an aligned one, but an unaligned one completed after it.
+		return fmt.Errorf("rescale job %s: %w: its latest checkpoint %d is unaligned (it holds in-flight data), which restores only at the parallelism it was taken at; try again, or take a savepoint and run -s it at the new parallelism",
+			m.id, ErrInvalidRestore, m.cp.retained[len(m.cp.retained)-1].GetId())
 	}
 	g, changed, err := rescaledGraph(m.graph, n)
 	if err != nil || !changed {
@@ -217,10 +221,15 @@ func restoreFrom(ctx context.Context, g *pb.JobGraph, req *pb.SubmitJobRequest, 
 	if err := checkKeyTypes(ctx, g, vertexOf, snap); err != nil {
 		return nil, err
 	}
+	if err := checkUnalignedRestore(g, md.GetCheckpointId(), md); err != nil {
+		return nil, fmt.Errorf("%s: %w", snap.Dir, err)
+	}
+	inFlight := channelStateBytes(md)
 	return &pb.CompletedCheckpoint{
 		Id: md.GetCheckpointId(), Path: snap.Path, BaseDir: snap.Root, TriggerTime: timestamppb.New(time.UnixMilli(md.GetTriggerTimeMs())),
-		CompletionTime: timestamppb.New(time.UnixMilli(md.GetTriggerTimeMs())), StateSizeBytes: size,
+		CompletionTime: timestamppb.New(time.UnixMilli(md.GetTriggerTimeMs())), StateSizeBytes: size + inFlight,
 		Savepoint: md.GetSavepoint(), NotOwned: req.GetClaimMode() != pb.ClaimMode_CLAIM_MODE_CLAIM,
+		Unaligned: hasChannelState(md), InFlightBytes: inFlight,
 	}, nil
 }
 
@@ -360,8 +369,8 @@ func (d *dispatcher) triggerSavepoint(ctx context.Context, req *pb.TriggerSavepo
 	}
 }
 
-// rescale changes a running job's parallelism: a checkpoint first (the job keeps running
-// during it), then the job master redeploys from it.
+// rescale changes a running job's parallelism: an aligned checkpoint first (the job keeps
+// running during it), then the job master redeploys from it.
 func (d *dispatcher) rescale(ctx context.Context, id string, n int32) (int64, error) {
 	m, err := d.liveMaster(id, "rescale")
 	if err != nil {
@@ -371,7 +380,8 @@ func (d *dispatcher) rescale(ctx context.Context, id string, n int32) (int64, er
 	if _, _, err := rescaledGraph(rec.GetGraph(), n); err != nil {
 		return 0, fmt.Errorf("rescale job %s: %w", id, err)
 	}
-	info, err := d.triggerCheckpoint(ctx, id)
+	// Aligned: an unaligned checkpoint's channel state restores only at its parallelism.
+	info, err := d.triggerCheckpointOf(ctx, id, true)
 	if err != nil {
 		return 0, fmt.Errorf("rescale job %s: the checkpoint to rescale from failed: %w", id, err)
 	}

@@ -304,13 +304,13 @@ func (m *jobMaster) rememberStates(states []*pb.OperatorSubtaskState) {
 
 // finishedState is the state a finished task contributes to later checkpoints: its operator
 // state in the last checkpoint it took part in (a finished source restores as finished). Its
-// keyed state is left out: a finished task receives no more records, and the files may be
-// deleted with their checkpoint.
+// keyed state and channel state are left out: a finished task receives no more records and
+// delivered all it sent, and the files may be deleted with their checkpoint.
 func (m *jobMaster) finishedState(e *execution) []*pb.OperatorSubtaskState {
 	var out []*pb.OperatorSubtaskState
 	for _, st := range m.lastStates[subtaskKey(e.vertex.GetId(), e.id.GetSubtask())] {
 		c := proto.CloneOf(st)
-		c.Keyed = nil
+		c.Keyed, c.ChannelState = nil, nil
 		out = append(out, c)
 	}
 	return out

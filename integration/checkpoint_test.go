@@ -165,6 +165,33 @@ func TestFoundingExampleExactlyOnce(t *testing.T) {
 	}
 }
 
+// The founding example with unaligned checkpoints (every barrier overtakes the buffers in
+// flight) holds exactly-once through the injected failure too.
+func TestFoundingExampleExactlyOnceUnaligned(t *testing.T) {
+	last, out, cps := runFounding(t, `  execution.checkpointing.interval: 50ms
+  execution.checkpointing.unaligned: true
+  restart-strategy.fixed-delay.delay: 50ms
+  restart-strategy.type: fixed-delay`)
+	if last.GetStatus() != pb.JobStatus_JOB_STATUS_FINISHED || last.GetRestarts() != 1 || last.GetRestoredCheckpointId() <= 0 {
+		t.Fatalf("job ended %v (%s) after %d restarts from checkpoint %d, want FINISHED after 1 from a checkpoint",
+			last.GetStatus(), last.GetFailureCause(), last.GetRestarts(), last.GetRestoredCheckpointId())
+	}
+	unaligned := 0
+	for _, c := range cps {
+		if c.GetStatus() == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED && c.GetUnaligned() {
+			unaligned++
+		}
+	}
+	if unaligned == 0 {
+		t.Errorf("no completed unaligned checkpoint in the history %v", cps)
+	}
+	got, n := committedOutput(t, out)
+	checkExactlyOnce(t, got, n, 120)
+	if odd, even := maxOf(got["odd"]), maxOf(got["even"]); odd != 3600 || even != 3660 {
+		t.Errorf("final sums odd=%d even=%d, want 3600 and 3660", odd, even)
+	}
+}
+
 func TestFoundingExampleAtLeastOnce(t *testing.T) {
 	last, out, _ := runFounding(t, `  execution.checkpointing.interval: 50ms
   execution.checkpointing.mode: AT_LEAST_ONCE

@@ -93,7 +93,11 @@ func (t *task) initState(keyType keyInfo) error {
 			keyed = append(keyed, st.GetKeyed())
 		}
 		if st.GetChannelState() != nil {
-			channels = st.GetChannelState()
+			// Every subtask's operator states come along (for list state); the channel
+			// state is this subtask's alone.
+			if st.GetSubtask() == t.id.GetSubtask() || st.GetParallelism() != t.vertex.GetParallelism() {
+				channels = st.GetChannelState()
+			}
 		}
 	}
 	if channels != nil {
@@ -488,7 +492,6 @@ func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.C
 	}
 	st.ChannelState = &pb.ChannelStateHandle{File: h, Input: inLocs, Output: outLocs}
 	m.InFlightBytes = channelBytes(in) + channelBytes(output)
-	m.StateSizeBytes += h.GetSize()
 	return nil
 }
 

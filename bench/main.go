@@ -8,6 +8,8 @@
 //     checkpointing off, the variants interleaved in the same run;
 //   - duration: checkpoint duration p50/p99 end to end for 10 thousand and 1 million keys on
 //     each keyed state backend, next to the in-process snapshot cost (state.MeasureSnapshot);
+//   - backpressure: checkpoint duration p50/p99 and in-flight bytes of a keyed count behind a
+//     sink throttled to a tenth of its source's rate, with aligned and unaligned checkpoints;
 //   - kafka: Kafka → key-by → count → Kafka throughput on an in-process kfake cluster with the
 //     sink's delivery-guarantee exactly-once against at-least-once, as a ratio (informational);
 //   - recovery: the time from a TaskManager SIGKILL to the job RUNNING and committing output
@@ -132,10 +134,15 @@ type options struct {
 
 	metricsN    int64
 	metricsRuns int
+
+	bpRate     int
+	bpInterval time.Duration
+	bpDuration time.Duration
+	bpGrace    time.Duration
 }
 
 // sections of the bench, in the order they run.
-var sections = []string{"throughput", "overhead", "duration", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha", "s3", "postgres"}
+var sections = []string{"throughput", "overhead", "duration", "backpressure", "kafka", "nexmark", "sliding", "tls", "metrics", "recovery", "rescale", "ha", "s3", "postgres"}
 
 func main() {
 	var o options
@@ -162,6 +169,10 @@ func main() {
 	flag.IntVar(&o.recRate, "recovery-rate", 10_000, "recovery and ha: records/s of the job's source")
 	flag.DurationVar(&o.recInterval, "recovery-interval", 100*time.Millisecond, "recovery and ha: checkpoint interval")
 	flag.DurationVar(&o.recDelay, "recovery-delay", 0, "recovery and ha: restart-strategy.fixed-delay.delay")
+	flag.IntVar(&o.bpRate, "backpressure-rate", 20_000, "backpressure: records/s of the source (the throttle passes a tenth)")
+	flag.DurationVar(&o.bpInterval, "backpressure-interval", time.Second, "backpressure: checkpoint interval")
+	flag.DurationVar(&o.bpDuration, "backpressure-duration", 25*time.Second, "backpressure: how long each variant (aligned, unaligned) runs")
+	flag.DurationVar(&o.bpGrace, "backpressure-grace", 20*time.Second, "backpressure: how long the checkpoints in progress at a run's end get to complete")
 	flag.Int64Var(&o.kafkaN, "kafka-n", 800_000, "kafka: records in the input topic, read by each run")
 	flag.IntVar(&o.kafkaRuns, "kafka-runs", 3, "kafka: runs per delivery guarantee (interleaved; medians are compared)")
 	flag.DurationVar(&o.kafkaInterval, "kafka-interval", time.Second, "kafka: checkpoint interval (exactly-once commits a transaction per checkpoint)")
@@ -221,7 +232,7 @@ func (o *options) validate() error {
 		{"nexmark-events", o.nexmarkEvents}, {"nexmark-event-rate", o.nexmarkEventRate}, {"nexmark-runs", int64(o.nexmarkRuns)},
 		{"sliding-n", o.slidingN}, {"sliding-keys", int64(o.slidingKeys)}, {"sliding-per-ms", int64(o.slidingPerMs)}, {"sliding-runs", int64(o.slidingRuns)},
 		{"tls-n", o.tlsN}, {"tls-runs", int64(o.tlsRuns)}, {"tls-duration-jobs", int64(o.tlsCpJobs)}, {"tls-duration-keys", int64(o.tlsCpKeys)}, {"tls-checkpoints", int64(o.tlsCheckpoints)},
-		{"metrics-n", o.metricsN}, {"metrics-runs", int64(o.metricsRuns)},
+		{"metrics-n", o.metricsN}, {"metrics-runs", int64(o.metricsRuns)}, {"backpressure-rate", int64(o.bpRate)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("-%s must be at least 1, got %d", f.name, f.v))
@@ -231,7 +242,7 @@ func (o *options) validate() error {
 		name string
 		d    time.Duration
 	}{{"duration-interval", o.cpdSmallInterval}, {"duration-large-interval", o.cpdLargeInterval}, {"recovery-interval", o.recInterval}, {"kafka-interval", o.kafkaInterval},
-		{"rescale-interval", o.rescaleInterval}, {"tls-interval", o.tlsInterval}} {
+		{"rescale-interval", o.rescaleInterval}, {"tls-interval", o.tlsInterval}, {"backpressure-interval", o.bpInterval}} {
 		if f.d < 10*time.Millisecond || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds, at least 10 ms, got %v", f.name, f.d))
 		}
@@ -268,6 +279,9 @@ func (o *options) validate() error {
 	if o.pgInterval < 4*time.Millisecond || o.pgInterval%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("-postgres-interval must be whole milliseconds, at least 4, got %v", o.pgInterval))
 	}
+	if o.bpDuration < time.Second || o.bpGrace < 0 {
+		errs = append(errs, fmt.Errorf("-backpressure-duration must be at least 1s and -backpressure-grace at least 0, got %v and %v", o.bpDuration, o.bpGrace))
+	}
 	if o.kafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-kafka-timeout must be positive, got %v", o.kafkaTimeout))
 	}
@@ -303,7 +317,7 @@ func run(o options) error {
 	fmt.Printf("load average at start: %s (the figures assume an otherwise idle machine)\n", loadAvg())
 	v := &verdicts{}
 	start := time.Now()
-	if want["throughput"] || want["overhead"] || want["duration"] || want["kafka"] || want["nexmark"] || want["sliding"] {
+	if want["throughput"] || want["overhead"] || want["duration"] || want["backpressure"] || want["kafka"] || want["nexmark"] || want["sliding"] {
 		if err := runOnTwo(o, want, v); err != nil {
 			return err
 		}
@@ -367,6 +381,11 @@ func runOnTwo(o options, want map[string]bool, v *verdicts) (err error) {
 	}
 	if want["duration"] {
 		if err := durations(c, o, v); err != nil {
+			return err
+		}
+	}
+	if want["backpressure"] {
+		if err := backpressure(c, o); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,7 @@ func specProblems(t *testing.T, spec string, env Env) []string {
 // TestEveryProblemReported checks that a broken operator does not hide the problems of the
 // operators reading from it, and that what is only its consequence is not reported.
 func TestEveryProblemReported(t *testing.T) {
-	const knownTypes = "sequence, map, filter, key-by, watermark, window, window-all, window-join, interval-join, sum, count, reduce, fail, print, file, discard, kafka"
+	const knownTypes = "sequence, map, filter, key-by, watermark, window, window-all, window-join, interval-join, sum, count, reduce, fail, throttle, print, file, discard, kafka"
 	needsX := operator.MustRegistry(kafkaspec.Type, operator.Define(operator.Type{Name: "needs-x"},
 		func(p *operator.Planner) (struct{}, *operator.Shape) {
 			if p.In.Lacks("x") {
@@ -65,6 +65,18 @@ operators:
 			`line 5: operators[1] "m".fields.v: expression "value +": unexpected token EOF (column 7)`,
 			`line 6: operators[2] "f".condition: expression "w > 'a'": invalid operation: > (mismatched types int and string) (column 3)`,
 			`line 7: operators[3] "o".format: unknown format "csv" (the file sink writes json)`,
+		}},
+		{"throttle without a positive rate", `
+name: x
+operators:
+  - {name: n, type: sequence, from: 1, to: 5}
+  - {name: t, type: throttle}
+  - {name: u, type: throttle, rate: 0}
+  - {name: f, type: filter, condition: "value > 2"}
+  - {name: o, type: print}
+`, Env{}, []string{
+			`line 5: operators[1] "t": throttle needs the field "rate"`,
+			`line 6: operators[2] "u".rate: must be positive (records per second), got 0`,
 		}},
 		{"broken operator and a broken reader", `
 name: x

@@ -923,7 +923,7 @@ func TestRegistryRegister(t *testing.T) {
 	if _, ok := reg.Lookup("a"); ok {
 		t.Errorf("a failed Register added a type")
 	}
-	want := []string{"sequence", "map", "filter", "key-by", "watermark", "window", "window-all", "window-join", "interval-join", "sum", "count", "reduce", "fail", "print", "file", "discard", "mine"}
+	want := []string{"sequence", "map", "filter", "key-by", "watermark", "window", "window-all", "window-join", "interval-join", "sum", "count", "reduce", "fail", "throttle", "print", "file", "discard", "mine"}
 	if got := reg.Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}

@@ -213,7 +213,7 @@ func (t Type) Plan(p *Planner) ([]byte, *Shape) {
 
 // builtins are the engine's own operator types, in the order they are listed to users. Each
 // is defined in the file of its runtime.
-var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Window, WindowAll, WindowJoin, IntervalJoin, Sum, Count, Reduce, Fail, Print, File, Discard}
+var builtins = []Type{Sequence, Map, Filter, KeyBy, Watermark, Window, WindowAll, WindowJoin, IntervalJoin, Sum, Count, Reduce, Fail, Throttle, Print, File, Discard}
 
 // Registry maps type names to operator types: the built-in ones and those registered
 // (connectors, custom operators). It is safe for concurrent use. A JobManager plans specs with

@@ -320,6 +320,23 @@ type checkpointJSON struct {
 	Failure        string  `json:"failure"`
 	FailureReason  string  `json:"failure_reason"`
 	Path           string  `json:"path"`
+	// Flink's REST fields: checkpoint_type is CHECKPOINT, UNALIGNED_CHECKPOINT or SAVEPOINT,
+	// is_unaligned says whether some task took it unaligned, persisted_data is the in-flight
+	// data it persisted (channel state, also counted in state_size_bytes).
+	CheckpointType string `json:"checkpoint_type"`
+	IsUnaligned    bool   `json:"is_unaligned"`
+	PersistedData  int64  `json:"persisted_data"`
+}
+
+// checkpointType is Flink's checkpoint_type of a checkpoint.
+func checkpointType(c *pb.CheckpointInfo) string {
+	switch {
+	case c.GetSavepoint():
+		return "SAVEPOINT"
+	case c.GetUnaligned():
+		return "UNALIGNED_CHECKPOINT"
+	}
+	return "CHECKPOINT"
 }
 
 func checkpointOf(c *pb.CheckpointInfo) checkpointJSON {
@@ -330,7 +347,7 @@ func checkpointOf(c *pb.CheckpointInfo) checkpointJSON {
 	return checkpointJSON{ID: c.GetId(), Status: strings.TrimPrefix(c.GetStatus().String(), "CHECKPOINT_STATUS_"), Savepoint: c.GetSavepoint(),
 		TriggerTime: timeJSON(c.GetTriggerTime()), DurationMs: c.GetDurationMs(), StateSizeBytes: c.GetStateSizeBytes(),
 		AlignmentMs: c.GetAlignmentMs(), Acknowledged: c.GetAcknowledged(), Total: c.GetTotal(), Failure: c.GetFailure(),
-		FailureReason: reason, Path: c.GetPath()}
+		FailureReason: reason, Path: c.GetPath(), CheckpointType: checkpointType(c), IsUnaligned: c.GetUnaligned(), PersistedData: c.GetInFlightBytes()}
 }
 
 // checkpointsJSON is the checkpoint history, newest first, with Flink's counts.

@@ -58,6 +58,8 @@ type Checkpoint struct {
 	AlignmentMs    int64  `json:"alignment_ms"`
 	Failure        string `json:"failure"`
 	FailureReason  string `json:"failure_reason"`
+	Unaligned      bool   `json:"unaligned"`
+	InFlightBytes  int64  `json:"in_flight_bytes"`
 }
 
 // Flinkctl runs flinkctl -m Addr args and returns its output; err is an *exec.ExitError

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,14 @@ func backpressure(c *cluster, o options) error {
 		fmt.Printf("  %-9s  p50 %6d ms  p99 %6d ms  over %d completed (%d taken unaligned), %d failed, %d in progress at the end; in flight %s on average\n",
 			vr.name, percentile(vr.durations, 0.5).Milliseconds(), percentile(vr.durations, 0.99).Milliseconds(),
 			len(vr.durations), vr.taken, vr.failed, vr.pending, bytesText(mean))
+		if n := len(vr.durations); n > 0 && n <= 10 {
+			// Few checkpoints: a percentile says little, the durations themselves more.
+			all := make([]string, n)
+			for i, d := range vr.durations {
+				all[n-1-i] = fmt.Sprint(d.Milliseconds()) // oldest first (the history is newest first)
+			}
+			fmt.Printf("             durations, oldest first: %s ms\n", strings.Join(all, ", "))
+		}
 	}
 	al, un := variants[0], variants[1]
 	if len(al.durations) > 0 && len(un.durations) > 0 && percentile(un.durations, 0.5) > 0 {

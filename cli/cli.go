@@ -349,6 +349,16 @@ func triggerCheckpoint(ctx context.Context, g *globals, c *client.Client, id str
 	return err
 }
 
+// checkpointSizeText is a completed checkpoint's size, with its in-flight data when it is
+// unaligned: "3.0 MiB, unaligned: 2.9 MiB in flight".
+func checkpointSizeText(cp *pb.CheckpointInfo) string {
+	size := bytesText(cp.GetStateSizeBytes())
+	if cp.GetUnaligned() {
+		size += ", unaligned: " + bytesText(cp.GetInFlightBytes()) + " in flight"
+	}
+	return size
+}
+
 // checkpointOutcome is the line flinkctl checkpoint prints.
 func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
 	name := "Checkpoint"
@@ -357,11 +367,7 @@ func checkpointOutcome(job string, cp *pb.CheckpointInfo) string {
 	}
 	switch cp.GetStatus() {
 	case pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED:
-		size := bytesText(cp.GetStateSizeBytes())
-		if cp.GetUnaligned() {
-			size += ", unaligned: " + bytesText(cp.GetInFlightBytes()) + " in flight"
-		}
-		line := fmt.Sprintf("%s of job %s completed in %s (%s)", name, job, msText(cp.GetDurationMs()), size)
+		line := fmt.Sprintf("%s of job %s completed in %s (%s)", name, job, msText(cp.GetDurationMs()), checkpointSizeText(cp))
 		if cp.GetPath() != "" {
 			line += " at " + cp.GetPath()
 		}
@@ -600,7 +606,7 @@ func follow(ctx context.Context, g *globals, c *client.Client, id string, quiet 
 		now := time.Now().Format("15:04:05.000")
 		if cp := d.GetLastCheckpoint(); cp.GetId() > lastCheckpoint {
 			lastCheckpoint = cp.GetId()
-			fmt.Fprintf(g.stdout, "%s  checkpoint %d completed in %d ms (%s)\n", now, cp.GetId(), cp.GetDurationMs(), bytesText(cp.GetStateSizeBytes()))
+			fmt.Fprintf(g.stdout, "%s  checkpoint %d completed in %d ms (%s)\n", now, cp.GetId(), cp.GetDurationMs(), checkpointSizeText(cp))
 		}
 		for _, e := range d.GetExceptions() {
 			key := exceptionKey(e)

@@ -320,11 +320,10 @@ type checkpointJSON struct {
 	Failure        string  `json:"failure"`
 	FailureReason  string  `json:"failure_reason"`
 	Path           string  `json:"path"`
-	// Flink's REST fields: checkpoint_type is CHECKPOINT, UNALIGNED_CHECKPOINT or SAVEPOINT,
-	// is_unaligned says whether some task took it unaligned, persisted_data is the in-flight
-	// data it persisted (channel state, also counted in state_size_bytes).
+	// Flink's REST fields: checkpoint_type is CHECKPOINT, UNALIGNED_CHECKPOINT (some task took
+	// it unaligned) or SAVEPOINT, persisted_data the in-flight data it persisted (channel state,
+	// also counted in state_size_bytes).
 	CheckpointType string `json:"checkpoint_type"`
-	IsUnaligned    bool   `json:"is_unaligned"`
 	PersistedData  int64  `json:"persisted_data"`
 }
 
@@ -347,7 +346,7 @@ func checkpointOf(c *pb.CheckpointInfo) checkpointJSON {
 	return checkpointJSON{ID: c.GetId(), Status: strings.TrimPrefix(c.GetStatus().String(), "CHECKPOINT_STATUS_"), Savepoint: c.GetSavepoint(),
 		TriggerTime: timeJSON(c.GetTriggerTime()), DurationMs: c.GetDurationMs(), StateSizeBytes: c.GetStateSizeBytes(),
 		AlignmentMs: c.GetAlignmentMs(), Acknowledged: c.GetAcknowledged(), Total: c.GetTotal(), Failure: c.GetFailure(),
-		FailureReason: reason, Path: c.GetPath(), CheckpointType: checkpointType(c), IsUnaligned: c.GetUnaligned(), PersistedData: c.GetInFlightBytes()}
+		FailureReason: reason, Path: c.GetPath(), CheckpointType: checkpointType(c), PersistedData: c.GetInFlightBytes()}
 }
 
 // checkpointsJSON is the checkpoint history, newest first, with Flink's counts.

@@ -35,8 +35,8 @@ func (c historyCluster) TriggerSavepoint(context.Context, *pb.TriggerSavepointRe
 }
 
 // TestCheckpointsUnalignedREST checks Flink's fields of a checkpoint in /jobs/{id}/checkpoints:
-// checkpoint_type (CHECKPOINT, UNALIGNED_CHECKPOINT, SAVEPOINT), is_unaligned and
-// persisted_data (the in-flight bytes an unaligned checkpoint persisted).
+// checkpoint_type (CHECKPOINT, UNALIGNED_CHECKPOINT, SAVEPOINT) and persisted_data (the
+// in-flight bytes an unaligned checkpoint persisted).
 func TestCheckpointsUnalignedREST(t *testing.T) {
 	done := pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	cl := historyCluster{history: []*pb.CheckpointInfo{
@@ -55,7 +55,6 @@ func TestCheckpointsUnalignedREST(t *testing.T) {
 		History []struct {
 			ID             int64  `json:"id"`
 			CheckpointType string `json:"checkpoint_type"`
-			IsUnaligned    bool   `json:"is_unaligned"`
 			PersistedData  int64  `json:"persisted_data"`
 			StateSizeBytes int64  `json:"state_size_bytes"`
 		} `json:"history"`
@@ -66,15 +65,14 @@ func TestCheckpointsUnalignedREST(t *testing.T) {
 	type row struct {
 		id        int64
 		typ       string
-		unaligned bool
 		persisted int64
 	}
-	want := []row{{3, "UNALIGNED_CHECKPOINT", true, 65536}, {2, "CHECKPOINT", false, 0}, {1, "SAVEPOINT", false, 0}}
+	want := []row{{3, "UNALIGNED_CHECKPOINT", 65536}, {2, "CHECKPOINT", 0}, {1, "SAVEPOINT", 0}}
 	if len(out.History) != len(want) {
 		t.Fatalf("history %+v, want %d entries", out.History, len(want))
 	}
 	for i, h := range out.History {
-		if got := (row{h.ID, h.CheckpointType, h.IsUnaligned, h.PersistedData}); got != want[i] {
+		if got := (row{h.ID, h.CheckpointType, h.PersistedData}); got != want[i] {
 			t.Errorf("history[%d] = %+v, want %+v", i, got, want[i])
 		}
 	}

@@ -127,7 +127,7 @@ async function jobPage(main, id) {
     <h2>Checkpoints <span class="muted">(${cps.counts.completed} completed, ${cps.counts.failed} failed, ${cps.counts.in_progress} in progress)</span></h2>
     <table id="checkpoints"><tr><th class="num">ID</th><th>Status</th><th>Triggered</th><th class="num">Duration</th><th class="num">Size</th>
       <th class="num">In flight</th><th class="num">Alignment</th><th class="num">Acknowledged</th><th>Failure</th></tr>
-      ${cps.history.slice(0, 30).map(c => `<tr class="checkpoint" data-status="${esc(c.status)}"><td class="num">${c.id}${c.savepoint ? " (savepoint)" : c.is_unaligned ? " (unaligned)" : ""}</td>
+      ${cps.history.slice(0, 30).map(c => `<tr class="checkpoint" data-status="${esc(c.status)}"><td class="num">${c.id}${c.savepoint ? " (savepoint)" : c.checkpoint_type === "UNALIGNED_CHECKPOINT" ? " (unaligned)" : ""}</td>
         <td>${statusTag(c.status)}</td><td>${when(c.trigger_time)}</td><td class="num">${c.duration_ms} ms</td>
         <td class="num">${bytes(c.state_size_bytes)}</td><td class="num">${bytes(c.persisted_data)}</td><td class="num">${c.alignment_ms} ms</td><td class="num">${c.acknowledged}/${c.total}</td>
         <td>${esc(c.failure_reason ? c.failure_reason + ": " + c.failure : c.failure)}</td></tr>`).join("")

@@ -236,7 +236,7 @@ func restoreFrom(ctx context.Context, g *pb.JobGraph, req *pb.SubmitJobRequest, 
 // hasState reports whether an operator's snapshot holds anything (stateless operators have
 // an empty entry).
 func hasState(st *pb.OperatorSubtaskState) bool {
-	if st.GetKeyed() != nil {
+	if st.GetKeyed() != nil || st.GetChannelState() != nil {
 		return true
 	}
 	for _, l := range st.GetLists() {

@@ -241,7 +241,23 @@ func TestRunFromUnalignedCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := root.WriteMetadata(context.Background(), unalignedMD(5, 2, true))
+	md := unalignedMD(5, 2, true)
+	for _, st := range md.GetStates() {
+		if cs := st.GetChannelState(); cs != nil {
+			// The file the handle names, as a TaskManager writes it (storage verifies it).
+			f, err := root.CreateFile(context.Background(), 5, fmt.Sprintf("channels-s%d", st.GetSubtask()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(make([]byte, cs.GetOutput()[0].GetSize())); err != nil {
+				t.Fatal(err)
+			}
+			if cs.File, err = f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path, err := root.WriteMetadata(context.Background(), md)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -483,6 +483,9 @@ func (r Root) Verify(ctx context.Context, chkPath string) (*pb.CheckpointMetadat
 	}
 	seen := map[string]*pb.FileHandle{} // verified files by path
 	for _, st := range md.GetStates() {
+		if err := r.verifyChannelState(ctx, st); err != nil {
+			return nil, err
+		}
 		k := st.GetKeyed()
 		h := k.GetFile()
 		if h == nil {
@@ -508,6 +511,26 @@ func (r Root) Verify(ctx context.Context, chkPath string) (*pb.CheckpointMetadat
 		}
 	}
 	return md, nil
+}
+
+// verifyChannelState checks the channel state file of st, if any: its size and CRC-32C, and
+// that every channel's buffers lie inside it.
+func (r Root) verifyChannelState(ctx context.Context, st *pb.OperatorSubtaskState) error {
+	cs := st.GetChannelState()
+	if cs == nil {
+		return nil
+	}
+	h := cs.GetFile()
+	if h == nil {
+		return fmt.Errorf("storage: %w: channel state of %s subtask %d names no file", ErrCorrupt, st.GetOperator(), st.GetSubtask())
+	}
+	for _, loc := range append(slices.Clone(cs.GetInput()), cs.GetOutput()...) {
+		if off, n := loc.GetOffset(), loc.GetSize(); off < 0 || n < 0 || off > h.GetSize() || n > h.GetSize()-off {
+			return fmt.Errorf("storage: %w: channel state of %s subtask %d: buffers at %d+%d beyond %s (%d bytes)",
+				ErrCorrupt, st.GetOperator(), st.GetSubtask(), off, n, h.GetPath(), h.GetSize())
+		}
+	}
+	return r.verifyFile(ctx, h)
 }
 
 // CheckpointIDs lists the checkpoint directories (chk-<id>/) of r that hold any file, complete

@@ -41,17 +41,6 @@ type channelData struct {
 	bufs []*buffer
 }
 
-// channelBytes is the records bytes of the buffers in cs.
-func channelBytes(cs []channelData) int64 {
-	var n int64
-	for _, c := range cs {
-		for _, b := range c.bufs {
-			n += int64(len(b.data))
-		}
-	}
-	return n
-}
-
 // bufferHeader is a buffer's record count and length in a channel state file.
 const bufferHeader = 8
 

@@ -40,8 +40,8 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	if len(inLocs) != 2 || len(outLocs) != 1 {
 		t.Fatalf("locations: %d input, %d output; want 2 and 1", len(inLocs), len(outLocs))
 	}
-	if got, want := channelBytes(in)+channelBytes(out), int64(8); got != want {
-		t.Errorf("channelBytes = %d, want %d", got, want)
+	if got, want := h.GetSize(), int64(5*bufferHeader+8); got != want {
+		t.Errorf("channel state file of %d bytes, want %d (5 buffers, 8 bytes of records)", got, want)
 	}
 	handle := &pb.ChannelStateHandle{File: h, Input: inLocs, Output: outLocs}
 	r, err := readChannelState(context.Background(), root, handle)

@@ -254,14 +254,17 @@ func (t *task) dropCapture(id int64) {
 	}
 }
 
-// alignmentTimer returns the timer of the pending checkpoint's aligned-checkpoint timeout,
-// arming it; nil when no checkpoint waits for one.
+// alignmentTimer returns the timer of the next aligned-checkpoint timeout, arming it: the
+// pending checkpoint's, or that of a barrier still queued in the input gate; nil without one.
 func (t *task) alignmentTimer() <-chan time.Time {
 	h, ok := t.barriers.(*alignedHandler)
 	if !ok {
 		return nil
 	}
 	at, ok := h.alignmentDeadline()
+	if queued, has := t.gate.nextDeadline(); has && (!ok || queued.Before(at)) {
+		at, ok = queued, true
+	}
 	if !ok {
 		return nil
 	}
@@ -277,13 +280,16 @@ func (t *task) alignmentTimer() <-chan time.Time {
 	return t.alignTimer.C
 }
 
-// alignmentTimeout switches the pending checkpoint to unaligned when its timer fired.
+// alignmentTimeout converts the queued barriers whose timeout passed into priority events and
+// switches the pending checkpoint to unaligned when its timeout passed.
 func (t *task) alignmentTimeout() error {
 	t.alignAt = time.Time{} // re-armed if it is still pending
-	if h, ok := t.barriers.(*alignedHandler); ok {
-		return h.alignmentTimeout()
+	h, ok := t.barriers.(*alignedHandler)
+	if !ok {
+		return nil
 	}
-	return nil
+	t.gate.convertTimedOut(time.Now())
+	return h.alignmentTimeout()
 }
 
 // checkpointing reports whether the job takes checkpoints.
@@ -354,7 +360,7 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	if b.GetStop() {
 		t.stopID, t.stopped = id, false
 	}
-	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds(), Unaligned: output != nil || input != nil}
+	metrics := &pb.CheckpointMetrics{AlignmentMs: alignment.Milliseconds(), SyncMs: time.Since(start).Milliseconds(), Unaligned: input != nil}
 	dir := b.GetSavepointDir()
 	t.async.Go(func() { t.finishCheckpoint(id, dir, snap, states, metrics, input, output) })
 	return nil
@@ -365,27 +371,71 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 // goes in order, aligned, on forward edges (as Flink keeps pointwise edges aligned) and after
 // the task's input ended (its final checkpoint, whose state later checkpoints reuse once it
 // finished, holds no in-flight data). output is nil for an aligned barrier.
-func (t *task) sendBarrier(b *pb.CheckpointBarrier) (output []channelData, err error) {
-	if !priorityBarrier(b) {
+func (t *task) sendBarrier(b *pb.CheckpointBarrier) (*outputState, error) {
+	if !b.GetUnaligned() {
 		return nil, t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}})
 	}
 	aligned := &pb.Event{Kind: &pb.Event_Barrier{Barrier: alignedBarrier(b)}}
-	prio := &pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}
-	output = []channelData{}
+	ev := &pb.Event{Kind: &pb.Event_Barrier{Barrier: b}}
+	out := &outputState{}
 	for i, w := range t.writers {
-		if t.ending || w.part == pb.Partitioner_PARTITIONER_FORWARD {
+		switch {
+		case t.ending || w.part == pb.Partitioner_PARTITIONER_FORWARD:
 			if err := w.BroadcastEvent(aligned); err != nil {
 				return nil, err
 			}
-			continue
-		}
-		for c, bufs := range w.BroadcastPriority(prio) {
-			if len(bufs) > 0 {
-				output = append(output, channelData{key: keyOf(t.outEdges[i], int32(c)), bufs: bufs})
+		case priorityBarrier(b):
+			out.unaligned = true
+			for c, bufs := range w.BroadcastPriority(ev) {
+				if len(bufs) > 0 {
+					out.data = append(out.data, channelData{key: keyOf(t.outEdges[i], int32(c)), bufs: bufs})
+				}
+			}
+		default: // aligned, unaligned once its timeout passes
+			tbs, err := w.BroadcastTimed(ev)
+			if err != nil {
+				return nil, err
+			}
+			for c, tb := range tbs {
+				out.timed = append(out.timed, timedOutput{key: keyOf(t.outEdges[i], int32(c)), tb: tb})
 			}
 		}
 	}
-	return output, nil
+	return out, nil
+}
+
+// outputState is a checkpoint's output channel state: the buffers its barrier overtook at
+// once (an unaligned checkpoint), or those its barriers overtake when their aligned-checkpoint
+// timeout passes while they are still queued.
+type outputState struct {
+	unaligned bool
+	data      []channelData
+	timed     []timedOutput
+}
+
+type timedOutput struct {
+	key channelKey
+	tb  *timedBarrier
+}
+
+// wait waits until every timed barrier was taken in order or converted, and adds what the
+// converted ones overtook.
+func (o *outputState) wait(ctx context.Context) error {
+	for _, to := range o.timed {
+		select {
+		case <-to.tb.resolved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if to.tb.converted {
+			o.unaligned = true
+		}
+		if len(to.tb.overtaken) > 0 {
+			o.data = append(o.data, channelData{key: to.key, bufs: to.tb.overtaken})
+		}
+	}
+	o.timed = nil
+	return nil
 }
 
 // alignedBarrier is b as sent in order: it does not overtake anything, and its consumer
@@ -399,7 +449,7 @@ func alignedBarrier(b *pb.CheckpointBarrier) *pb.CheckpointBarrier {
 // finishCheckpoint is the asynchronous part: write the keyed state, then acknowledge. A
 // failure here declines the checkpoint; the task keeps running.
 func (t *task) finishCheckpoint(id int64, savepointDir string, snap state.Snapshot, states []*pb.OperatorSubtaskState, m *pb.CheckpointMetrics,
-	input *inputCapture, output []channelData,
+	input *inputCapture, output *outputState,
 ) {
 	start := time.Now()
 	if err := t.finishChannelState(id, states[0], m, input, output); err != nil {
@@ -453,7 +503,15 @@ var errCheckpointAborted = errors.New("checkpoint aborted")
 // finishChannelState waits for an unaligned checkpoint's input channel state, then writes it
 // and the output channel state into the checkpoint's channel state file, on the chain head's
 // state st.
-func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.CheckpointMetrics, input *inputCapture, output []channelData) error {
+func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.CheckpointMetrics, input *inputCapture, output *outputState) error {
+	var out []channelData
+	if output != nil {
+		if err := output.wait(t.ctx); err != nil {
+			return err
+		}
+		out = output.data
+		m.Unaligned = m.GetUnaligned() || output.unaligned
+	}
 	var in []channelData
 	if input != nil {
 		var c *channelCapture
@@ -471,7 +529,7 @@ func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.C
 			}
 		}
 	}
-	if len(in) == 0 && len(output) == 0 {
+	if len(in) == 0 && len(out) == 0 {
 		return nil
 	}
 	root, err := storage.OpenRoot(storage.JobDir(t.jobCfg.String(config.CheckpointDir), t.id.GetJobId()), t.env.s3)
@@ -482,7 +540,7 @@ func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.C
 	if err != nil {
 		return err
 	}
-	inLocs, outLocs, err := writeChannelState(f, in, output)
+	inLocs, outLocs, err := writeChannelState(f, in, out)
 	if err != nil {
 		return errors.Join(fmt.Errorf("write channel state: %w", err), f.Abort())
 	}
@@ -491,7 +549,7 @@ func (t *task) finishChannelState(id int64, st *pb.OperatorSubtaskState, m *pb.C
 		return err
 	}
 	st.ChannelState = &pb.ChannelStateHandle{File: h, Input: inLocs, Output: outLocs}
-	m.InFlightBytes = channelBytes(in) + channelBytes(output)
+	m.InFlightBytes = h.GetSize()
 	return nil
 }
 

@@ -1,7 +1,11 @@
 package worker
 
 import (
+	"slices"
 	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -11,9 +15,10 @@ type gateItem struct {
 	ch  *inputChannel
 	buf *buffer
 	err error
-	// prio: a priority event, taken ahead of its channel's queue; it spent no credit.
+	// prio: a priority event, taken ahead of its channel's queue; it spent no credit unless
+	// spent is set (an aligned barrier converted at its timeout, see convertTimedOut).
 	// recovered: a buffer of channel state restored from a checkpoint; it spent no credit.
-	prio, recovered bool
+	prio, spent, recovered bool
 	// marker holds the place of a priority event in its channel's queue: what is queued
 	// ahead of it came before the event. The gate skips it.
 	marker bool
@@ -47,6 +52,9 @@ type inputGate struct {
 	inReady []bool
 	prio    []gateItem
 	capture *channelCapture
+	// timed are the queued barriers of checkpoints that switch to unaligned after their
+	// aligned-checkpoint timeout, oldest first (see convertTimedOut).
+	timed []gateItem
 	// notify wakes the task (capacity 1): something was pushed.
 	notify chan struct{}
 }
@@ -99,6 +107,8 @@ func (g *inputGate) add(it gateItem, prio bool) {
 	if prio {
 		g.prio = append(g.prio, gateItem{ch: it.ch, buf: it.buf, prio: true})
 		it = gateItem{ch: it.ch, buf: it.buf, marker: true}
+	} else if it.buf.event != nil && isTimeoutable(it.buf.event) {
+		g.timed = append(g.timed, it)
 	}
 	g.queues[ch] = append(g.queues[ch], it)
 	if !g.inReady[ch] {
@@ -184,6 +194,48 @@ func (g *inputGate) poll(blocked []bool, data bool) (it gateItem, ok bool) {
 		i-- // the channel held only markers
 	}
 	return gateItem{}, false
+}
+
+// nextDeadline is when the oldest queued barrier that may go unaligned does so.
+func (g *inputGate) nextDeadline() (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.timed) == 0 {
+		return time.Time{}, false
+	}
+	return timedDeadline(g.timed[0].buf.event.GetBarrier()), true
+}
+
+// timedDeadline is when barrier b's checkpoint goes unaligned.
+func timedDeadline(b *pb.CheckpointBarrier) time.Time {
+	return time.UnixMilli(b.GetTimestampMs() + b.GetAlignedTimeoutMs())
+}
+
+// convertTimedOut turns every barrier still queued whose aligned-checkpoint timeout passed
+// into a priority event (an unaligned barrier), leaving a marker at its place, as Flink
+// converts announced barriers: it overtakes the buffers queued before it, which the
+// checkpoint then collects as channel state.
+func (g *inputGate) convertTimedOut(now time.Time) {
+	g.mu.Lock()
+	converted := false
+	for len(g.timed) > 0 && !now.Before(timedDeadline(g.timed[0].buf.event.GetBarrier())) {
+		tb := g.timed[0]
+		g.timed = g.timed[1:]
+		q := g.queues[tb.ch.idx]
+		i := slices.IndexFunc(q, func(it gateItem) bool { return it.buf == tb.buf && !it.marker })
+		if i < 0 {
+			continue // taken in order already
+		}
+		q[i].marker = true
+		ub := proto.Clone(tb.buf.event.GetBarrier()).(*pb.CheckpointBarrier)
+		ub.AlignedTimeoutMs = 0
+		g.prio = append(g.prio, gateItem{ch: tb.ch, buf: &buffer{event: &pb.Event{Kind: &pb.Event_Barrier{Barrier: ub}}}, prio: true, spent: true})
+		converted = true
+	}
+	g.mu.Unlock()
+	if converted {
+		signal(g.notify)
+	}
 }
 
 // startCapture begins collecting the input channel state of unaligned checkpoint id: for

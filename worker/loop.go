@@ -231,7 +231,7 @@ func (t *task) process(it gateItem) error {
 			}
 			return nil
 		}
-		if !it.prio && !it.recovered {
+		if (!it.prio || it.spent) && !it.recovered {
 			it.ch.release() // every other event spent a credit like a buffer
 		}
 		if b.event.GetEndOfData() != nil {

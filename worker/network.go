@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/goflink/goflink/internal/execid"
 	"github.com/goflink/goflink/internal/leaderrpc"
@@ -141,6 +143,100 @@ type subpartition struct {
 	// space wakes the producing task (capacity 1, shared by the task's partitions): the
 	// consumer took a buffer.
 	space chan struct{}
+	// timed are the queued barriers of checkpoints that switch to unaligned after their
+	// aligned-checkpoint timeout, oldest first: the consumer's reader converts one still
+	// queued at its deadline into a priority event (convertTimedOut).
+	timed []*timedBarrier
+}
+
+// timedBarrier is an aligned barrier queued in a subpartition that goes unaligned at its
+// deadline. It is resolved once the consumer took it in order, or it was converted at its
+// deadline and overtook the data buffers in overtaken (the producer's output channel state).
+type timedBarrier struct {
+	id        int64
+	buf       *buffer
+	deadline  time.Time
+	resolved  chan struct{} // closed when resolved
+	converted bool
+	overtaken []*buffer
+}
+
+// resolve settles the barrier; s.mu is held.
+func (tb *timedBarrier) resolve(overtaken []*buffer) {
+	tb.overtaken = overtaken
+	close(tb.resolved)
+}
+
+// isTimeoutable reports whether ev is the barrier of a checkpoint that starts aligned and
+// goes unaligned after its aligned-checkpoint timeout.
+func isTimeoutable(ev *pb.Event) bool {
+	b := ev.GetBarrier()
+	return b.GetUnaligned() && b.GetAlignedTimeoutMs() > 0
+}
+
+// addTimed queues barrier b, which goes unaligned at its deadline, and returns its handle.
+// It never waits: an event may exceed the queue's capacity.
+func (s *subpartition) addTimed(b *buffer) *timedBarrier {
+	bar := b.event.GetBarrier()
+	tb := &timedBarrier{
+		id: bar.GetCheckpointId(), buf: b, resolved: make(chan struct{}),
+		deadline: time.UnixMilli(bar.GetTimestampMs() + bar.GetAlignedTimeoutMs()),
+	}
+	s.mu.Lock()
+	s.queue = append(s.queue, b)
+	s.timed = append(s.timed, tb)
+	s.mu.Unlock()
+	signal(s.notify)
+	return tb
+}
+
+// nextDeadline is the earliest deadline of a queued timed barrier.
+func (s *subpartition) nextDeadline() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.timed) == 0 {
+		return time.Time{}, false
+	}
+	return s.timed[0].deadline, true
+}
+
+// convertTimedOut turns every queued timed barrier whose deadline passed into a priority
+// event (an unaligned barrier) ahead of the data buffers before it, which it overtakes.
+func (s *subpartition) convertTimedOut(now time.Time) {
+	s.mu.Lock()
+	converted := false
+	for len(s.timed) > 0 && !now.Before(s.timed[0].deadline) {
+		tb := s.timed[0]
+		s.timed = s.timed[1:]
+		i := slices.Index(s.queue, tb.buf)
+		var overtaken []*buffer
+		for _, q := range s.queue[:i] {
+			if q.event == nil {
+				overtaken = append(overtaken, q)
+			}
+		}
+		s.queue = slices.Delete(s.queue, i, i+1)
+		ub := proto.Clone(tb.buf.event.GetBarrier()).(*pb.CheckpointBarrier)
+		ub.AlignedTimeoutMs = 0
+		s.prio = append(s.prio, &buffer{event: &pb.Event{Kind: &pb.Event_Barrier{Barrier: ub}}})
+		tb.converted = true
+		tb.resolve(overtaken)
+		converted = true
+	}
+	s.mu.Unlock()
+	if converted {
+		signal(s.notify)
+	}
+}
+
+// resolveAll settles every timed barrier (the partition is released).
+func (s *subpartition) resolveAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tb := range s.timed {
+		tb.resolve(nil)
+	}
+	s.timed = nil
 }
 
 // add appends b unless the queue already holds limit buffers (no limit when limit <= 0).
@@ -197,6 +293,10 @@ func (s *subpartition) poll(credit bool) (b *buffer, used bool) {
 	b = s.queue[0]
 	s.queue[0] = nil
 	s.queue = s.queue[1:]
+	if len(s.timed) > 0 && s.timed[0].buf == b {
+		s.timed[0].resolve(nil) // taken in order
+		s.timed = s.timed[1:]
+	}
 	s.mu.Unlock()
 	signal(s.space)
 	return b, true
@@ -241,6 +341,9 @@ func (p *resultPartition) release(err error) {
 	p.relOnce.Do(func() {
 		p.relErr = err
 		close(p.released)
+		for _, s := range p.subs {
+			s.resolveAll()
+		}
 	})
 }
 
@@ -264,6 +367,8 @@ func (p *resultPartition) take(i int) (*subpartition, error) {
 // and whether the consumer holds a credit afterwards. Once the partition is released what is
 // still pollable is delivered, then relErr.
 func (p *resultPartition) next(ctx context.Context, s *subpartition, credit bool, credits <-chan struct{}) (*buffer, bool, error) {
+	var conv deadlineTimer
+	defer conv.stop()
 	for {
 		if b, used := s.poll(credit); b != nil {
 			return b, credit && !used, nil
@@ -273,6 +378,9 @@ func (p *resultPartition) next(ctx context.Context, s *subpartition, credit bool
 			wait = nil
 		}
 		select {
+		case <-conv.arm(s):
+			conv.fired()
+			s.convertTimedOut(time.Now())
 		case <-s.notify:
 		case <-wait:
 			credit = true
@@ -284,6 +392,36 @@ func (p *resultPartition) next(ctx context.Context, s *subpartition, credit bool
 		case <-ctx.Done():
 			return nil, credit, ctx.Err()
 		}
+	}
+}
+
+// deadlineTimer is a subpartition reader's timer for the deadline of its next timed barrier.
+type deadlineTimer struct {
+	t  *time.Timer
+	at time.Time
+}
+
+// arm returns the timer's channel armed for s's next deadline; nil without one.
+func (d *deadlineTimer) arm(s *subpartition) <-chan time.Time {
+	at, ok := s.nextDeadline()
+	if !ok {
+		return nil
+	}
+	if d.t == nil {
+		d.t = time.NewTimer(time.Until(at))
+	} else if !at.Equal(d.at) {
+		d.t.Reset(time.Until(at))
+	}
+	d.at = at
+	return d.t.C
+}
+
+// fired notes that the timer's value was taken: the next arm sets it again.
+func (d *deadlineTimer) fired() { d.at = time.Time{} }
+
+func (d *deadlineTimer) stop() {
+	if d.t != nil {
+		d.t.Stop()
 	}
 }
 
@@ -392,6 +530,8 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 		}
 	}()
 	credit := open.GetInitialCredit()
+	var conv deadlineTimer
+	defer conv.stop()
 	for released := false; ; {
 		b, used := sub.poll(credit > 0)
 		if b == nil {
@@ -399,6 +539,9 @@ func (s *dataServer) Subscribe(stream pb.DataExchangeService_SubscribeServer) er
 				return releasedStatus(p.relErr)
 			}
 			select {
+			case <-conv.arm(sub):
+				conv.fired()
+				sub.convertTimedOut(time.Now())
 			case c, ok := <-credits:
 				if !ok {
 					return status.Error(codes.Canceled, "consumer closed the stream")

@@ -221,6 +221,19 @@ func (w *recordWriter) BroadcastEvent(ev *pb.Event) error {
 	return nil
 }
 
+// BroadcastTimed flushes and queues barrier ev, which goes unaligned at its deadline, on every
+// channel after the records before it, and returns its handle per channel. It never waits.
+func (w *recordWriter) BroadcastTimed(ev *pb.Event) ([]*timedBarrier, error) {
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	tbs := make([]*timedBarrier, len(w.bufs))
+	for c := range w.bufs {
+		tbs[c] = w.partition.subs[c].addTimed(&buffer{event: ev})
+	}
+	return tbs, nil
+}
+
 // BroadcastPriority sends a priority event (an unaligned checkpoint's barrier) on every
 // channel ahead of the queued buffers, and returns per channel the data buffers it overtook,
 // partly filled ones included: the output channel state. It never waits.

@@ -952,7 +952,7 @@ type CheckpointMetrics struct {
 	AsyncMs        int64                  `protobuf:"varint,3,opt,name=async_ms,json=asyncMs,proto3" json:"async_ms,omitempty"`
 	StateSizeBytes int64                  `protobuf:"varint,4,opt,name=state_size_bytes,json=stateSizeBytes,proto3" json:"state_size_bytes,omitempty"`
 	// unaligned: the task took the checkpoint unaligned; in_flight_bytes is the channel state
-	// it persisted (records bytes of input and output buffers).
+	// it persisted (the size of its channel state file).
 	Unaligned     bool  `protobuf:"varint,5,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
 	InFlightBytes int64 `protobuf:"varint,6,opt,name=in_flight_bytes,json=inFlightBytes,proto3" json:"in_flight_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 )
@@ -212,5 +213,109 @@ func TestSubpartitionPriority(t *testing.T) {
 	case <-s.space:
 	default:
 		t.Fatal("no space signal after a buffer was taken")
+	}
+}
+
+// timedBarrierBuf is the barrier of checkpoint id triggered at ts that goes unaligned after
+// timeout.
+func timedBarrierBuf(id int64, ts time.Time, timeout time.Duration) *buffer {
+	return &buffer{event: &pb.Event{Kind: &pb.Event_Barrier{Barrier: &pb.CheckpointBarrier{
+		CheckpointId: id, Unaligned: true, TimestampMs: ts.UnixMilli(), AlignedTimeoutMs: timeout.Milliseconds(),
+	}}}}
+}
+
+// A barrier still queued in the input gate at its aligned-checkpoint timeout becomes a
+// priority event that overtakes the buffers before it; its place stays as a marker, so that
+// a capture collects exactly those buffers, and its credit is given back when it is processed.
+func TestGateConvertsTimedOutBarrier(t *testing.T) {
+	f := newGateFixture(2)
+	t0 := time.UnixMilli(1_000_000)
+	f.g.push(f.ch[0], data("a1"))
+	f.g.push(f.ch[0], timedBarrierBuf(3, t0, time.Second))
+	f.g.push(f.ch[0], data("a2"))
+	f.g.push(f.ch[1], timedBarrierBuf(3, t0, time.Second))
+	if at, ok := f.g.nextDeadline(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("nextDeadline() = %v, %v; want %v", at, ok, t0.Add(time.Second))
+	}
+	// Channel 1's barrier is taken in order before the deadline: nothing to convert there.
+	blocked := []bool{true, false}
+	if it, _ := f.g.poll(blocked, true); name(it) != "c1:bar3" {
+		t.Fatalf("poll = %s, want c1:bar3", name(it))
+	}
+	f.g.convertTimedOut(t0.Add(999 * time.Millisecond))
+	if got := f.drain(blocked, false); got != nil {
+		t.Fatalf("before the deadline: priority items %q, want none", got)
+	}
+	f.g.convertTimedOut(t0.Add(time.Second))
+	it, ok := f.g.poll(nil, false)
+	if !ok || !it.prio || !it.spent || !isPriority(it.buf.event) || it.ch.idx != 0 {
+		t.Fatalf("after the deadline: poll = %+v, %v; want channel 0's barrier as a priority event that spent a credit", it, ok)
+	}
+	if _, has := f.g.nextDeadline(); has {
+		t.Error("nextDeadline after both barriers were handled: still one")
+	}
+	f.g.startCapture(3, []bool{false, true})
+	if got := f.drain(make([]bool, 2), true); !slices.Equal(got, []string{"c0:a1", "c0:a2"}) {
+		t.Fatalf("channel 0 after the conversion = %q, want a1 a2 (the marker skipped)", got)
+	}
+	c, complete := f.g.takeCapture(3)
+	if !complete || !slices.Equal(names(c.bufs[0]), []string{"a1"}) {
+		t.Fatalf("capture = %q (complete %v), want a1, complete", names(c.bufs[0]), complete)
+	}
+}
+
+// A barrier still queued in a subpartition at its aligned-checkpoint timeout overtakes the
+// data buffers before it, which its handle returns; one taken in order returns none.
+func TestSubpartitionConvertsTimedOutBarrier(t *testing.T) {
+	t0 := time.UnixMilli(2_000_000)
+	p := newResultPartition("k", 2, 4, nil)
+	s0, s1 := p.subs[0], p.subs[1]
+	s0.add(data("a"), 0)
+	s0.add(&buffer{event: endOfData}, 0)
+	s0.add(data("b"), 0)
+	tb0 := s0.addTimed(timedBarrierBuf(5, t0, time.Second))
+	s0.add(data("c"), 0)
+	tb1 := s1.addTimed(timedBarrierBuf(5, t0, time.Second))
+	if b, used := s1.poll(true); b.event.GetBarrier() == nil || !used {
+		t.Fatal("the barrier was not taken in order on subpartition 1")
+	}
+	select {
+	case <-tb1.resolved:
+		if tb1.converted || tb1.overtaken != nil {
+			t.Errorf("subpartition 1: converted %v, overtaken %d; want neither", tb1.converted, len(tb1.overtaken))
+		}
+	default:
+		t.Fatal("subpartition 1's barrier taken in order but not resolved")
+	}
+	if at, ok := s0.nextDeadline(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("nextDeadline() = %v, %v", at, ok)
+	}
+	s0.convertTimedOut(t0.Add(time.Second))
+	<-tb0.resolved
+	if !tb0.converted || !slices.Equal(names(tb0.overtaken), []string{"a", "b"}) {
+		t.Fatalf("subpartition 0: converted %v, overtaken %q; want a b", tb0.converted, names(tb0.overtaken))
+	}
+	b, used := s0.poll(false)
+	if b == nil || !isPriority(b.event) || used {
+		t.Fatalf("poll without credit = %v; want the barrier as a priority event", b)
+	}
+	var rest []string
+	for b, _ := s0.poll(true); b != nil; b, _ = s0.poll(true) {
+		if b.event != nil {
+			rest = append(rest, "event")
+			continue
+		}
+		rest = append(rest, string(b.data))
+	}
+	if !slices.Equal(rest, []string{"a", "event", "b", "c"}) {
+		t.Fatalf("queue after the conversion = %q, want a event b c", rest)
+	}
+	// A release settles a barrier still queued.
+	tb := s1.addTimed(timedBarrierBuf(6, t0, time.Hour))
+	p.release(errPartitionReleased)
+	select {
+	case <-tb.resolved:
+	default:
+		t.Fatal("release left a timed barrier unresolved")
 	}
 }

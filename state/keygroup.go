@@ -87,15 +87,16 @@ func MurmurHash(code int32) int32 {
 	c ^= c >> 13
 	c *= 0xc2b2ae35
 	c ^= c >> 16
-	r := int32(c)
-	switch {
-	case r >= 0:
-		return r
-	case r == math.MinInt32:
-		return 0
-	default:
-		return -r
-	}
+	return nonNegative(int32(c))
+}
+
+// nonNegative is Flink's tail of murmurHash: r if r >= 0, 0 for math.MinInt32 (whose negation
+// is itself), else -r. It has no branches: the sign of a hash is a coin toss that a branch
+// predictor would lose half the time.
+func nonNegative(r int32) int32 {
+	m := r >> 31
+	a := (r ^ m) - m // |r|; math.MinInt32 stays itself
+	return a &^ (a >> 31)
 }
 
 // KeyGroupForHash returns the key group of a key hash for maxParallelism key groups.
@@ -106,6 +107,35 @@ func KeyGroupForHash(hash int32, maxParallelism int) int {
 // KeyGroup returns the key group of a key.
 func KeyGroup(v record.Value, t record.Type, maxParallelism int) int {
 	return KeyGroupForHash(KeyHash(v, t), maxParallelism)
+}
+
+// KeyGrouper computes the key groups of keys of one type for one max parallelism, as KeyGroup
+// does, with the division by the max parallelism replaced by a multiplication precomputed
+// once (Lemire's fastmod): a task computes a key group per record. The zero KeyGrouper is not
+// usable; it is a value, safe for concurrent use.
+type KeyGrouper struct {
+	t    record.Type
+	maxP uint64
+	m    uint64 // ceil(2^64 / maxP)
+}
+
+// NewKeyGrouper returns the KeyGrouper of keys of type t for maxParallelism key groups
+// (1..UpperBoundMaxParallelism).
+func NewKeyGrouper(t record.Type, maxParallelism int) KeyGrouper {
+	d := uint64(maxParallelism)
+	return KeyGrouper{t: t, maxP: d, m: ^uint64(0)/d + 1}
+}
+
+// KeyGroup returns the key group of v: KeyGroup(v, t, maxParallelism).
+func (g KeyGrouper) KeyGroup(v record.Value) int {
+	return int(fastMod(uint32(MurmurHash(KeyHash(v, g.t))), g.m, g.maxP))
+}
+
+// fastMod returns a % d for m = ceil(2^64 / d), exact for every 32-bit a and 0 < d < 2^32
+// (Lemire, Kaser, Kurz: "Faster remainder by direct computation", 2019).
+func fastMod(a uint32, m, d uint64) uint64 {
+	hi, _ := bits.Mul64(m*uint64(a), d)
+	return hi
 }
 
 // OperatorIndexForKeyGroup returns the subtask that owns a key group.

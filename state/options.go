@@ -84,6 +84,7 @@ type keyContext struct {
 	keyType record.Type
 	maxP    int
 	rng     KeyGroupRange
+	grouper KeyGrouper
 
 	key    record.Value
 	hasKey bool
@@ -92,13 +93,13 @@ type keyContext struct {
 }
 
 func newKeyContext(o KeyedBackendOptions) keyContext {
-	return keyContext{keyType: o.KeyType, maxP: o.MaxParallelism, rng: o.Range, kgIdx: -1}
+	return keyContext{keyType: o.KeyType, maxP: o.MaxParallelism, rng: o.Range, grouper: NewKeyGrouper(o.KeyType, o.MaxParallelism), kgIdx: -1}
 }
 
 func (c *keyContext) setKey(k record.Value) {
 	c.key = k
 	c.hasKey = true
-	c.kg = KeyGroup(k, c.keyType, c.maxP)
+	c.kg = c.grouper.KeyGroup(k)
 	if c.rng.Contains(c.kg) {
 		c.kgIdx = c.kg - c.rng.Start
 	} else {

@@ -354,11 +354,16 @@ func (p *Program) NewEvaluator() *Evaluator {
 // Eval evaluates the expression for row (and acc, the previous reduce result, when compiled
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
-func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
-	if e.p.fast != nil && !e.p.fallible {
+func (e *Evaluator) Eval(row, acc record.Row) (record.Value, error) {
+	if e.p.fast != nil && !e.p.fallible { // inlined into the caller
 		e.frame.row, e.frame.acc = row, acc
 		return e.p.fast(&e.frame), nil
 	}
+	return e.eval(row, acc)
+}
+
+// eval is Eval of an expression that may fail, natively or on the VM.
+func (e *Evaluator) eval(row, acc record.Row) (v record.Value, err error) {
 	e.budget.reset()
 	if e.p.fast != nil {
 		e.frame.row, e.frame.acc = row, acc

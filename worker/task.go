@@ -437,6 +437,9 @@ func (t *task) setup() error {
 		main = append(main, w)
 	}
 	var out operator.Output = main
+	if len(main) == 1 {
+		out = main[0] // one call less per record
+	}
 	opSpecs := t.vertex.GetOperators()
 	built := make([]any, len(opSpecs))
 	for i, spec := range opSpecs {

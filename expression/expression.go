@@ -355,18 +355,30 @@ func (p *Program) NewEvaluator() *Evaluator {
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
 func (e *Evaluator) Eval(row, acc record.Row) (record.Value, error) {
-	if e.p.fast != nil && !e.p.fallible { // inlined into the caller
-		e.frame.row, e.frame.acc = row, acc
+	if e.p.fast != nil && !e.p.fallible {
+		e.setFrame(row, acc)
 		return e.p.fast(&e.frame), nil
 	}
 	return e.eval(row, acc)
+}
+
+// setFrame points the frame at row and acc. Callers pass the same rows over and over (a task
+// decodes every record into one row): storing only what changed saves the stores' write
+// barriers while the GC runs.
+func (e *Evaluator) setFrame(row, acc record.Row) {
+	if unsafe.SliceData(e.frame.row) != unsafe.SliceData(row) || len(e.frame.row) != len(row) {
+		e.frame.row = row
+	}
+	if unsafe.SliceData(e.frame.acc) != unsafe.SliceData(acc) || len(e.frame.acc) != len(acc) {
+		e.frame.acc = acc
+	}
 }
 
 // eval is Eval of an expression that may fail, natively or on the VM.
 func (e *Evaluator) eval(row, acc record.Row) (v record.Value, err error) {
 	e.budget.reset()
 	if e.p.fast != nil {
-		e.frame.row, e.frame.acc = row, acc
+		e.setFrame(row, acc)
 		defer func() {
 			if r := recover(); r != nil {
 				re, ok := r.(runtimeError)

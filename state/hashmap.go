@@ -40,8 +40,9 @@ type hashMapBackend struct {
 	epoch uint64
 
 	// cow[i] means a snapshot may still need key group i as it was: the task must call
-	// capture before writing into it. Owned by the task goroutine.
-	cow []bool
+	// capture before writing into it; cowLeft counts them. Owned by the task goroutine.
+	cow     []bool
+	cowLeft int
 
 	mu    sync.Mutex // guards snaps
 	snaps []*hmSnapshot
@@ -85,7 +86,7 @@ func newHashMapBackend(o KeyedBackendOptions) *hashMapBackend {
 // SetCurrentKey sets the key that state accesses refer to. The key is cloned only when an
 // entry for it is created.
 func (b *hashMapBackend) SetCurrentKey(k record.Value) {
-	b.setKey(k)
+	b.setKeyLazy(k)
 	b.epoch++
 }
 
@@ -98,6 +99,7 @@ func (b *hashMapBackend) beforeWrite(i int) {
 
 func (b *hashMapBackend) capture(i int) {
 	b.cow[i] = false
+	b.cowLeft--
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.snaps {
@@ -127,6 +129,7 @@ func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	for i := range b.cow {
 		b.cow[i] = true
 	}
+	b.cowLeft = len(b.cow)
 	b.mu.Lock()
 	b.snaps = append(b.snaps, s)
 	b.mu.Unlock()
@@ -465,6 +468,12 @@ type hmValue[T any] struct {
 	hmState[*T]
 	c Codec[T]
 
+	// The entries of all key groups by key (the same *T as in the group maps): a read, and a
+	// write while no snapshot needs a copy, finds the current key's entry without computing
+	// its key group. One of the two is used, as in hmState.
+	numIdx map[uint64]*T
+	strIdx map[string]*T
+
 	// last is the current key's entry (nil: none) while lastEpoch == b.epoch, so that a
 	// read-modify-write of one key looks the map up once.
 	last      *T
@@ -473,51 +482,82 @@ type hmValue[T any] struct {
 
 func newHMValue[T any](b *hashMapBackend, name string, kind stateKind, c Codec[T]) (*hmValue[T], error) {
 	return newHMState(b, name, kind, func(st hmState[*T]) *hmValue[T] {
-		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1}
+		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1, numIdx: map[uint64]*T{}, strIdx: map[string]*T{}}
 	})
 }
 
-// lookup returns the current key's entry in key group index i, or nil.
-func (s *hmValue[T]) lookup(i int) *T {
+// lookup returns the current key's entry, or nil. An entry's key is in the backend's range
+// (it was checked when the entry was made, or restored from the range).
+func (s *hmValue[T]) lookup() *T {
 	if s.lastEpoch != s.b.epoch {
-		s.last, _ = s.entry(i, s.b.key)
+		if s.b.strKeys {
+			s.last = s.strIdx[s.b.key.Str()]
+		} else {
+			s.last = s.numIdx[uint64(s.b.key.Int())]
+		}
 		s.lastEpoch = s.b.epoch
 	}
 	return s.last
 }
 
+// index adds an entry made for key k to the index.
+func (s *hmValue[T]) index(k record.Value, p *T) {
+	if s.b.strKeys {
+		s.strIdx[k.Str()] = p
+	} else {
+		s.numIdx[uint64(k.Int())] = p
+	}
+}
+
 func (s *hmValue[T]) get() (T, bool, error) {
 	var zero T
-	i, err := s.b.group()
-	if err != nil {
-		return zero, false, err
+	if s.b.hasKey {
+		if p := s.lookup(); p != nil {
+			return *p, true, nil
+		}
 	}
-	if p := s.lookup(i); p != nil {
-		return *p, true, nil
+	if _, err := s.b.group(); err != nil {
+		return zero, false, err
 	}
 	return zero, false, nil
 }
 
 func (s *hmValue[T]) set(v T) error {
+	if s.b.hasKey && s.b.cowLeft == 0 {
+		if p := s.lookup(); p != nil {
+			*p = v // no snapshot needs the group as it was
+			return nil
+		}
+	}
 	i, err := s.b.group()
 	if err != nil {
 		return err
 	}
 	s.b.beforeWrite(i)
-	if p := s.lookup(i); p != nil {
+	if p := s.lookup(); p != nil {
 		*p = v
 		return nil
 	}
 	p := new(T)
 	*p = v
-	s.setEntry(i, s.b.key.Clone(), p)
+	k := s.b.key.Clone()
+	s.setEntry(i, k, p)
+	s.index(k, p)
 	s.last = p
 	return nil
 }
 
 func (s *hmValue[T]) clear() error {
-	s.last = nil // whether it was the entry or stale, the current key has none afterwards
-	return s.hmState.clear()
+	if err := s.hmState.clear(); err != nil {
+		return err
+	}
+	if s.b.strKeys {
+		delete(s.strIdx, s.b.key.Str())
+	} else {
+		delete(s.numIdx, uint64(s.b.key.Int()))
+	}
+	s.last, s.lastEpoch = nil, s.b.epoch // the current key has no entry now
+	return nil
 }
 
 func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
@@ -534,6 +574,7 @@ func (s *hmValue[T]) load(i int, e *entry) error {
 		return err
 	}
 	s.setEntry(i, e.key, &v)
+	s.index(e.key, &v)
 	return nil
 }
 

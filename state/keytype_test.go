@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -177,5 +178,52 @@ func TestKeyTypesGolden(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// The hashmap backend finds a value state's entry without the key group: a restored entry of
+// key 0 must not answer for a backend that has no current key yet, and a key outside the range
+// is still an error, before and after entries exist.
+func TestValueStateLookupWithoutKeyGroup(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			src := newBackend(t, kind, record.Int64, fullRange, 0)
+			vs, err := NewValueState(src, "v", Int64Codec{})
+			must(t, err)
+			for k := range int64(50) {
+				set(src, k)
+				must(t, vs.Update(k+100))
+			}
+			fs := files{}
+			h := fs.snapshot(t, src, "chk")
+			rng := RangeForOperator(0, testMaxP, 2)
+			r := newBackend(t, kind, record.Int64, rng, 0)
+			must(t, r.Restore([]*pb.KeyedStateHandle{h}, fs.open))
+			rv, err := NewValueState(r, "v", Int64Codec{})
+			must(t, err)
+			if _, _, err := rv.Value(); !errors.Is(err, ErrNoCurrentKey) {
+				t.Errorf("Value() without a current key = %v, want ErrNoCurrentKey", err)
+			}
+			if err := rv.Update(1); !errors.Is(err, ErrNoCurrentKey) {
+				t.Errorf("Update() without a current key = %v, want ErrNoCurrentKey", err)
+			}
+			for k := range int64(50) {
+				set(r, k)
+				v, ok, err := rv.Value()
+				if rng.Contains(KeyGroup(record.IntValue(k), record.Int64, testMaxP)) {
+					if v != k+100 || !ok || err != nil {
+						t.Errorf("key %d: Value() = %d, %v, %v, want %d", k, v, ok, err, k+100)
+					}
+					must(t, rv.Update(v+1))
+					continue
+				}
+				if !errors.Is(err, ErrKeyOutOfRange) {
+					t.Errorf("key %d (not in range): Value() = %d, %v, %v, want ErrKeyOutOfRange", k, v, ok, err)
+				}
+				if err := rv.Update(1); !errors.Is(err, ErrKeyOutOfRange) {
+					t.Errorf("key %d (not in range): Update() = %v, want ErrKeyOutOfRange", k, err)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 
@@ -37,6 +38,11 @@ type Program struct {
 	layout *envLayout
 	prog   *vm.Program
 	fast   fastFn // nil when the expression needs the VM
+	// fallible: fast may panic with a runtimeError (Eval recovers it); otherwise it never
+	// fails and Eval calls it bare.
+	fallible bool
+	// field is the index of the row's field the expression is, or -1 (Field).
+	field int
 }
 
 // envLayout is the Go struct type that mirrors the fields of a schema an expression names for
@@ -204,8 +210,13 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
-	p.fast = compileFast(node, schema, opts.Acc)
+	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog, field: -1}
+	p.fast, p.fallible = compileFast(node, schema, opts.Acc)
+	if id, ok := node.(*ast.IdentifierNode); ok && p.fast != nil {
+		if i := schema.Index(id.Value); i >= 0 && schema.Field(i).Type == typ {
+			p.field = i
+		}
+	}
 	return p, nil
 }
 
@@ -305,6 +316,11 @@ func (p *Program) Source() string { return p.src }
 // Native reports whether the expression runs as native closures rather than on the VM.
 func (p *Program) Native() bool { return p.fast != nil }
 
+// Field returns the index of the row's field that the expression is, when it is nothing but
+// a field of the row: then Eval(row, acc) returns row[i] and never fails, and a caller on a
+// hot path (a key) may read row[i] itself.
+func (p *Program) Field() (i int, ok bool) { return p.field, p.field >= 0 }
+
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {
 	p      *Program
@@ -338,10 +354,31 @@ func (p *Program) NewEvaluator() *Evaluator {
 // Eval evaluates the expression for row (and acc, the previous reduce result, when compiled
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
-func (e *Evaluator) Eval(row, acc record.Row) (v record.Value, err error) {
+func (e *Evaluator) Eval(row, acc record.Row) (record.Value, error) {
+	if e.p.fast != nil && !e.p.fallible {
+		e.setFrame(row, acc)
+		return e.p.fast(&e.frame), nil
+	}
+	return e.eval(row, acc)
+}
+
+// setFrame points the frame at row and acc. Callers pass the same rows over and over (a task
+// decodes every record into one row): storing only what changed saves the stores' write
+// barriers while the GC runs.
+func (e *Evaluator) setFrame(row, acc record.Row) {
+	if unsafe.SliceData(e.frame.row) != unsafe.SliceData(row) || len(e.frame.row) != len(row) {
+		e.frame.row = row
+	}
+	if unsafe.SliceData(e.frame.acc) != unsafe.SliceData(acc) || len(e.frame.acc) != len(acc) {
+		e.frame.acc = acc
+	}
+}
+
+// eval is Eval of an expression that may fail, natively or on the VM.
+func (e *Evaluator) eval(row, acc record.Row) (v record.Value, err error) {
 	e.budget.reset()
 	if e.p.fast != nil {
-		e.frame.row, e.frame.acc = row, acc
+		e.setFrame(row, acc)
 		defer func() {
 			if r := recover(); r != nil {
 				re, ok := r.(runtimeError)

@@ -3,6 +3,7 @@ package expression
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"reflect"
 
 	"github.com/expr-lang/expr/ast"
@@ -31,11 +32,32 @@ type (
 // compileFast translates a checked expr AST into native closures with expr's semantics
 // (wrapping int arithmetic, `/` always in float, an integer `%` by zero is an error, numeric
 // comparisons across int and float in float). It returns nil if any node is outside the
-// supported subset; the caller then uses the VM for the whole expression.
-func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
+// supported subset; the caller then uses the VM for the whole expression. fallible reports
+// that the closures may panic with a runtimeError (an integer `%` by a divisor that is not a
+// non-zero constant, a concatenation, which charges the budget); the others never fail.
+func compileFast(node ast.Node, s *record.Schema, acc bool) (f fastFn, fallible bool) {
 	c := &fastCompiler{schema: s, acc: acc}
+	f = c.compile(node)
+	return f, c.fallible
+}
+
+func (c *fastCompiler) compile(node ast.Node) fastFn {
 	switch recordType(node.Type()) {
 	case record.Int64:
+		// The shapes of most keys, in one closure each: a field, and a field modulo a constant.
+		if i, fromAcc, ok := c.field(node, record.Int64); ok && !fromAcc {
+			return func(fr *frame) record.Value { return fr.row[i] }
+		}
+		if n, ok := node.(*ast.BinaryNode); ok && n.Operator == "%" {
+			if i, fromAcc, ok := c.field(n.Left, record.Int64); ok && !fromAcc {
+				if d, ok := intConst(n.Right); ok && d != 0 {
+					if mask, shift, ok := powerOfTwo(d); ok {
+						return func(fr *frame) record.Value { return record.IntValue(modPow2(fr.row[i].Int(), mask, shift)) }
+					}
+					return func(fr *frame) record.Value { return record.IntValue(fr.row[i].Int() % d) }
+				}
+			}
+		}
 		if f := c.int(node); f != nil {
 			return func(fr *frame) record.Value { return record.IntValue(f(fr)) }
 		}
@@ -59,8 +81,74 @@ func compileFast(node ast.Node, s *record.Schema, acc bool) fastFn {
 }
 
 type fastCompiler struct {
-	schema *record.Schema
-	acc    bool
+	schema   *record.Schema
+	acc      bool
+	fallible bool // a closure built may panic with a runtimeError
+}
+
+// intConst returns the value of an integer literal.
+func intConst(n ast.Node) (int64, bool) {
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		return int64(n.Value), true
+	case *ast.ConstantNode:
+		if v, ok := n.Value.(int); ok {
+			return int64(v), true
+		}
+	}
+	return 0, false
+}
+
+// powerOfTwo reports whether |d| is a power of two 2^shift (mask = 2^shift - 1): then x % d
+// is modPow2(x, mask, shift), as x % d and x % -d are equal.
+func powerOfTwo(d int64) (mask int64, shift uint, ok bool) {
+	if d == math.MinInt64 {
+		return 0, 0, false // |d| overflows
+	}
+	if d < 0 {
+		d = -d
+	}
+	if d&(d-1) != 0 {
+		return 0, 0, false
+	}
+	return d - 1, uint(bits.TrailingZeros64(uint64(d))), true
+}
+
+// modPow2 is x % 2^shift with Go's (and expr's) sign of the result, the dividend's, without a
+// division: a negative x is biased by 2^shift - 1 so that masking truncates toward zero.
+func modPow2(x, mask int64, shift uint) int64 {
+	bias := int64(uint64(x>>63) >> (64 - shift)) // mask when x < 0, else 0 (0 when shift is 0)
+	return (x+bias)&mask - bias
+}
+
+// intFieldConst builds `field op constant` for an int field of the row and + - * or a
+// non-zero `%` in one closure; nil for other shapes.
+func (c *fastCompiler) intFieldConst(n *ast.BinaryNode) intFn {
+	i, fromAcc, ok := c.field(n.Left, record.Int64)
+	if !ok || fromAcc {
+		return nil
+	}
+	d, ok := intConst(n.Right)
+	if !ok {
+		return nil
+	}
+	switch n.Operator {
+	case "+":
+		return func(f *frame) int64 { return f.row[i].Int() + d }
+	case "-":
+		return func(f *frame) int64 { return f.row[i].Int() - d }
+	case "*":
+		return func(f *frame) int64 { return f.row[i].Int() * d }
+	case "%":
+		if d == 0 {
+			return nil
+		}
+		if mask, shift, ok := powerOfTwo(d); ok {
+			return func(f *frame) int64 { return modPow2(f.row[i].Int(), mask, shift) }
+		}
+		return func(f *frame) int64 { return f.row[i].Int() % d }
+	}
+	return nil
 }
 
 // ternary builds cond ? a : b; nil when a part is not native.
@@ -218,8 +306,18 @@ func (c *fastCompiler) int(n ast.Node) intFn {
 	case *ast.UnaryNode:
 		return signed(n.Operator, c.int(n.Node))
 	case *ast.BinaryNode:
+		if f := c.intFieldConst(n); f != nil {
+			return f
+		}
 		l, r := c.int(n.Left), c.int(n.Right)
 		if n.Operator == "%" && l != nil && r != nil {
+			if d, ok := intConst(n.Right); ok && d != 0 {
+				if mask, shift, ok := powerOfTwo(d); ok {
+					return func(f *frame) int64 { return modPow2(l(f), mask, shift) }
+				}
+				return func(f *frame) int64 { return l(f) % d }
+			}
+			c.fallible = true
 			return func(f *frame) int64 {
 				a, b := l(f), r(f)
 				if b == 0 {
@@ -316,6 +414,7 @@ func (c *fastCompiler) str(n ast.Node) strFn {
 		if l == nil || r == nil {
 			return nil
 		}
+		c.fallible = true
 		return func(f *frame) string {
 			a, b := l(f), r(f)
 			if err := f.budget.build("a concatenation", len(a)+len(b)); err != nil {

@@ -54,10 +54,25 @@ type sumOp[T int64 | float64] struct {
 	Base
 	field int
 	codec state.Codec[T]
-	get   func(record.Value) T
-	value func(T) record.Value
+	float bool // T is float64 (a branch per record is cheaper than calling a conversion func)
 	sums  *state.ValueState[T]
 	row   record.Row
+}
+
+// num reads a field of type T.
+func (s *sumOp[T]) num(v record.Value) T {
+	if s.float {
+		return T(v.Float())
+	}
+	return T(v.Int())
+}
+
+// value makes a field of type T.
+func (s *sumOp[T]) value(x T) record.Value {
+	if s.float {
+		return record.FloatValue(float64(x))
+	}
+	return record.IntValue(int64(x))
 }
 
 func newSum(c sumConfig, in *record.Schema) (Operator, error) {
@@ -68,9 +83,9 @@ func newSum(c sumConfig, in *record.Schema) (Operator, error) {
 	row := make(record.Row, in.Len())
 	switch in.Field(i).Type {
 	case record.Int64:
-		return &sumOp[int64]{field: i, codec: state.Int64Codec{}, get: record.Value.Int, value: record.IntValue, row: row}, nil
+		return &sumOp[int64]{field: i, codec: state.Int64Codec{}, row: row}, nil
 	case record.Float64:
-		return &sumOp[float64]{field: i, codec: state.Float64Codec{}, get: record.Value.Float, value: record.FloatValue, row: row}, nil
+		return &sumOp[float64]{field: i, codec: state.Float64Codec{}, float: true, row: row}, nil
 	}
 	return nil, fmt.Errorf("field %q is %v, want int64 or float64", c.Field, in.Field(i).Type)
 }
@@ -86,7 +101,7 @@ func (s *sumOp[T]) Process(row record.Row) error {
 	if err != nil {
 		return err
 	}
-	acc += s.get(row[s.field])
+	acc += s.num(row[s.field])
 	if err := s.sums.Update(acc); err != nil {
 		return err
 	}

@@ -31,6 +31,9 @@ func AppendRow(buf []byte, s *Schema, row Row) []byte {
 
 // EncodedSize returns the exact length AppendRow would add for row.
 func EncodedSize(s *Schema, row Row) int {
+	if s.fixed >= 0 {
+		return s.fixed
+	}
 	n := 0
 	for i, f := range s.fields {
 		switch f.Type {

@@ -85,6 +85,8 @@ type Field struct {
 type Schema struct {
 	fields []Field
 	index  map[string]int
+	// fixed is the encoded size of every row when no field has a variable length, else -1.
+	fixed int
 }
 
 // NewSchema builds a schema; it fails on an empty or duplicate name or an invalid type.
@@ -101,6 +103,18 @@ func NewSchema(fields ...Field) (*Schema, error) {
 			return nil, fmt.Errorf("duplicate field %q", f.Name)
 		}
 		s.index[f.Name] = i
+	}
+	s.fixed = 0
+	for _, f := range fields {
+		switch f.Type {
+		case Int64, Float64, Timestamp:
+			s.fixed += 8
+		case Bool:
+			s.fixed++
+		default:
+			s.fixed = -1
+			return s, nil
+		}
 	}
 	return s, nil
 }

@@ -14,16 +14,21 @@ import (
 )
 
 // BenchmarkValueStateUpdate measures the hot path of a keyed operator: set the key, read the
-// value, write it back, over 10k existing keys.
+// value, write it back, over 10k existing keys (int64 keys, and string keys under /string).
 func BenchmarkValueStateUpdate(b *testing.B) {
 	const keys = 10_000
-	ks := make([]record.Value, keys)
-	for i := range ks {
-		ks[i] = record.IntValue(int64(i) * 7919)
+	ints, strs := make([]record.Value, keys), make([]record.Value, keys)
+	for i := range keys {
+		ints[i] = record.IntValue(int64(i) * 7919)
+		strs[i] = record.StringValue(fmt.Sprintf("user-%d", i*7919))
 	}
-	for _, kind := range kinds {
+	for _, kind := range []string{BackendHashMap, BackendBBolt, BackendHashMap + "/string"} {
+		keyType, ks := record.Int64, ints
+		if strings.HasSuffix(kind, "/string") {
+			keyType, ks = record.String, strs
+		}
 		b.Run(kind, func(b *testing.B) {
-			be := newBackend(b, kind, record.Int64, fullRange, 0)
+			be := newBackend(b, strings.TrimSuffix(kind, "/string"), keyType, fullRange, 0)
 			vs, err := NewValueState(be, "v", Int64Codec{})
 			must(b, err)
 			for _, k := range ks {

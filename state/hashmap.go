@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -31,13 +32,17 @@ type hashMapBackend struct {
 	tables  map[string]hmTable
 	pending map[string]*rawState // restored, not yet registered
 	closed  bool
+	// strKeys: the keys are strings or bytes (the states' maps are keyed by string, not by
+	// the value's word).
+	strKeys bool
 	// epoch changes with the current key and on Restore: a state's cached entry of the
 	// current key is valid while its epoch matches.
 	epoch uint64
 
 	// cow[i] means a snapshot may still need key group i as it was: the task must call
-	// capture before writing into it. Owned by the task goroutine.
-	cow []bool
+	// capture before writing into it; cowLeft counts them. Owned by the task goroutine.
+	cow     []bool
+	cowLeft int
 
 	mu    sync.Mutex // guards snaps
 	snaps []*hmSnapshot
@@ -70,6 +75,7 @@ type scratch struct{ a, b []byte }
 func newHashMapBackend(o KeyedBackendOptions) *hashMapBackend {
 	return &hashMapBackend{
 		keyContext: newKeyContext(o),
+		strKeys:    o.KeyType == record.String || o.KeyType == record.Bytes,
 		tables:     make(map[string]hmTable),
 		pending:    make(map[string]*rawState),
 		cow:        make([]bool, o.Range.Len()),
@@ -80,7 +86,7 @@ func newHashMapBackend(o KeyedBackendOptions) *hashMapBackend {
 // SetCurrentKey sets the key that state accesses refer to. The key is cloned only when an
 // entry for it is created.
 func (b *hashMapBackend) SetCurrentKey(k record.Value) {
-	b.setKey(k)
+	b.setKeyLazy(k)
 	b.epoch++
 }
 
@@ -93,6 +99,7 @@ func (b *hashMapBackend) beforeWrite(i int) {
 
 func (b *hashMapBackend) capture(i int) {
 	b.cow[i] = false
+	b.cowLeft--
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.snaps {
@@ -122,6 +129,7 @@ func (b *hashMapBackend) Snapshot() (Snapshot, error) {
 	for i := range b.cow {
 		b.cow[i] = true
 	}
+	b.cowLeft = len(b.cow)
 	b.mu.Lock()
 	b.snaps = append(b.snaps, s)
 	b.mu.Unlock()
@@ -326,11 +334,80 @@ func (s *hmSnapshot) Release() {
 }
 
 // hmState is what the states of a hashmap backend share: per key-group index, a map from the
-// key to the state's entry E.
+// key to the state's entry E. The maps are typed by the key's kind, so that a lookup hashes
+// and compares a word or a string instead of a record.Value struct: nums for keys of the
+// types that live in the value's word (int64, float64, bool, timestamp: their bits, so keys
+// are told apart exactly as record.Value equality does), strs for string and bytes keys. Only
+// one of the two is used, by the backend's key type.
 type hmState[E any] struct {
-	b      *hashMapBackend
-	m      stateMeta
-	groups []map[record.Value]E
+	b    *hashMapBackend
+	m    stateMeta
+	nums []map[uint64]E
+	strs []map[string]E
+}
+
+// entry returns the entry of key k in key group index i.
+func (s *hmState[E]) entry(i int, k record.Value) (E, bool) {
+	if s.b.strKeys {
+		e, ok := s.strs[i][k.Str()]
+		return e, ok
+	}
+	e, ok := s.nums[i][uint64(k.Int())]
+	return e, ok
+}
+
+// setEntry sets the entry of key k in key group index i; k must own its memory (Clone).
+func (s *hmState[E]) setEntry(i int, k record.Value, e E) {
+	if s.b.strKeys {
+		if s.strs[i] == nil {
+			s.strs[i] = make(map[string]E)
+		}
+		s.strs[i][k.Str()] = e
+		return
+	}
+	if s.nums[i] == nil {
+		s.nums[i] = make(map[uint64]E)
+	}
+	s.nums[i][uint64(k.Int())] = e
+}
+
+// deleteEntry deletes the entry of key k in key group index i.
+func (s *hmState[E]) deleteEntry(i int, k record.Value) {
+	if s.b.strKeys {
+		delete(s.strs[i], k.Str())
+		return
+	}
+	delete(s.nums[i], uint64(k.Int()))
+}
+
+// group iterates over the keys and entries of key group index i, in no particular order.
+func (s *hmState[E]) group(i int) iter.Seq2[record.Value, E] {
+	return func(yield func(record.Value, E) bool) {
+		if s.b.strKeys {
+			for k, e := range s.strs[i] {
+				if !yield(record.StringValue(k), e) {
+					return
+				}
+			}
+			return
+		}
+		for k, e := range s.nums[i] {
+			if !yield(record.IntValue(int64(k)), e) {
+				return
+			}
+		}
+	}
+}
+
+// keys returns every key that has an entry.
+func (s *hmState[E]) keys() ([]record.Value, error) {
+	var ks []record.Value
+	for i := range s.b.rng.Len() {
+		for k := range s.group(i) {
+			ks = append(ks, k)
+		}
+	}
+	return ks, nil
 }
 
 // newHMState registers state name as kind on b, built with mk around its shared part, and
@@ -340,7 +417,13 @@ func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind
 	if err := checkRegister(name, b.closed, b.tables[name] != nil); err != nil {
 		return zero, err
 	}
-	s := mk(hmState[E]{b: b, m: stateMeta{name: name, kind: kind}, groups: make([]map[record.Value]E, b.rng.Len())})
+	st := hmState[E]{b: b, m: stateMeta{name: name, kind: kind}}
+	if b.strKeys {
+		st.strs = make([]map[string]E, b.rng.Len())
+	} else {
+		st.nums = make([]map[uint64]E, b.rng.Len())
+	}
+	s := mk(st)
 	if raw := b.pending[name]; raw != nil {
 		if err := checkKind(name, kind, raw.kind); err != nil {
 			return zero, err
@@ -367,23 +450,15 @@ func newHMState[E any, S hmTable](b *hashMapBackend, name string, kind stateKind
 
 func (s *hmState[E]) meta() stateMeta { return s.m }
 
-// groupMap returns the map of key group index i, creating it.
-func (s *hmState[E]) groupMap(i int) map[record.Value]E {
-	if s.groups[i] == nil {
-		s.groups[i] = make(map[record.Value]E)
-	}
-	return s.groups[i]
-}
-
 // clear deletes the current key's entry, copying the group first if a snapshot shares it.
 func (s *hmState[E]) clear() error {
 	i, err := s.b.group()
 	if err != nil {
 		return err
 	}
-	if _, ok := s.groups[i][s.b.key]; ok {
+	if _, ok := s.entry(i, s.b.key); ok {
 		s.b.beforeWrite(i)
-		delete(s.groups[i], s.b.key)
+		s.deleteEntry(i, s.b.key)
 	}
 	return nil
 }
@@ -393,6 +468,12 @@ type hmValue[T any] struct {
 	hmState[*T]
 	c Codec[T]
 
+	// The entries of all key groups by key (the same *T as in the group maps): a read, and a
+	// write while no snapshot needs a copy, finds the current key's entry without computing
+	// its key group. One of the two is used, as in hmState.
+	numIdx map[uint64]*T
+	strIdx map[string]*T
+
 	// last is the current key's entry (nil: none) while lastEpoch == b.epoch, so that a
 	// read-modify-write of one key looks the map up once.
 	last      *T
@@ -401,65 +482,86 @@ type hmValue[T any] struct {
 
 func newHMValue[T any](b *hashMapBackend, name string, kind stateKind, c Codec[T]) (*hmValue[T], error) {
 	return newHMState(b, name, kind, func(st hmState[*T]) *hmValue[T] {
-		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1}
+		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1, numIdx: map[uint64]*T{}, strIdx: map[string]*T{}}
 	})
 }
 
-// lookup returns the current key's entry in key group index i, or nil.
-func (s *hmValue[T]) lookup(i int) *T {
+// lookup returns the current key's entry, or nil. An entry's key is in the backend's range
+// (it was checked when the entry was made, or restored from the range).
+func (s *hmValue[T]) lookup() *T {
 	if s.lastEpoch != s.b.epoch {
-		s.last = s.groups[i][s.b.key]
+		if s.b.strKeys {
+			s.last = s.strIdx[s.b.key.Str()]
+		} else {
+			s.last = s.numIdx[uint64(s.b.key.Int())]
+		}
 		s.lastEpoch = s.b.epoch
 	}
 	return s.last
 }
 
+// index adds an entry made for key k to the index.
+func (s *hmValue[T]) index(k record.Value, p *T) {
+	if s.b.strKeys {
+		s.strIdx[k.Str()] = p
+	} else {
+		s.numIdx[uint64(k.Int())] = p
+	}
+}
+
 func (s *hmValue[T]) get() (T, bool, error) {
 	var zero T
-	i, err := s.b.group()
-	if err != nil {
-		return zero, false, err
+	if s.b.hasKey {
+		if p := s.lookup(); p != nil {
+			return *p, true, nil
+		}
 	}
-	if p := s.lookup(i); p != nil {
-		return *p, true, nil
+	if _, err := s.b.group(); err != nil {
+		return zero, false, err
 	}
 	return zero, false, nil
 }
 
 func (s *hmValue[T]) set(v T) error {
+	if s.b.hasKey && s.b.cowLeft == 0 {
+		if p := s.lookup(); p != nil {
+			*p = v // no snapshot needs the group as it was
+			return nil
+		}
+	}
 	i, err := s.b.group()
 	if err != nil {
 		return err
 	}
 	s.b.beforeWrite(i)
-	if p := s.lookup(i); p != nil {
+	if p := s.lookup(); p != nil {
 		*p = v
 		return nil
 	}
 	p := new(T)
 	*p = v
-	s.groupMap(i)[s.b.key.Clone()] = p
+	k := s.b.key.Clone()
+	s.setEntry(i, k, p)
+	s.index(k, p)
 	s.last = p
 	return nil
 }
 
-func (s *hmValue[T]) keys() ([]record.Value, error) {
-	var ks []record.Value
-	for _, m := range s.groups {
-		for k := range m {
-			ks = append(ks, k)
-		}
-	}
-	return ks, nil
-}
-
 func (s *hmValue[T]) clear() error {
-	s.last = nil // whether it was the entry or stale, the current key has none afterwards
-	return s.hmState.clear()
+	if err := s.hmState.clear(); err != nil {
+		return err
+	}
+	if s.b.strKeys {
+		delete(s.strIdx, s.b.key.Str())
+	} else {
+		delete(s.numIdx, uint64(s.b.key.Int()))
+	}
+	s.last, s.lastEpoch = nil, s.b.epoch // the current key has no entry now
+	return nil
 }
 
 func (s *hmValue[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
-	for k, p := range s.groups[i] {
+	for k, p := range s.group(i) {
 		sc.a = s.c.Append(sc.a[:0], *p)
 		b = appendEntry(b, k, s.b.keyType, nil, sc.a)
 	}
@@ -471,7 +573,8 @@ func (s *hmValue[T]) load(i int, e *entry) error {
 	if err != nil {
 		return err
 	}
-	s.groupMap(i)[e.key] = &v
+	s.setEntry(i, e.key, &v)
+	s.index(e.key, &v)
 	return nil
 }
 
@@ -490,7 +593,7 @@ func (s *hmList[T]) get() ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := s.groups[i][s.b.key]; ok {
+	if p, ok := s.entry(i, s.b.key); ok {
 		return slices.Clone(*p), nil
 	}
 	return nil, nil
@@ -502,12 +605,12 @@ func (s *hmList[T]) add(v T) error {
 		return err
 	}
 	s.b.beforeWrite(i)
-	if p, ok := s.groups[i][s.b.key]; ok {
+	if p, ok := s.entry(i, s.b.key); ok {
 		*p = append(*p, v)
 		return nil
 	}
 	vs := []T{v}
-	s.groupMap(i)[s.b.key.Clone()] = &vs
+	s.setEntry(i, s.b.key.Clone(), &vs)
 	return nil
 }
 
@@ -520,17 +623,17 @@ func (s *hmList[T]) update(vs []T) error {
 		return err
 	}
 	s.b.beforeWrite(i)
-	if p, ok := s.groups[i][s.b.key]; ok {
+	if p, ok := s.entry(i, s.b.key); ok {
 		*p = append((*p)[:0], vs...)
 		return nil
 	}
 	vs = slices.Clone(vs)
-	s.groupMap(i)[s.b.key.Clone()] = &vs
+	s.setEntry(i, s.b.key.Clone(), &vs)
 	return nil
 }
 
 func (s *hmList[T]) appendGroup(b []byte, i int, sc *scratch) []byte {
-	for k, p := range s.groups[i] {
+	for k, p := range s.group(i) {
 		sc.a = sc.a[:0]
 		for _, v := range *p {
 			sc.b = s.c.Append(sc.b[:0], v)
@@ -546,7 +649,7 @@ func (s *hmList[T]) load(i int, e *entry) error {
 	if err != nil || len(vs) == 0 {
 		return err
 	}
-	s.groupMap(i)[e.key] = &vs
+	s.setEntry(i, e.key, &vs)
 	return nil
 }
 
@@ -681,20 +784,10 @@ func newHMMap[K comparable, V any](b *hashMapBackend, name string, kc Codec[K], 
 // lookup returns the current key's map in key group index i, or nil.
 func (s *hmMap[K, V]) lookup(i int) *userMap[K, V] {
 	if s.curEpoch != s.b.epoch {
-		s.cur = s.groups[i][s.b.key]
+		s.cur, _ = s.entry(i, s.b.key)
 		s.curEpoch = s.b.epoch
 	}
 	return s.cur
-}
-
-func (s *hmMap[K, V]) keys() ([]record.Value, error) {
-	var ks []record.Value
-	for _, m := range s.groups {
-		for k := range m {
-			ks = append(ks, k)
-		}
-	}
-	return ks, nil
 }
 
 func (s *hmMap[K, V]) get(k K) (V, bool, error) {
@@ -731,7 +824,7 @@ func (s *hmMap[K, V]) put(k K, v V) error {
 	um := s.lookup(i)
 	if um == nil {
 		um = &userMap[K, V]{}
-		s.groupMap(i)[s.b.key.Clone()] = um
+		s.setEntry(i, s.b.key.Clone(), um)
 		s.cur = um
 	}
 	um.put(k, v)
@@ -753,7 +846,7 @@ func (s *hmMap[K, V]) remove(k K) error {
 	s.b.beforeWrite(i)
 	um.remove(k)
 	if um.len() == 0 {
-		delete(s.groups[i], s.b.key)
+		s.deleteEntry(i, s.b.key)
 		s.cur = nil
 	}
 	return nil
@@ -776,7 +869,7 @@ func (s *hmMap[K, V]) forEach(fn func(K, V) bool) error {
 }
 
 func (s *hmMap[K, V]) appendGroup(b []byte, i int, sc *scratch) []byte {
-	for k, um := range s.groups[i] {
+	for k, um := range s.group(i) {
 		um.each(func(uk K, v V) bool {
 			sc.a = s.kc.Append(sc.a[:0], uk)
 			sc.b = s.vc.Append(sc.b[:0], v)
@@ -796,10 +889,11 @@ func (s *hmMap[K, V]) load(i int, e *entry) error {
 	if err != nil {
 		return err
 	}
-	g := s.groupMap(i)
-	if g[e.key] == nil {
-		g[e.key] = &userMap[K, V]{}
+	um, _ := s.entry(i, e.key)
+	if um == nil {
+		um = &userMap[K, V]{}
+		s.setEntry(i, e.key, um)
 	}
-	g[e.key].put(uk, v)
+	um.put(uk, v)
 	return nil
 }

@@ -23,8 +23,7 @@ const DefaultLowerBoundMaxParallelism = 128
 func KeyHash(v record.Value, t record.Type) int32 {
 	switch t {
 	case record.Int64, record.Timestamp:
-		x := uint64(v.Int())
-		return int32(uint32(x ^ x>>32))
+		return longHash(v.Int())
 	case record.Float64:
 		f := v.Float()
 		var x uint64
@@ -51,6 +50,12 @@ func KeyHash(v record.Value, t record.Type) int32 {
 	return 0
 }
 
+// longHash is Java's Long.hashCode.
+func longHash(v int64) int32 {
+	x := uint64(v)
+	return int32(uint32(x ^ x>>32))
+}
+
 func javaStringHash(s string) int32 {
 	var h int32
 	for i := 0; i < len(s); {
@@ -75,27 +80,21 @@ func javaStringHash(s string) int32 {
 // MurmurHash is Flink's MathUtils.murmurHash: one round of murmur3 over a 4-byte int, made
 // non-negative.
 func MurmurHash(code int32) int32 {
-	c := uint32(code)
-	c *= 0xcc9e2d51
-	c = bits.RotateLeft32(c, 15)
-	c *= 0x1b873593
-	c = bits.RotateLeft32(c, 13)
-	c = c*5 + 0xe6546b64
-	c ^= 4
-	c ^= c >> 16
-	c *= 0x85ebca6b
-	c ^= c >> 13
-	c *= 0xc2b2ae35
-	c ^= c >> 16
-	r := int32(c)
-	switch {
-	case r >= 0:
-		return r
-	case r == math.MinInt32:
-		return 0
-	default:
-		return -r
-	}
+	// Written in few statements so that it stays inlinable.
+	c := bits.RotateLeft32(uint32(code)*0xcc9e2d51, 15) * 0x1b873593
+	c = (bits.RotateLeft32(c, 13)*5 + 0xe6546b64) ^ 4 // ^ 4: the length of the input
+	c = (c ^ c>>16) * 0x85ebca6b
+	c = (c ^ c>>13) * 0xc2b2ae35
+	return nonNegative(int32(c ^ c>>16))
+}
+
+// nonNegative is Flink's tail of murmurHash: r if r >= 0, 0 for math.MinInt32 (whose negation
+// is itself), else -r. It has no branches: the sign of a hash is a coin toss that a branch
+// predictor would lose half the time.
+func nonNegative(r int32) int32 {
+	m := r >> 31
+	a := (r ^ m) - m // |r|; math.MinInt32 stays itself
+	return a &^ (a >> 31)
 }
 
 // KeyGroupForHash returns the key group of a key hash for maxParallelism key groups.
@@ -106,6 +105,41 @@ func KeyGroupForHash(hash int32, maxParallelism int) int {
 // KeyGroup returns the key group of a key.
 func KeyGroup(v record.Value, t record.Type, maxParallelism int) int {
 	return KeyGroupForHash(KeyHash(v, t), maxParallelism)
+}
+
+// KeyGrouper computes the key groups of keys of one type for one max parallelism, as KeyGroup
+// does, with the division by the max parallelism replaced by a multiplication precomputed
+// once (Lemire's fastmod): a task computes a key group per record. The zero KeyGrouper is not
+// usable; it is a value, safe for concurrent use.
+type KeyGrouper struct {
+	t    record.Type
+	maxP uint64
+	m    uint64 // ceil(2^64 / maxP)
+}
+
+// NewKeyGrouper returns the KeyGrouper of keys of type t for maxParallelism key groups
+// (1..UpperBoundMaxParallelism).
+func NewKeyGrouper(t record.Type, maxParallelism int) KeyGrouper {
+	d := uint64(maxParallelism)
+	return KeyGrouper{t: t, maxP: d, m: ^uint64(0)/d + 1}
+}
+
+// KeyGroup returns the key group of v: KeyGroup(v, t, maxParallelism).
+func (g KeyGrouper) KeyGroup(v record.Value) int {
+	var h int32
+	if g.t == record.Int64 || g.t == record.Timestamp {
+		h = longHash(v.Int()) // the common case inline
+	} else {
+		h = KeyHash(v, g.t)
+	}
+	return int(fastMod(uint32(MurmurHash(h)), g.m, g.maxP))
+}
+
+// fastMod returns a % d for m = ceil(2^64 / d), exact for every 32-bit a and 0 < d < 2^32
+// (Lemire, Kaser, Kurz: "Faster remainder by direct computation", 2019).
+func fastMod(a uint32, m, d uint64) uint64 {
+	hi, _ := bits.Mul64(m*uint64(a), d)
+	return hi
 }
 
 // OperatorIndexForKeyGroup returns the subtask that owns a key group.

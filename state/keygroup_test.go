@@ -1,7 +1,9 @@
 package state
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -116,6 +118,93 @@ func TestValidateMaxParallelism(t *testing.T) {
 	}{{128, 4, true}, {4, 4, true}, {3, 4, false}, {0, 1, false}, {32769, 1, false}, {128, 0, false}, {128, -1, false}} {
 		if err := ValidateMaxParallelism(tc.maxP, tc.p); (err == nil) != tc.ok {
 			t.Errorf("ValidateMaxParallelism(%d, %d) = %v, want ok=%v", tc.maxP, tc.p, err, tc.ok)
+		}
+	}
+}
+
+// KeyGrouper must assign every key the key group KeyGroup does: a key group computed otherwise
+// at a producer, a consumer or a restore would lose or misplace state.
+func TestKeyGrouperMatchesKeyGroup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	values := map[record.Type][]record.Value{}
+	for _, tc := range javaVectors {
+		values[tc.t] = append(values[tc.t], tc.v)
+	}
+	for _, tc := range keyTypeCases {
+		values[tc.t] = append(values[tc.t], tc.keys...)
+	}
+	for range 2000 {
+		n := rng.Int64()
+		values[record.Int64] = append(values[record.Int64], record.IntValue(n), record.IntValue(n%1024))
+		values[record.Timestamp] = append(values[record.Timestamp], record.IntValue(n))
+		values[record.Float64] = append(values[record.Float64], record.FloatValue(rng.NormFloat64()*1e6))
+		s := fmt.Sprintf("k%x", n)
+		values[record.String] = append(values[record.String], record.StringValue(s))
+		values[record.Bytes] = append(values[record.Bytes], record.BytesValue([]byte(s)))
+	}
+	for _, maxP := range []int{1, 2, 3, 7, 100, 127, 128, 129, 1000, 4096, 12345, 32767, 32768} {
+		for typ, vs := range values {
+			g := NewKeyGrouper(typ, maxP)
+			for _, v := range vs {
+				if got, want := g.KeyGroup(v), KeyGroup(v, typ, maxP); got != want {
+					t.Fatalf("NewKeyGrouper(%s, %d).KeyGroup(%s) = %d, want %d", typ, maxP, v.Format(typ), got, want)
+				}
+			}
+		}
+	}
+}
+
+// fastMod is exact for every divisor a max parallelism can be, at the hashes where an error
+// would show first: around multiples of the divisor and at the ends of the range.
+func TestFastMod(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 3))
+	for d := uint64(1); d <= UpperBoundMaxParallelism; d++ {
+		m := ^uint64(0)/d + 1
+		check := func(a uint32) {
+			if got := fastMod(a, m, d); got != uint64(a)%d {
+				t.Fatalf("fastMod(%d, %d) = %d, want %d", a, d, got, uint64(a)%d)
+			}
+		}
+		for _, a := range []uint32{0, 1, math.MaxInt32, math.MaxInt32 - 1, math.MaxUint32, uint32(d - 1), uint32(d), uint32(d + 1)} {
+			check(a)
+		}
+		top := uint64(math.MaxInt32) / d * d
+		check(uint32(top))
+		check(uint32(top - 1))
+		for range 8 {
+			check(rng.Uint32())
+		}
+	}
+}
+
+// BenchmarkKeyGroup compares KeyGroup and KeyGrouper for a max parallelism known only at run
+// time, as a task's is.
+func BenchmarkKeyGroup(b *testing.B) {
+	maxP := DefaultMaxParallelism(len(b.Name()) % 3)
+	b.Run("KeyGroup", func(b *testing.B) {
+		s := 0
+		for i := 0; b.Loop(); i++ {
+			s += KeyGroup(record.IntValue(int64(i)), record.Int64, maxP)
+		}
+		_ = s
+	})
+	b.Run("KeyGrouper", func(b *testing.B) {
+		g := NewKeyGrouper(record.Int64, maxP)
+		s := 0
+		for i := 0; b.Loop(); i++ {
+			s += g.KeyGroup(record.IntValue(int64(i)))
+		}
+		_ = s
+	})
+}
+
+func TestNonNegative(t *testing.T) {
+	for _, tc := range []struct{ in, want int32 }{
+		{0, 0}, {1, 1}, {-1, 1}, {math.MaxInt32, math.MaxInt32}, {-math.MaxInt32, math.MaxInt32},
+		{math.MinInt32, 0}, {math.MinInt32 + 1, math.MaxInt32}, {-12345, 12345}, {12345, 12345},
+	} {
+		if got := nonNegative(tc.in); got != tc.want {
+			t.Errorf("nonNegative(%d) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }

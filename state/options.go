@@ -84,26 +84,39 @@ type keyContext struct {
 	keyType record.Type
 	maxP    int
 	rng     KeyGroupRange
+	grouper KeyGrouper
 
 	key    record.Value
 	hasKey bool
 	kg     int // key group of key
-	kgIdx  int // kg - rng.Start, or -1 when there is no key or kg is outside rng
+	kgIdx  int // kg - rng.Start, -1 when there is no key or kg is outside rng, kgUnknown
 }
 
+// kgUnknown is keyContext.kgIdx while the current key's key group is not computed yet
+// (setKeyLazy).
+const kgUnknown = -2
+
 func newKeyContext(o KeyedBackendOptions) keyContext {
-	return keyContext{keyType: o.KeyType, maxP: o.MaxParallelism, rng: o.Range, kgIdx: -1}
+	return keyContext{keyType: o.KeyType, maxP: o.MaxParallelism, rng: o.Range, grouper: NewKeyGrouper(o.KeyType, o.MaxParallelism), kgIdx: -1}
 }
 
 func (c *keyContext) setKey(k record.Value) {
 	c.key = k
 	c.hasKey = true
-	c.kg = KeyGroup(k, c.keyType, c.maxP)
+	c.kg = c.grouper.KeyGroup(k)
 	if c.rng.Contains(c.kg) {
 		c.kgIdx = c.kg - c.rng.Start
 	} else {
 		c.kgIdx = -1
 	}
+}
+
+// setKeyLazy sets the current key, leaving its key group to be computed when group asks for
+// it: a read of a key that a state holds needs none.
+func (c *keyContext) setKeyLazy(k record.Value) {
+	c.key = k
+	c.hasKey = true
+	c.kgIdx = kgUnknown
 }
 
 // CurrentKey returns the current key (as given to SetCurrentKey, not cloned).
@@ -115,9 +128,19 @@ func (c *keyContext) KeyGroupRange() KeyGroupRange { return c.rng }
 // group returns the index of the current key's key group in the range.
 func (c *keyContext) group() (int, error) {
 	if c.kgIdx < 0 {
-		return 0, c.keyError()
+		return c.groupSlow()
 	}
 	return c.kgIdx, nil
+}
+
+func (c *keyContext) groupSlow() (int, error) {
+	if c.kgIdx == kgUnknown {
+		c.setKey(c.key)
+		if c.kgIdx >= 0 {
+			return c.kgIdx, nil
+		}
+	}
+	return 0, c.keyError()
 }
 
 func (c *keyContext) keyError() error {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
+	"github.com/goflink/goflink/record"
 )
 
 // flushTicker returns the buffer-timeout ticks and the function that stops them; the ticks are
@@ -278,8 +279,10 @@ func (t *task) process(it gateItem) error {
 			t.time.stamp = stamp
 		}
 		if in.key != nil {
-			k, err := in.key.Eval(in.row, nil)
-			if err != nil {
+			var k record.Value
+			if in.keyField >= 0 {
+				k = in.row[in.keyField]
+			} else if k, err = in.key.Eval(in.row, nil); err != nil {
 				return operator.EvalError(hctx.OperatorName, fmt.Errorf("key: %w", err))
 			}
 			hctx.SetKey(k)

@@ -151,7 +151,9 @@ type taskInput struct {
 	edge   *pb.JobEdge
 	schema *record.Schema
 	key    *expression.Evaluator // non-nil for keyed (hash) edges
-	row    record.Row
+	// keyField is the row's field that the key is (expression.Program.Field), or -1.
+	keyField int
+	row      record.Row
 	// timestamps: each record is preceded by its event timestamp (8 bytes)
 	timestamps bool
 }
@@ -446,6 +448,9 @@ func (t *task) setup() error {
 		main = append(main, w)
 	}
 	var out operator.Output = main
+	if len(main) == 1 {
+		out = main[0] // one call less per record
+	}
 	opSpecs := t.vertex.GetOperators()
 	built := make([]any, len(opSpecs))
 	for i, spec := range opSpecs {
@@ -556,13 +561,16 @@ func (t *task) parseInputs() (keyInfo, error) {
 		if err != nil {
 			return keyInfo{}, fmt.Errorf("input %d schema: %w", idx, err)
 		}
-		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len()), timestamps: e.GetTimestamps()}
+		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len()), timestamps: e.GetTimestamps(), keyField: -1}
 		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
 			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
 			if err != nil {
 				return keyInfo{}, fmt.Errorf("input %d key %s: %w", idx, expression.Quote(e.GetKey()), err)
 			}
 			ti.key = prog.NewEvaluator()
+			if i, ok := prog.Field(); ok {
+				ti.keyField = i
+			}
 			if !ki.keyed {
 				ki = keyInfo{keyed: true, typ: prog.Type()}
 			}

@@ -25,10 +25,15 @@ type recordWriter struct {
 	partition *resultPartition
 	part      pb.Partitioner
 	key       *expression.Evaluator
+	keyField  int // the row's field that the key is (expression.Program.Field), or -1
 	keyType   record.Type
 	keyOwner  string // the consumer's head operator, named in key evaluation errors
 	maxPar    int
 	n         int // channels (consumer parallelism)
+	// grouper computes the key groups of a hash edge, and channelOf[kg] is the channel of key
+	// group kg (state.OperatorIndexForKeyGroup).
+	grouper   state.KeyGrouper
+	channelOf []uint16
 
 	bufs   [][]byte
 	counts []int
@@ -68,7 +73,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 	w := &recordWriter{
 		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
 		maxPar: int(consumer.GetMaxParallelism()), n: n,
-		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out,
+		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out, keyField: -1,
 	}
 	if e.GetTimestamps() {
 		w.stamp = stamp
@@ -80,6 +85,17 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 			return nil, fmt.Errorf("key %s: %w", expression.Quote(e.GetKey()), err)
 		}
 		w.key, w.keyType = prog.NewEvaluator(), prog.Type()
+		if i, ok := prog.Field(); ok {
+			w.keyField = i
+		}
+		if err := state.ValidateMaxParallelism(w.maxPar, n); err != nil {
+			return nil, fmt.Errorf("hash edge: %w", err)
+		}
+		w.grouper = state.NewKeyGrouper(w.keyType, w.maxPar)
+		w.channelOf = make([]uint16, w.maxPar)
+		for kg := range w.channelOf {
+			w.channelOf[kg] = uint16(state.OperatorIndexForKeyGroup(kg, w.maxPar, n))
+		}
 		if ops := consumer.GetOperators(); len(ops) > 0 {
 			w.keyOwner = ops[0].GetName()
 		}
@@ -103,12 +119,16 @@ func (w *recordWriter) channel(row record.Row) (int, error) {
 		w.next = (w.next + 1) % w.n
 		return c, nil
 	}
-	k, err := w.key.Eval(row, nil)
-	if err != nil {
-		return 0, operator.EvalError(w.keyOwner, fmt.Errorf("key: %w", err))
+	var k record.Value
+	if w.keyField >= 0 {
+		k = row[w.keyField]
+	} else {
+		var err error
+		if k, err = w.key.Eval(row, nil); err != nil {
+			return 0, operator.EvalError(w.keyOwner, fmt.Errorf("key: %w", err))
+		}
 	}
-	kg := state.KeyGroup(k, w.keyType, w.maxPar)
-	return state.OperatorIndexForKeyGroup(kg, w.maxPar, w.n), nil
+	return int(w.channelOf[w.grouper.KeyGroup(k)]), nil
 }
 
 // Emit serializes row into its channel's buffer.

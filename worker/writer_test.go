@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,35 +130,51 @@ func TestRecordWriterHash(t *testing.T) {
 		n      int
 		maxPar int
 		rows   func(i int) record.Row
+		// key is the key expression (default "key") and keyOf what it evaluates to.
+		key   string
+		keyOf func(record.Row) record.Value
 	}{
 		{"string keys n3", strIntSchema, 3, 128, func(i int) record.Row {
 			return record.Row{record.StringValue(strKeys[i%len(strKeys)] + fmt.Sprint(i%17)), record.IntValue(int64(i))}
-		}},
+		}, "", nil},
 		{"int keys n4", intIntSchema, 4, 128, func(i int) record.Row {
 			return record.Row{record.IntValue(int64(i%50 - 25)), record.IntValue(int64(i))}
-		}},
+		}, "", nil},
 		{"int keys n1", intIntSchema, 1, 128, func(i int) record.Row {
 			return record.Row{record.IntValue(int64(i * 7919)), record.IntValue(int64(i))}
-		}},
+		}, "", nil},
 		{"int keys n5 maxPar 7", intIntSchema, 5, 7, func(i int) record.Row {
 			return record.Row{record.IntValue(int64(i % 31)), record.IntValue(int64(i))}
-		}},
+		}, "", nil},
 		{"string keys n2 maxPar 32768", strIntSchema, 2, state.UpperBoundMaxParallelism, func(i int) record.Row {
 			return record.Row{record.StringValue(fmt.Sprintf("user-%d", i%23)), record.IntValue(int64(i))}
-		}},
+		}, "", nil},
+		{"int keys modulo a power of two n3", intIntSchema, 3, 128, func(i int) record.Row {
+			return record.Row{record.IntValue(int64(i*7919 - 5000)), record.IntValue(int64(i))}
+		}, "key % 1024", func(r record.Row) record.Value { return record.IntValue(r[0].Int() % 1024) }},
+		{"int keys expression n2 maxPar 1000", intIntSchema, 2, 1000, func(i int) record.Row {
+			return record.Row{record.IntValue(int64(i)), record.IntValue(int64(i * 3))}
+		}, "key * 31 + value % 7", func(r record.Row) record.Value { return record.IntValue(r[0].Int()*31 + r[1].Int()%7) }},
+		{"string keys concatenated n4", strIntSchema, 4, 128, func(i int) record.Row {
+			return record.Row{record.StringValue(strKeys[i%len(strKeys)]), record.IntValue(int64(i))}
+		}, "key + '/' + key", func(r record.Row) record.Value { return record.StringValue(r[0].Str() + "/" + r[0].Str()) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newTestWriter(t.Context(), t, writerSetup{
-				schema: tc.schema, part: pb.Partitioner_PARTITIONER_HASH, key: "key", n: tc.n, maxPar: tc.maxPar,
+				schema: tc.schema, part: pb.Partitioner_PARTITIONER_HASH, key: cmp.Or(tc.key, "key"), n: tc.n, maxPar: tc.maxPar,
 			})
+			keyOf := tc.keyOf
+			if keyOf == nil {
+				keyOf = func(r record.Row) record.Value { return r[0] }
+			}
 			const total = 2000
 			want := make([][]record.Row, tc.n) // per channel, in emit order
 			for i := range total {
 				r := tc.rows(i)
 				w.emit(t, r)
 				kt := tc.schema.Field(0).Type
-				c := state.OperatorIndexForKeyGroup(state.KeyGroup(r[0], kt, tc.maxPar), tc.maxPar, tc.n)
+				c := state.OperatorIndexForKeyGroup(state.KeyGroup(keyOf(r), kt, tc.maxPar), tc.maxPar, tc.n)
 				want[c] = append(want[c], r)
 			}
 			if err := w.Flush(); err != nil {

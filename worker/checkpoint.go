@@ -219,6 +219,9 @@ func (t *task) triggerUnaligned(b *pb.CheckpointBarrier, skip []bool, alignment 
 	id := b.GetCheckpointId()
 	t.dropCapture(math.MaxInt64) // at most one unaligned checkpoint at a time
 	t.gate.startCapture(id, skip)
+	if c := &t.cur; c.active && !skip[c.it.ch.idx] {
+		t.gate.prependCapture(id, c.it.ch.idx, c.rest())
+	}
 	t.capture = &inputCapture{id: id, done: make(chan *channelCapture, 1)}
 	if err := t.triggerCheckpoint(b, alignment); err != nil {
 		return err
@@ -266,6 +269,7 @@ func (t *task) alignmentTimer() <-chan time.Time {
 		at, ok = queued, true
 	}
 	if !ok {
+		t.alignAt = time.Time{}
 		return nil
 	}
 	if !at.Equal(t.alignAt) {
@@ -278,6 +282,11 @@ func (t *task) alignmentTimer() <-chan time.Time {
 		t.alignAt = at
 	}
 	return t.alignTimer.C
+}
+
+// alignmentDue reports whether the armed aligned-checkpoint timeout has passed.
+func (t *task) alignmentDue() bool {
+	return !t.alignAt.IsZero() && !time.Now().Before(t.alignAt)
 }
 
 // alignmentTimeout converts the queued barriers whose timeout passed into priority events and

@@ -3,6 +3,7 @@ package worker
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -57,6 +58,8 @@ type inputGate struct {
 	timed []gateItem
 	// notify wakes the task (capacity 1): something was pushed.
 	notify chan struct{}
+	// urgent is set while a priority item waits: the task stops in the middle of a buffer.
+	urgent atomic.Bool
 }
 
 // channelCapture is the input channel state an unaligned checkpoint collects.
@@ -96,6 +99,7 @@ func (g *inputGate) pushPriority(c *inputChannel, b *buffer) {
 func (g *inputGate) fail(c *inputChannel, err error) {
 	g.mu.Lock()
 	g.prio = append(g.prio, gateItem{ch: c, err: err, prio: true})
+	g.urgent.Store(true)
 	g.mu.Unlock()
 	signal(g.notify)
 }
@@ -106,6 +110,7 @@ func (g *inputGate) add(it gateItem, prio bool) {
 	g.spill(ch, it.buf)
 	if prio {
 		g.prio = append(g.prio, gateItem{ch: it.ch, buf: it.buf, prio: true})
+		g.urgent.Store(true)
 		it = gateItem{ch: it.ch, buf: it.buf, marker: true}
 	} else if it.buf.event != nil && isTimeoutable(it.buf.event) {
 		g.timed = append(g.timed, it)
@@ -161,6 +166,7 @@ func (g *inputGate) poll(blocked []bool, data bool) (it gateItem, ok bool) {
 		it = g.prio[0]
 		g.prio[0] = gateItem{}
 		g.prio = g.prio[1:]
+		g.urgent.Store(len(g.prio) > 0)
 		return it, true
 	}
 	if !data {
@@ -230,6 +236,7 @@ func (g *inputGate) convertTimedOut(now time.Time) {
 		ub := proto.Clone(tb.buf.event.GetBarrier()).(*pb.CheckpointBarrier)
 		ub.AlignedTimeoutMs = 0
 		g.prio = append(g.prio, gateItem{ch: tb.ch, buf: &buffer{event: &pb.Event{Kind: &pb.Event_Barrier{Barrier: ub}}}, prio: true, spent: true})
+		g.urgent.Store(true)
 		converted = true
 	}
 	g.mu.Unlock()
@@ -268,6 +275,17 @@ func (g *inputGate) startCapture(id int64, skip []bool) {
 		}
 	}
 	g.capture = c
+}
+
+// prependCapture puts b, the rest of the buffer of channel ch that the task is in the middle
+// of, first in the capture of checkpoint id: it came before everything queued.
+func (g *inputGate) prependCapture(id int64, ch int, b *buffer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c := g.capture; c != nil && c.id == id && len(b.data) > 0 {
+		c.bufs[ch] = append([]*buffer{b}, c.bufs[ch]...)
+		c.bytes += int64(len(b.data))
+	}
 }
 
 // takeCapture ends the capture of checkpoint id and returns it; nil when it is not the one

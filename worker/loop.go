@@ -160,6 +160,26 @@ func (t *task) outputAvailable() bool {
 // watermark tick, a timer, wake (woke is true) or cancellation. A nil channel never fires.
 // The wait is the task's idle time.
 func (t *task) step(input bool, tick, wake <-chan time.Time) (woke bool, err error) {
+	if t.cur.active {
+		// In the middle of a buffer: cancellation, priority events, a due timeout, then the
+		// rest of it.
+		if err := t.ctx.Err(); err != nil {
+			return false, err
+		}
+		it, ok := t.gate.poll(t.blocked, false)
+		switch {
+		case ok:
+			err = t.dispatch(it)
+		case t.alignmentDue():
+			err = t.alignmentTimeout()
+		default:
+			err = t.resume()
+		}
+		if err == nil && tick == nil {
+			err = t.flush()
+		}
+		return false, err
+	}
 	room := t.outputAvailable()
 	if input {
 		if it, ok := t.gate.poll(t.blocked, room); ok {
@@ -253,13 +273,6 @@ func (t *task) process(it gateItem) error {
 		return nil
 	}
 	in := t.inputs[it.ch.edge]
-	head := t.ops[0]
-	hctx := t.ctxs[0]
-	two, _ := head.(operator.TwoInput) // a join: records go to ProcessInput with their input
-	input := int(in.edge.GetInput())
-	if !in.timestamps {
-		t.time.stamp = operator.NoTimestamp
-	}
 	if t.inputEnded {
 		return fmt.Errorf("records on input channel %d after its end of data", it.ch.idx)
 	}
@@ -267,14 +280,56 @@ func (t *task) process(it gateItem) error {
 	if err != nil {
 		return fmt.Errorf("decode records of input channel %d: %w", it.ch.idx, err)
 	}
+	t.cur = partialBuffer{active: true, it: it, in: in, rr: rr}
+	return t.resume()
+}
+
+// partialBuffer is the data buffer a task is in the middle of. The task stops between two of
+// its records for a priority event (an unaligned checkpoint's barrier), an aligned-checkpoint
+// timeout or its cancellation, as Flink's mailbox does between records, so that neither waits
+// for a buffer of slow records; then it resumes.
+type partialBuffer struct {
+	active bool
+	it     gateItem
+	in     *taskInput
+	rr     recordReader
+}
+
+// rest is what is left of the buffer, as a buffer.
+func (c *partialBuffer) rest() *buffer { return &buffer{data: c.rr.data, records: c.rr.left} }
+
+// interruptEvery is how many records a task processes between looks at the clock for an
+// aligned-checkpoint timeout and at its cancellation (a priority event it sees after every
+// record).
+const interruptEvery = 128
+
+// resume processes the records of the current buffer until its end, or until a priority
+// event or a due aligned-checkpoint timeout interrupts it.
+func (t *task) resume() error {
+	c := &t.cur
+	in := c.in
+	head := t.ops[0]
+	hctx := t.ctxs[0]
+	two, _ := head.(operator.TwoInput) // a join: records go to ProcessInput with their input
+	input := int(in.edge.GetInput())
+	if !in.timestamps {
+		t.time.stamp = operator.NoTimestamp
+	}
+	n := 0
 	for {
-		stamp, ok, err := rr.next(in.schema, in.row)
+		if n > 0 && c.rr.left > 0 && (t.gate.urgent.Load() || n%interruptEvery == 0 && (t.alignmentDue() || t.ctx.Err() != nil)) {
+			t.in += int64(n)
+			t.publish()
+			return nil
+		}
+		stamp, ok, err := c.rr.next(in.schema, in.row)
 		if err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
 		if !ok {
 			break
 		}
+		n++
 		if in.timestamps {
 			t.time.stamp = stamp
 		}
@@ -299,8 +354,10 @@ func (t *task) process(it gateItem) error {
 			return err
 		}
 	}
-	t.in += int64(b.records)
-	t.meter.bytesIn.Add(int64(len(b.data)))
+	it := c.it
+	t.cur = partialBuffer{}
+	t.in += int64(n)
+	t.meter.bytesIn.Add(int64(len(it.buf.data)))
 	if !it.recovered {
 		it.ch.release()
 	}

@@ -109,6 +109,8 @@ type task struct {
 	capture    *inputCapture
 	alignTimer *time.Timer
 	alignAt    time.Time
+	// cur is the input buffer the task is in the middle of, if any.
+	cur partialBuffer
 	// recovered is the channel state the task restored, until it is queued.
 	recovered      *recoveredChannels
 	lastCheckpoint int64

@@ -371,7 +371,12 @@ type closer struct {
 func (t *task) invoke() (err error) {
 	defer func() {
 		t.dropCapture(math.MaxInt64) // its asynchronous part waits for it
-		t.async.Wait()               // snapshots read the state backend until they are written
+		if err != nil {
+			// A failed task's checkpoints are abandoned: their asynchronous parts may wait
+			// for consumers that are gone (see outputState.wait).
+			t.cancel(errTaskCanceled)
+		}
+		t.async.Wait() // snapshots read the state backend until they are written
 		t.endJob(err)
 		for i := len(t.closers) - 1; i >= 0; i-- {
 			if cerr := t.closers[i].c.Close(); cerr != nil && err == nil {

@@ -41,6 +41,7 @@ var exportedSeries = []string{
 	"flink_jobmanager_job_numberOfCompletedCheckpoints", "flink_jobmanager_job_numberOfFailedCheckpoints",
 	"flink_jobmanager_job_numberOfInProgressCheckpoints", "flink_jobmanager_job_totalNumberOfCheckpoints",
 	"flink_jobmanager_job_lastCheckpointDuration", "flink_jobmanager_job_lastCheckpointSize",
+	"flink_jobmanager_job_lastCheckpointPersistedData",
 	"flink_jobmanager_job_lastCheckpointAlignmentTime", "flink_jobmanager_job_lastCheckpointRestoreTimestamp",
 	"flink_jobmanager_numRegisteredTaskManagers", "flink_jobmanager_taskSlotsTotal",
 	"flink_jobmanager_taskSlotsAvailable", "flink_jobmanager_numRunningJobs",

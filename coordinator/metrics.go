@@ -16,12 +16,12 @@ var jobLabels = []string{"job_id", "job_name"}
 // JobManager; the cluster and its jobs' on the leader only (a follower has no job masters).
 // A job's metrics disappear when it ends.
 type jmCollector struct {
-	jm                                                 *JobManager
-	isLeader, term, lastIndex, leaderChanges           *prometheus.Desc
-	tms, slotsTotal, slotsFree, runningJobs            *prometheus.Desc
-	restarts, uptime, downtime, restartingTime         *prometheus.Desc
-	completed, failed, inProgress, total               *prometheus.Desc
-	lastDuration, lastSize, lastRestore, lastAlignment *prometheus.Desc
+	jm                                                                *JobManager
+	isLeader, term, lastIndex, leaderChanges                          *prometheus.Desc
+	tms, slotsTotal, slotsFree, runningJobs                           *prometheus.Desc
+	restarts, uptime, downtime, restartingTime                        *prometheus.Desc
+	completed, failed, inProgress, total                              *prometheus.Desc
+	lastDuration, lastSize, lastPersisted, lastRestore, lastAlignment *prometheus.Desc
 }
 
 func newJMCollector(jm *JobManager) *jmCollector {
@@ -49,6 +49,7 @@ func newJMCollector(jm *JobManager) *jmCollector {
 		total:          job("totalNumberOfCheckpoints", "Checkpoints triggered by the job's current leader."),
 		lastDuration:   job("lastCheckpointDuration", "Milliseconds the last completed checkpoint took."),
 		lastSize:       job("lastCheckpointSize", "Bytes of the last completed checkpoint's state."),
+		lastPersisted:  job("lastCheckpointPersistedData", "Bytes of in-flight data the last completed checkpoint persisted (unaligned checkpoints)."),
 		lastAlignment:  job("lastCheckpointAlignmentTime", "Milliseconds the last completed checkpoint's alignment took."),
 		lastRestore:    job("lastCheckpointRestoreTimestamp", "When the job last restored a checkpoint (epoch milliseconds); -1 when it has not."),
 	}
@@ -57,7 +58,7 @@ func newJMCollector(jm *JobManager) *jmCollector {
 func (c *jmCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.lastIndex, c.leaderChanges, c.tms, c.slotsTotal, c.slotsFree, c.runningJobs,
 		c.restarts, c.uptime, c.downtime, c.restartingTime, c.completed, c.failed, c.inProgress, c.total,
-		c.lastDuration, c.lastSize, c.lastAlignment, c.lastRestore} {
+		c.lastDuration, c.lastSize, c.lastPersisted, c.lastAlignment, c.lastRestore} {
 		ch <- d
 	}
 }
@@ -140,6 +141,7 @@ func (c *jmCollector) collectJob(ch chan<- prometheus.Metric, v *jobView, labels
 	if last != nil {
 		metrics.Gauge(ch, c.lastDuration, float64(last.GetDurationMs()), labels...)
 		metrics.Gauge(ch, c.lastSize, float64(last.GetStateSizeBytes()), labels...)
+		metrics.Gauge(ch, c.lastPersisted, float64(last.GetInFlightBytes()), labels...)
 		metrics.Gauge(ch, c.lastAlignment, float64(last.GetAlignmentMs()), labels...)
 	}
 	restore := -1.0

@@ -37,7 +37,7 @@ test: ## all tests with the race detector (unit, in-process cluster, real proces
 test-short: ## quick tests: skips the multi-process system tests
 	$(GO) test -race -count=1 -short ./...
 
-chaos: ## exactly-once chaos tests: SIGKILLed TaskManagers (keyed counts; windows and a window join), SIGKILLed leader JobManagers of a 3-JobManager group, Kafka to Kafka; SEEDS=N seeds each (default 20) or SEEDS=3,17,42
+chaos: ## exactly-once chaos tests: SIGKILLed TaskManagers (keyed counts, aligned and unaligned checkpoints under backpressure; windows and a window join), SIGKILLed leader JobManagers of a 3-JobManager group, Kafka to Kafka; SEEDS=N seeds each (default 20) or SEEDS=3,17,42
 	GOFLINK_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_HA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_KAFKA_CHAOS_SEEDS=$(or $(SEEDS),20) GOFLINK_WINDOW_CHAOS_SEEDS=$(or $(SEEDS),20) $(GO) test -race -count=1 -timeout 60m -run 'TestChaosExactlyOnce|TestHAChaosExactlyOnce|TestKafkaChaos|TestWindowChaosExactlyOnce' -v ./systemtest/
 
 # Every fuzz target as package:function. go test fuzzes one target per run, so make fuzz runs

@@ -158,7 +158,7 @@ func (t *task) outputAvailable() bool {
 // pending checkpoint's aligned-checkpoint timeout, then waits for one of: an input item or
 // room in the output (it returns to take it), mail (run), a buffer-timeout tick (flush), a
 // watermark tick, a timer, wake (woke is true) or cancellation. A nil channel never fires.
-// The wait is the task's idle time.
+// The wait is the task's idle time, or its backpressured time while the output has no room.
 func (t *task) step(input bool, tick, wake <-chan time.Time) (woke bool, err error) {
 	if t.cur.active {
 		// In the middle of a buffer: cancellation, priority events, a due timeout, then the
@@ -200,34 +200,40 @@ func (t *task) step(input bool, tick, wake <-chan time.Time) (woke bool, err err
 		space = t.space
 	}
 	t.armProcessingTimer()
-	t.meter.idle.begin(meterNow())
+	// Waiting for room in the output is backpressure (Flink's backPressuredTimeMsPerSecond),
+	// any other wait is idle time.
+	wait := &t.meter.idle
+	if !room {
+		wait = &t.meter.backPressured
+	}
+	wait.begin(meterNow())
 	select {
 	case <-notify:
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, nil
 	case <-space:
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, nil
 	case <-t.alignmentTimer():
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, t.alignmentTimeout()
 	case f := <-t.mail:
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, f()
 	case <-tick:
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, t.flush()
 	case <-wake:
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return true, nil
 	case <-t.wmTicks():
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, t.periodicEmit()
 	case <-t.procTimerC():
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, t.fireProcessingTimers()
 	case <-t.ctx.Done():
-		t.meter.idle.end(meterNow())
+		wait.end(meterNow())
 		return false, t.ctx.Err()
 	}
 }

@@ -35,6 +35,7 @@ type MapState[K comparable, V any] struct{ s mapStore[K, V] }
 // ReducingState is a value per key that Add folds new values into with a reduce function.
 type ReducingState[T any] struct {
 	s      valueStore[T]
+	hm     *hmValue[T] // s, when the backend is a hashmap
 	reduce func(acc, v T) T
 }
 
@@ -83,7 +84,8 @@ func NewReducingState[T any](b KeyedBackend, name string, c Codec[T], reduce fun
 	if err != nil {
 		return nil, err
 	}
-	return &ReducingState[T]{s: s, reduce: reduce}, nil
+	hm, _ := s.(*hmValue[T])
+	return &ReducingState[T]{s: s, hm: hm, reduce: reduce}, nil
 }
 
 func newValueStore[T any](b KeyedBackend, name string, kind stateKind, c Codec[T]) (valueStore[T], error) {
@@ -204,6 +206,16 @@ func (s *ReducingState[T]) Get() (T, bool, error) { return s.s.get() }
 
 // Add folds v into the current key's value: reduce(acc, v), or v for the first value.
 func (s *ReducingState[T]) Add(v T) error {
+	if s.hm != nil {
+		acc, ok, err := s.hm.get()
+		if err != nil {
+			return err
+		}
+		if ok {
+			v = s.reduce(acc, v)
+		}
+		return s.hm.set(v)
+	}
 	acc, ok, err := s.s.get()
 	if err != nil {
 		return err

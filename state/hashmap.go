@@ -483,7 +483,13 @@ type hmValue[T any] struct {
 
 func newHMValue[T any](b *hashMapBackend, name string, kind stateKind, c Codec[T]) (*hmValue[T], error) {
 	return newHMState(b, name, kind, func(st hmState[*T]) *hmValue[T] {
-		return &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1, numIdx: newNumIndex[*T](), strIdx: map[string]*T{}}
+		s := &hmValue[T]{hmState: st, c: c, lastEpoch: b.epoch - 1}
+		if b.strKeys {
+			s.strIdx = map[string]*T{}
+		} else {
+			s.numIdx = newNumIndex[*T]()
+		}
+		return s
 	})
 }
 

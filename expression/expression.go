@@ -323,9 +323,11 @@ func (p *Program) Field() (i int, ok bool) { return p.field, p.field >= 0 }
 
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {
-	p      *Program
-	frame  frame
-	budget budget // what the current evaluation used (MaxBuiltBytes, MaxSteps)
+	p *Program
+	// infallible is p.fast when it cannot fail, else nil: Eval's common case, one load away.
+	infallible fastFn
+	frame      frame
+	budget     budget // what the current evaluation used (MaxBuiltBytes, MaxSteps)
 	// VM path only: the program compiled to charge this evaluator's budget, its VM and its
 	// environment, a *struct of layout.typ.
 	prog *vm.Program
@@ -337,6 +339,9 @@ type Evaluator struct {
 // NewEvaluator returns an evaluator with its own VM, environment and budget.
 func (p *Program) NewEvaluator() *Evaluator {
 	e := &Evaluator{p: p}
+	if !p.fallible {
+		e.infallible = p.fast
+	}
 	e.frame.budget = &e.budget
 	if p.fast == nil {
 		e.env = reflect.New(p.layout.typ)
@@ -355,9 +360,9 @@ func (p *Program) NewEvaluator() *Evaluator {
 // with Options.Acc; acc may be nil then, which reads as zero values). Runtime errors such as
 // an integer division by zero are returned, never panicked.
 func (e *Evaluator) Eval(row, acc record.Row) (record.Value, error) {
-	if e.p.fast != nil && !e.p.fallible {
+	if f := e.infallible; f != nil {
 		e.setFrame(row, acc)
-		return e.p.fast(&e.frame), nil
+		return f(&e.frame), nil
 	}
 	return e.eval(row, acc)
 }

@@ -105,9 +105,21 @@ func (s *sumOp[T]) Process(row record.Row) error {
 	if err := s.sums.Update(acc); err != nil {
 		return err
 	}
-	copy(s.row, row)
+	copyRow(s.row, row)
 	s.row[s.field] = s.value(acc)
 	return s.out.Emit(s.row)
+}
+
+// copyRow copies src into dst (of the same length). A short row is copied value by value: copy
+// of values, which hold pointers, calls typedslicecopy, which costs more than a few stores.
+func copyRow(dst, src record.Row) {
+	if len(src) > 4 {
+		copy(dst, src)
+		return
+	}
+	for i := range src {
+		dst[i] = src[i]
+	}
 }
 
 // Count adds the field count with the running count per key, emitting one update per
@@ -154,7 +166,7 @@ func (c *countOp) Process(row record.Row) error {
 	if err := c.counts.Update(n); err != nil {
 		return err
 	}
-	copy(c.row, row)
+	copyRow(c.row, row)
 	c.row[c.width] = record.IntValue(n)
 	return c.out.Emit(c.row)
 }

@@ -21,7 +21,10 @@ import (
 // may be encoding them on another goroutine. Appending to a value read from a state and
 // handing the result back (Update) is allowed: what lies beyond a value's length is not part
 // of it, so an append that writes into the same backing array changes nothing a snapshot sees.
-type ValueState[T any] struct{ s valueStore[T] }
+type ValueState[T any] struct {
+	s  valueStore[T]
+	hm *hmValue[T] // s, when the backend is a hashmap: a direct call per access
+}
 
 // ListState is a list of values per key.
 type ListState[T any] struct{ s listStore[T] }
@@ -32,6 +35,7 @@ type MapState[K comparable, V any] struct{ s mapStore[K, V] }
 // ReducingState is a value per key that Add folds new values into with a reduce function.
 type ReducingState[T any] struct {
 	s      valueStore[T]
+	hm     *hmValue[T] // s, when the backend is a hashmap
 	reduce func(acc, v T) T
 }
 
@@ -67,7 +71,8 @@ func NewValueState[T any](b KeyedBackend, name string, c Codec[T]) (*ValueState[
 	if err != nil {
 		return nil, err
 	}
-	return &ValueState[T]{s: s}, nil
+	hm, _ := s.(*hmValue[T])
+	return &ValueState[T]{s: s, hm: hm}, nil
 }
 
 // NewReducingState registers a reducing state named name on b; see NewValueState.
@@ -79,7 +84,8 @@ func NewReducingState[T any](b KeyedBackend, name string, c Codec[T], reduce fun
 	if err != nil {
 		return nil, err
 	}
-	return &ReducingState[T]{s: s, reduce: reduce}, nil
+	hm, _ := s.(*hmValue[T])
+	return &ReducingState[T]{s: s, hm: hm, reduce: reduce}, nil
 }
 
 func newValueStore[T any](b KeyedBackend, name string, kind stateKind, c Codec[T]) (valueStore[T], error) {
@@ -133,10 +139,20 @@ func newStore[S any](b KeyedBackend, name string, hm func(*hashMapBackend) (S, e
 }
 
 // Value returns the current key's value, and false when it has none.
-func (s *ValueState[T]) Value() (T, bool, error) { return s.s.get() }
+func (s *ValueState[T]) Value() (T, bool, error) {
+	if s.hm != nil {
+		return s.hm.get()
+	}
+	return s.s.get()
+}
 
 // Update sets the current key's value.
-func (s *ValueState[T]) Update(v T) error { return s.s.set(v) }
+func (s *ValueState[T]) Update(v T) error {
+	if s.hm != nil {
+		return s.hm.set(v)
+	}
+	return s.s.set(v)
+}
 
 // Clear removes the current key's value.
 func (s *ValueState[T]) Clear() error { return s.s.clear() }
@@ -190,6 +206,16 @@ func (s *ReducingState[T]) Get() (T, bool, error) { return s.s.get() }
 
 // Add folds v into the current key's value: reduce(acc, v), or v for the first value.
 func (s *ReducingState[T]) Add(v T) error {
+	if s.hm != nil {
+		acc, ok, err := s.hm.get()
+		if err != nil {
+			return err
+		}
+		if ok {
+			v = s.reduce(acc, v)
+		}
+		return s.hm.set(v)
+	}
 	acc, ok, err := s.s.get()
 	if err != nil {
 		return err

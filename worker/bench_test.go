@@ -20,7 +20,7 @@ func BenchmarkKeyedSumPath(b *testing.B) {
 	schema := record.MustSchema(record.Field{Name: "value", Type: record.Int64})
 	e := &pb.JobEdge{Partitioner: pb.Partitioner_PARTITIONER_HASH, Key: "value % 1024", Schema: schema.Proto()}
 	const maxP = 128
-	p := newResultPartition("bench/0/0/0/e0", 2, 1024)
+	p := newResultPartition("bench/0/0/0/e0", 2, 1024, nil)
 	w, err := newRecordWriter(b.Context(), e, &pb.JobVertex{Parallelism: 2, MaxParallelism: maxP}, 0, p, new(int64), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -63,13 +63,14 @@ func BenchmarkKeyedSumPath(b *testing.B) {
 	}
 	ch := &inputChannel{credits: make(chan struct{}, 1)}
 	drain := func() {
-		for len(p.subs[0].queue)+len(p.subs[1].queue) > 0 { // a select per record would cost more than the record
-			select {
-			case buf := <-p.subs[0].queue:
-				if err := t.process(gateItem{ch: ch, buf: buf}); err != nil {
-					b.Fatal(err)
-				}
-			case <-p.subs[1].queue:
+		for buf, _ := p.subs[0].poll(true); buf != nil; buf, _ = p.subs[0].poll(true) {
+			if err := t.process(gateItem{ch: ch, buf: buf}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for { // the other channel's buffers are dropped
+			if buf, _ := p.subs[1].poll(true); buf == nil {
+				break
 			}
 		}
 	}

@@ -10,9 +10,10 @@ import (
 
 // overheadVariant is one checkpoint setting of the overhead comparison.
 type overheadVariant struct {
-	name     string
-	interval string  // execution.checkpointing.interval; "" = checkpointing off
-	target   float64 // least throughput ratio to "off"; 0 = none (the reference)
+	name      string
+	interval  string  // execution.checkpointing.interval; "" = checkpointing off
+	unaligned bool    // execution.checkpointing.unaligned (aligned-checkpoint-timeout 0)
+	target    float64 // least throughput ratio to "off"; 0 = none (the reference)
 
 	rates     []float64
 	completed []int
@@ -27,18 +28,23 @@ func overhead(c *cluster, o options, v *verdicts) error {
 	cpDir := filepath.Join(c.dir, "checkpoints")
 	variants := []*overheadVariant{
 		{name: "off"},
-		{name: "1 s", interval: "1s", target: 0.97, reasons: map[string]int{}},
-		{name: "100 ms", interval: "100ms", target: 0.90, reasons: map[string]int{}},
+		{name: "1 s", interval: "1s", target: 0.99, reasons: map[string]int{}},
+		{name: "100 ms", interval: "100ms", target: 0.95, reasons: map[string]int{}},
+		{name: "100 ms UC", interval: "100ms", unaligned: true, target: 0.95, reasons: map[string]int{}},
 	}
 	fmt.Printf("\n== checkpoint overhead ==\n")
 	fmt.Printf("the throughput job (sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2, 2 TaskManagers)\n", o.ovhN, o.keys)
 	fmt.Printf("checkpoints: execution.checkpointing.mode EXACTLY_ONCE, state.backend.type hashmap, dir %s (local disk)\n", cpDir)
-	fmt.Printf("variants interval off / 1 s / 100 ms, %d runs each, interleaved round by round with rotating order; medians compared\n\n", o.ovhRuns)
+	fmt.Printf("variants interval off / 1 s / 100 ms aligned / 100 ms unaligned (UC: execution.checkpointing.unaligned, aligned-checkpoint-timeout 0), %d runs each, interleaved round by round with rotating order; medians compared\n\n", o.ovhRuns)
 	specs := make([]string, len(variants))
 	for i, vr := range variants {
 		cfg := jobConfig("state.backend.type", "hashmap")
 		if vr.interval != "" {
-			cfg = checkpointConfig(vr.interval, cpDir, "state.backend.type", "hashmap")
+			extra := []string{"state.backend.type", "hashmap"}
+			if vr.unaligned {
+				extra = append(extra, "execution.checkpointing.unaligned", "true")
+			}
+			cfg = checkpointConfig(vr.interval, cpDir, extra...)
 		}
 		p, err := c.writeSpec(fmt.Sprintf("overhead-%d", i), keyedSumSpec("bench-keyed-sum-cp-"+strings.ReplaceAll(vr.name, " ", ""), o.ovhN, o.keys, cfg))
 		if err != nil {

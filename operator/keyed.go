@@ -117,7 +117,7 @@ func copyRow(dst, src record.Row) {
 		copy(dst, src)
 		return
 	}
-	for i := range src {
+	for i := range src { //nolint:staticcheck // S1001: copy calls typedslicecopy, slower for a few values
 		dst[i] = src[i]
 	}
 }

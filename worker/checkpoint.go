@@ -375,11 +375,13 @@ func (t *task) triggerCheckpoint(b *pb.CheckpointBarrier, alignment time.Duratio
 	return nil
 }
 
-// sendBarrier sends barrier b downstream. An unaligned checkpoint's barrier overtakes the
-// queued output buffers, which it returns (per channel) as the output channel state; but it
-// goes in order, aligned, on forward edges (as Flink keeps pointwise edges aligned) and after
-// the task's input ended (its final checkpoint, whose state later checkpoints reuse once it
-// finished, holds no in-flight data). output is nil for an aligned barrier.
+// sendBarrier sends barrier b downstream and returns the checkpoint's output channel state
+// (nil for an aligned checkpoint). An unaligned checkpoint's barrier overtakes the queued
+// output buffers, which are that state; one that goes unaligned after its timeout is queued
+// in order, and what it overtakes if converted joins the state (outputState.wait). Either goes
+// in order and aligned on forward edges (as Flink keeps pointwise edges aligned) and after the
+// task's input ended (its final checkpoint, whose state later checkpoints reuse once it
+// finished, holds no in-flight data).
 func (t *task) sendBarrier(b *pb.CheckpointBarrier) (*outputState, error) {
 	if !b.GetUnaligned() {
 		return nil, t.broadcastEvent(&pb.Event{Kind: &pb.Event_Barrier{Barrier: b}})

@@ -68,7 +68,6 @@ type channelCapture struct {
 	spilling []bool // per channel: its barrier has not been pushed yet
 	numSpill int
 	bufs     [][]*buffer // per channel, oldest first
-	bytes    int64
 }
 
 func newInputGate(channels int) *inputGate {
@@ -133,7 +132,6 @@ func (g *inputGate) spill(ch int, b *buffer) {
 	}
 	if b.event == nil {
 		c.bufs[ch] = append(c.bufs[ch], b)
-		c.bytes += int64(len(b.data))
 		return
 	}
 	if endsCapture(b, c.id) {
@@ -261,7 +259,6 @@ func (g *inputGate) startCapture(id int64, skip []bool) {
 		for _, it := range q {
 			if it.buf.event == nil {
 				c.bufs[ch] = append(c.bufs[ch], it.buf)
-				c.bytes += int64(len(it.buf.data))
 				continue
 			}
 			if endsCapture(it.buf, id) {
@@ -284,7 +281,6 @@ func (g *inputGate) prependCapture(id int64, ch int, b *buffer) {
 	defer g.mu.Unlock()
 	if c := g.capture; c != nil && c.id == id && len(b.data) > 0 {
 		c.bufs[ch] = append([]*buffer{b}, c.bufs[ch]...)
-		c.bytes += int64(len(b.data))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/gcpace"
 	"github.com/goflink/goflink/internal/process"
 	"github.com/goflink/goflink/worker"
 )
@@ -37,6 +38,9 @@ func main() {
 			if cfg.MetricsListener, err = process.MetricsListener(env, cfg.Addr, config.DefaultTaskManagerMetricsPort); err != nil {
 				return err
 			}
+			// The process's own collector pacing (off when GOGC is set): a TaskManager's live
+			// heap is small and it allocates a buffer per 32 KiB of records.
+			defer gcpace.Start(env.Logger)()
 			return worker.Run(ctx, cfg)
 		})
 	fs := cmd.Flags()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,4 +125,61 @@ func (c *cluster) startJob(name, spec string, poll time.Duration) (string, error
 		return id, err
 	}
 	return id, nil
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times.
+const clockTicks = 100
+
+// cpuSeconds is the CPU time (user and system) process p has used so far, from
+// /proc/<pid>/stat.
+func cpuSeconds(p *proccluster.Proc) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("cpu time of %s: %w", p.Name, err)
+	}
+	// pid (comm) state ppid ...: the command may hold spaces and parentheses, the fields
+	// after its last ")" do not; utime and stime are the 14th and 15th fields.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("cpu time of %s: short /proc stat %q", p.Name, s)
+	}
+	var ticks float64
+	for _, x := range f[11:13] {
+		n, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpu time of %s: %w", p.Name, err)
+		}
+		ticks += float64(n)
+	}
+	return ticks / clockTicks, nil
+}
+
+// taskManagersCPU is the CPU time the cluster's TaskManagers have used so far.
+func (c *cluster) taskManagersCPU() (float64, error) {
+	var sum float64
+	for _, p := range c.TMs {
+		s, err := cpuSeconds(p)
+		if err != nil {
+			return 0, err
+		}
+		sum += s
+	}
+	return sum, nil
+}
+
+// runMeasured is runToEnd that also returns the TaskManagers' CPU time per record of n.
+func (c *cluster) runMeasured(spec string, n int64) (st proccluster.JobStatus, secs, cpuPerRecord float64, err error) {
+	before, err := c.taskManagersCPU()
+	if err != nil {
+		return st, 0, 0, err
+	}
+	if st, secs, err = c.runToEnd(spec); err != nil {
+		return st, 0, 0, err
+	}
+	after, err := c.taskManagersCPU()
+	if err != nil {
+		return st, 0, 0, err
+	}
+	return st, secs, (after - before) / float64(n), nil
 }

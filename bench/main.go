@@ -153,7 +153,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "throughput: engine runs (the median is reported)")
 	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
-	flag.IntVar(&o.ovhRuns, "overhead-runs", 5, "overhead: runs per variant (interleaved; medians are compared)")
+	flag.IntVar(&o.ovhRuns, "overhead-runs", 7, "overhead: runs per variant (interleaved; medians are compared)")
 	flag.StringVar(&o.cpdKeys, "duration-keys", "1,10000,1000000", "duration: comma-separated key counts (1 shows the fixed cost of a checkpoint)")
 	flag.IntVar(&o.cpdRate, "duration-rate", 200_000, "duration and tls: records/s of the rate-limited source")
 	flag.IntVar(&o.cpdLargeFrom, "duration-large-from", 100_000, "duration: key counts from this on use the -duration-large-* settings")
@@ -426,7 +426,7 @@ func throughput(c *cluster, o options, v *verdicts) error {
 	if err != nil {
 		return err
 	}
-	var rates []float64
+	var rates, cpus []float64
 	for i := range runs {
 		var prof []byte
 		var profErr error
@@ -434,14 +434,15 @@ func throughput(c *cluster, o options, v *verdicts) error {
 		if profile && i == runs-1 {
 			fetched.Go(func() { prof, profErr = fetchProfile(c.TMs[0].DebugAddr, 5*time.Second) })
 		}
-		_, secs, err := c.runToEnd(specPath)
+		_, secs, cpu, err := c.runMeasured(specPath, n)
 		if err != nil {
 			return err
 		}
 		fetched.Wait()
 		rate := float64(n) / secs
 		rates = append(rates, rate)
-		fmt.Printf("  run %d: %.2fs, %.2f M records/s\n", i+1, secs, rate/1e6)
+		cpus = append(cpus, cpu)
+		fmt.Printf("  run %d: %.2fs, %.2f M records/s, TaskManagers' CPU %.0f ns/record\n", i+1, secs, rate/1e6, cpu*1e9)
 		if profile && i == runs-1 {
 			if profErr != nil {
 				return profErr

@@ -13,12 +13,14 @@ type overheadVariant struct {
 	name      string
 	interval  string  // execution.checkpointing.interval; "" = checkpointing off
 	unaligned bool    // execution.checkpointing.unaligned (aligned-checkpoint-timeout 0)
-	target    float64 // least throughput ratio to "off"; 0 = none (the reference)
+	target    float64 // least throughput ratio to "off"; 0 = none (the reference, or shown only)
 
 	rates     []float64
+	cpus      []float64 // the TaskManagers' CPU seconds per record
 	completed []int
-	failed    int // counted failures (ID > 0), over all runs
-	skipped   int // triggers that could not start a checkpoint (ID 0), over all runs
+	alignMs   []float64 // alignment of each completed checkpoint, over all runs
+	failed    int       // counted failures (ID > 0), over all runs
+	skipped   int       // triggers that could not start a checkpoint (ID 0), over all runs
 	reasons   map[string]int
 }
 
@@ -30,7 +32,9 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		{name: "off"},
 		{name: "1 s", interval: "1s", target: 0.99, reasons: map[string]int{}},
 		{name: "100 ms", interval: "100ms", target: 0.95, reasons: map[string]int{}},
-		{name: "100 ms UC", interval: "100ms", unaligned: true, target: 0.95, reasons: map[string]int{}},
+		// Shown, not judged: at full speed nothing waits long for alignment, and an unaligned
+		// checkpoint persists the buffers in flight (what it is for is backpressure).
+		{name: "100 ms UC", interval: "100ms", unaligned: true, reasons: map[string]int{}},
 	}
 	fmt.Printf("\n== checkpoint overhead ==\n")
 	fmt.Printf("the throughput job (sequence 1..%d -> key-by value %% %d -> sum -> discard, parallelism 2, 2 TaskManagers)\n", o.ovhN, o.keys)
@@ -57,12 +61,13 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		for j := range variants {
 			i := (r + j) % len(variants)
 			vr := variants[i]
-			st, secs, err := c.runToEnd(specs[i])
+			st, secs, cpu, err := c.runMeasured(specs[i], o.ovhN)
 			if err != nil {
 				return fmt.Errorf("overhead, interval %s: %w", vr.name, err)
 			}
 			rate := float64(o.ovhN) / secs
 			vr.rates = append(vr.rates, rate)
+			vr.cpus = append(vr.cpus, cpu)
 			part := fmt.Sprintf("%s %.2f M/s", vr.name, rate/1e6)
 			if vr.interval != "" {
 				cps, err := c.checkpoints(st.ID)
@@ -74,6 +79,7 @@ func overhead(c *cluster, o options, v *verdicts) error {
 					switch {
 					case cp.Status == "COMPLETED":
 						done++
+						vr.alignMs = append(vr.alignMs, float64(cp.AlignmentMs))
 					case cp.Status == "FAILED" && cp.ID == 0:
 						skipped++
 					case cp.Status == "FAILED":
@@ -95,11 +101,11 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		fmt.Printf("  round %d: %s\n", r+1, strings.Join(parts, " | "))
 	}
 	off := median(variants[0].rates)
-	fmt.Printf("\n  %-9s %12s %9s %-28s %-10s %s\n", "interval", "median M/s", "ratio", "checkpoints completed/run", "target", "verdict")
+	fmt.Printf("\n  %-9s %12s %9s %10s %-28s %9s %-10s %s\n", "interval", "median M/s", "ratio", "CPU ns/rec", "checkpoints completed/run", "align p50", "target", "verdict")
 	for _, vr := range variants {
 		rate := median(vr.rates)
 		ratio := rate / off
-		cps, target, verdict := "–", "–", "(reference)"
+		cps, align, target, verdict := "–", "–", "–", "(reference)"
 		if vr.interval != "" {
 			cps = joinInts(vr.completed)
 			if vr.failed > 0 {
@@ -108,10 +114,16 @@ func overhead(c *cluster, o options, v *verdicts) error {
 			if vr.skipped > 0 {
 				cps += fmt.Sprintf(" (%d not started)", vr.skipped)
 			}
-			target = fmt.Sprintf(">= %.2f", vr.target)
-			verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
+			if len(vr.alignMs) > 0 {
+				align = fmt.Sprintf("%.0f ms", median(vr.alignMs))
+			}
+			verdict = "(shown)"
+			if vr.target > 0 {
+				target = fmt.Sprintf(">= %.2f", vr.target)
+				verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
+			}
 		}
-		fmt.Printf("  %-9s %12.2f %9.3f %-28s %-10s %s\n", vr.name, rate/1e6, ratio, cps, target, verdict)
+		fmt.Printf("  %-9s %12.2f %9.3f %10.0f %-28s %9s %-10s %s\n", vr.name, rate/1e6, ratio, median(vr.cpus)*1e9, cps, align, target, verdict)
 	}
 	// Paired view of the same runs: each round's ratio to that round's "off" run, which
 	// cancels drift in the machine's speed between rounds (the verdict uses the medians).

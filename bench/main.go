@@ -150,7 +150,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated sections to run (default all): "+strings.Join(sections, ","))
 	flag.Int64Var(&o.n, "n", 50_000_000, "throughput: records per run")
 	flag.IntVar(&o.keys, "keys", 1024, "throughput, overhead, tls and metrics: distinct keys of the throughput job")
-	flag.IntVar(&o.runs, "runs", 3, "throughput: engine runs (the median is reported)")
+	flag.IntVar(&o.runs, "runs", 5, "throughput: engine runs after a warm-up run (the median is reported)")
 	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
 	flag.IntVar(&o.ovhRuns, "overhead-runs", 7, "overhead: runs per variant (interleaved; medians are compared)")
@@ -426,6 +426,13 @@ func throughput(c *cluster, o options, v *verdicts) error {
 	if err != nil {
 		return err
 	}
+	// The first run of a fresh cluster is slower (heaps and TCP windows grow, pages fault in):
+	// it warms up and is not counted.
+	_, warm, err := c.runToEnd(specPath)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  warm-up: %.2fs, %.2f M records/s (not counted)\n", warm, float64(n)/warm/1e6)
 	var rates, cpus []float64
 	for i := range runs {
 		var prof []byte

@@ -462,6 +462,7 @@ func throughput(c *cluster, o options, v *verdicts) error {
 	engine := median(rates)
 	base := baseline(n, keys)
 	fmt.Printf("\n%-46s %10.2f M records/s (median of %d)\n", "engine, 2 TaskManagers:", engine/1e6, runs)
+	fmt.Printf("%-46s %10.0f ns/record (median; user+system of both processes)\n", "TaskManagers' CPU:", median(cpus)*1e9)
 	fmt.Printf("%-46s %10.2f M records/s\n", "baseline, 1 goroutine, map[int64]int64 sums:", base/1e6)
 	fmt.Printf("%-46s %10.3f (COST: the engine uses 2 processes on 2 cores)\n", "ratio engine/baseline:", engine/base)
 	fmt.Printf("%-46s %10s\n", "target (issue 20): >= 20 M/s, goal 25 M/s:", verdict(engine))

@@ -60,6 +60,7 @@ func BenchmarkKeyedSumPath(b *testing.B) {
 	t := &task{
 		meter: newTaskMeter(), inputs: []*taskInput{in}, ops: []operator.Operator{sum}, ctxs: []*operator.Context{sumCtx},
 		keyed: kb, time: eventTime{stamp: operator.NoTimestamp, outWM: operator.MinWatermark},
+		gate: newInputGate(1), ctx: b.Context(),
 	}
 	ch := &inputChannel{credits: make(chan struct{}, 1)}
 	drain := func() {

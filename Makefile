@@ -18,7 +18,7 @@ VERSITYGW := deploy/.bin/versitygw-$(VERSITYGW_VERSION)
 S3_SECRET := $(CERTS_DIR)/s3-secret-key
 COMPOSE_ENV = GOFLINK_IMAGE=$(IMAGE) GOFLINK_S3_IMAGE=$(S3_IMAGE) GOFLINK_S3_SECRET_KEY="$$(cat $(S3_SECRET) 2>/dev/null)"
 
-.PHONY: help build test test-short run chaos fuzz bench proto proto-check lint tidy-check ci clean images up down logs e2e
+.PHONY: help build test test-short run chaos fuzz bench bench-check proto proto-check lint tidy-check ci clean images up down logs e2e
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n",$$1,$$2}'
@@ -64,6 +64,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; FUZZPARALLEL proc
 		echo "fuzz $${t##*:} in $${t%%:*} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel $(FUZZPARALLEL) $${t%%:*}; \
 	done
+
+bench-check: ## run every Go benchmark once (-benchtime 1x): catches one that no longer runs; figures come from make bench
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
 bench: build ## throughput, checkpoint overhead and duration, Kafka exactly-once vs at-least-once, Nexmark q0 q1 q2 q5 q7 q8 and sliding windows, TLS against plaintext (throughput, checkpoint duration), throughput scraped every second against not scraped, recovery after a TaskManager kill and a leader JobManager kill, checkpoint duration and file-sink throughput on S3 (versitygw) against local disk, PostgreSQL sink rows/s exactly-once vs at-least-once, with real processes (~13 min)
 	$(GO) run ./bench

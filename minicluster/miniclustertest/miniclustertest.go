@@ -6,6 +6,7 @@ package miniclustertest
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/goflink/goflink/client"
 	"github.com/goflink/goflink/config"
+	"github.com/goflink/goflink/internal/syncbuf"
 	"github.com/goflink/goflink/minicluster"
 )
 
@@ -26,6 +28,9 @@ const readyTimeout = 30 * time.Second
 func StartT(t testing.TB, opts minicluster.Options) (*minicluster.Cluster, *client.Client) {
 	t.Helper()
 	opts.Settings = WithAllowedPaths(opts.Settings)
+	if opts.Logger == nil {
+		opts.Logger = logOnFailure(t)
+	}
 	c, err := minicluster.Start(opts)
 	if err != nil {
 		t.Fatalf("start mini cluster: %v", err)
@@ -46,6 +51,27 @@ func StartT(t testing.TB, opts minicluster.Options) (*minicluster.Cluster, *clie
 		t.Fatal(err)
 	}
 	return c, cl
+}
+
+// logTail is how much of a failed test's cluster log logOnFailure prints: its end.
+const logTail = 256 << 10
+
+// logOnFailure returns a logger that keeps the cluster's records (Info and above) and prints
+// the last logTail bytes of them when the test has failed by its end: a failure that shows
+// once in CI comes with what the cluster did.
+func logOnFailure(t testing.TB) *slog.Logger {
+	buf := &syncbuf.Buffer{}
+	t.Cleanup(func() { // registered first: runs last, after the cluster closed
+		if !t.Failed() {
+			return
+		}
+		out := buf.String()
+		if len(out) > logTail {
+			out = "…" + out[len(out)-logTail:]
+		}
+		t.Logf("the cluster's log:\n%s", out)
+	})
+	return slog.New(slog.NewTextHandler(buf, nil))
 }
 
 // WithAllowedPaths returns a copy of settings (nil: none) in which io.allowed-paths is set:

@@ -789,6 +789,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 	}
 	var physical []*specOp
 	var edges []edge
+	changelogs := map[*specOp]string{}
 	for _, op := range b.ops {
 		if op.is(operator.RoleKeyBy) {
 			continue
@@ -813,6 +814,7 @@ func (b *builder) chain() ([]*vertex, []edge) {
 			part := pb.Partitioner_PARTITIONER_FORWARD
 			if parOf(in) != parOf(op) {
 				part = pb.Partitioner_PARTITIONER_REBALANCE
+				b.checkReordering(op, in, parOf(in), parOf(op), changelogs)
 			}
 			edges = append(edges, newEdge(in, op, part, nil, j))
 		}
@@ -847,6 +849,62 @@ func (b *builder) chain() ([]*vertex, []edge) {
 		vertexOf[op] = v
 	}
 	return vertices, edges
+}
+
+// checkReordering reports a rebalance edge from in (parallelism from) to op (parallelism to)
+// when in emits a changelog: round robin over several channels would reorder the changes of a
+// row, and the reader would apply them out of order (an upsert sink could keep a deleted
+// row). A key-by on the row's key keeps each row's changes in one channel, in order.
+func (b *builder) checkReordering(op, in *specOp, from, to int, memo map[*specOp]string) {
+	f := changelog(in, memo)
+	if f == "" {
+		return
+	}
+	path, line := op.path, op.line
+	if op.parLine > 0 {
+		path, line = op.path+".parallelism", op.parLine
+	}
+	b.ps.Add(line, path, "reads the changelog of %q (the kind of change in field %q) through a rebalance edge (parallelism %d to %d), "+
+		"which would reorder the changes of a row: read it through a key-by on the row's key, or give it parallelism %d",
+		in.name, f, from, to, from)
+}
+
+// changelog returns the field holding the kind of change when op emits a changelog (see
+// operator.Type.ChangelogField): a changelog source, or an operator that reads a changelog,
+// directly or through a key-by, and keeps that field in its output; "" otherwise. memo holds
+// what was found.
+func changelog(op *specOp, memo map[*specOp]string) string {
+	if f, ok := memo[op]; ok {
+		return f
+	}
+	memo[op] = "" // a cycle cannot be built, but never recurse forever
+	f := ""
+	switch {
+	case op.t != nil && op.t.ChangelogField != "":
+		f = op.t.ChangelogField
+	case op.is(operator.RoleSink):
+	default:
+		ins := op.inputs
+		if op.base != nil {
+			ins = op.base.inputs // a side output emits its base's input
+		}
+		for _, in := range ins {
+			if in.is(operator.RoleKeyBy) {
+				for _, src := range in.inputs {
+					f = cmp.Or(f, changelog(src, memo))
+				}
+				continue
+			}
+			f = cmp.Or(f, changelog(in, memo))
+		}
+		if f != "" && op.out != nil {
+			if _, ok := op.out.Field(f); !ok {
+				f = ""
+			}
+		}
+	}
+	memo[op] = f
+	return f
 }
 
 // fixedPar reports whether a rescale must leave an operator's parallelism alone: set in the

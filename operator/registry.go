@@ -46,6 +46,12 @@ type Type struct {
 	// (window-all); a source reads an input that cannot be split (postgres-cdc: one replication
 	// slot).
 	Global bool
+	// ChangelogField, when set, makes the type a changelog source: its records are the
+	// changes of a table's rows, that field holding the kind of change (postgres-cdc's "op"),
+	// and their order per row is what a reader applies. An operator that keeps the field emits
+	// the changelog on; the job builder refuses a rebalance edge (to another parallelism,
+	// without a key-by) out of any of them, which would reorder the changes of a row.
+	ChangelogField string
 	// NotRescalable types cannot redistribute their state to another parallelism: a rescale
 	// (flinkctl rescale) leaves their vertex's parallelism as it is.
 	NotRescalable bool

@@ -15,7 +15,8 @@ import (
 // here): a source that reads a table's rows, then its changes, from PostgreSQL's logical
 // replication (a replication slot with the pgoutput plugin). It runs in one subtask: a slot is
 // one stream (operator.Type.Global).
-var CDCType = operator.Define(operator.Type{Name: "postgres-cdc", Role: operator.RoleSource, Global: true, Fields: cdcFields, Probed: true}, planCDC, nil)
+var CDCType = operator.Define(operator.Type{Name: "postgres-cdc", Role: operator.RoleSource, Global: true, ChangelogField: OpField,
+	Fields: cdcFields, Probed: true}, planCDC, nil)
 
 var cdcFields = append(slices.Clone(connectionFields), "table", "schema", "slot", "publication")
 

@@ -47,6 +47,7 @@ func buildCDC(spec string) (pgspec.CDCConfig, *record.Schema, *pb.JobVertex, err
 // job's parallelism.
 func TestPlanCDC(t *testing.T) {
 	c, s, v, err := buildCDC(cdcHead + `  - {name: src, type: postgres-cdc, dsn: "postgres://u@h/db", password-file: /pw, table: public.items, slot: items_1, schema: {id: int64, name: string, price: float64, ok: bool, at: timestamp, raw: bytes}}
+  - {name: by-id, type: key-by, key: id}
   - {name: out, type: print}
 `)
 	if err != nil {
@@ -65,6 +66,7 @@ func TestPlanCDC(t *testing.T) {
 		t.Errorf("LocalPaths = %+v, want the password file", got)
 	}
 	c, _, _, err = buildCDC(cdcHead + `  - {name: src, type: postgres-cdc, dsn: "host=h dbname=db", table: t, slot: s, publication: mine, schema: {id: int64}}
+  - {name: by-id, type: key-by, key: id}
   - {name: out, type: print}
 `)
 	if err != nil {

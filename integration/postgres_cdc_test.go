@@ -255,11 +255,14 @@ func declined(t *testing.T, ctx context.Context, cl *client.Client, id string) i
 	return n
 }
 
-// TestPostgresCDCToUpsertSink: postgres-cdc → key-by id → a postgres sink upserting by id with
-// op-field op (upserts for insert and update_after, deletes by key for delete, update_before
-// skipped), exactly-once, on 2 TaskManagers, while the source table is changed, with
-// injected failures: the target table ends equal to the source table, and the slot confirms
-// what the job read. Exactly-once, because a failure before the first checkpoint of the
+// TestPostgresCDCToUpsertSink: postgres-cdc → key-by id → (injected failures) → a postgres
+// sink upserting by id with op-field op (upserts for insert and update_after, deletes by key
+// for delete, update_before skipped), exactly-once, in 2 subtasks on 2 TaskManagers, while the
+// source table is changed: the target table ends equal to the source table, and the slot
+// confirms what the job read. The key-by comes right after the source: through a rebalance
+// edge (the failures at the job's parallelism reading the source's one subtask) the changes
+// of a row would be reordered, a snapshot row's insert overtaken by its delete, which the job
+// builder refuses. Exactly-once, because a failure before the first checkpoint of the
 // streaming phase restarts the source with a new snapshot, which has no deletes for the rows
 // deleted meanwhile: an at-least-once sink would keep the first attempt's rows of them.
 func TestPostgresCDCToUpsertSink(t *testing.T) {
@@ -270,9 +273,9 @@ func TestPostgresCDCToUpsertSink(t *testing.T) {
 parallelism: 2
 %soperators:
   - {name: src, type: postgres-cdc, dsn: %q, table: src, slot: upsert_slot, schema: {id: int64, v: int64}}
+  - {name: by-id, type: key-by, key: id}
   - {name: fail1, type: fail, when: "op == 'update_after' && id == 43", attempt: 0}
   - {name: fail2, type: fail, when: "op == 'delete' && id < %d", attempt: 1}
-  - {name: by-id, type: key-by, key: id}
   - {name: out, type: postgres, dsn: %q, table: dst, mode: upsert, key: [id], op-field: op, delivery-guarantee: exactly-once, batch-size: 50}
 `, cfg, dsn, cdcInitialRows-150, dsn)
 	}

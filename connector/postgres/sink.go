@@ -264,6 +264,9 @@ func (w *writer) add(row record.Row) error {
 	return nil
 }
 
+// hasDelete says a buffered row is a delete.
+func (w *writer) hasDelete() bool { return w.op >= 0 && slices.ContainsFunc(w.rows, w.isDelete) }
+
 // isDelete says a buffered row is a delete.
 func (w *writer) isDelete(row record.Row) bool {
 	return w.op >= 0 && row[w.op].Str() == pgspec.OpDelete
@@ -512,8 +515,10 @@ type pgTxn struct {
 // that waited for one of those locks would block the task, and with it the commit (an
 // upserted key, a unique column). The rows go out when the commit is done, or at the next
 // barrier, which tries them under a savepoint with a short lock timeout (carryLockTimeout).
-// Rows that meet a lock there are not sent: they go with the barrier's transaction as its
-// Carry, in the checkpoint's state, and its commit hands them to the transaction open then,
+// Rows that meet a lock there are not sent, and neither are rows among which is a delete
+// (a delete does not wait for a row an earlier prepared transaction inserted: it does not see
+// the row and deletes nothing, so it cannot be tried): they go with the barrier's transaction
+// as its Carry, in the checkpoint's state, and its commit hands them to the transaction open then,
 // ahead of that transaction's own rows. So every row before a barrier is either in a
 // prepared transaction the checkpoint holds or in its state, and is committed exactly once,
 // one checkpoint later than the others. Carried rows keep their place among the changes of
@@ -629,6 +634,15 @@ func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 	if !t.live || t.State != txnOpen {
 		return fmt.Errorf("rows for transaction %s, which is %s", t.GID, t.State)
 	}
+	if s.preparedPending() && s.w.hasDelete() {
+		// A delete does not wait for a row that an earlier prepared transaction inserted: the
+		// row is not visible to it, so it would delete nothing, and the commit of the earlier
+		// transaction would bring the row back for good. Only a lock wait shows in time.
+		if tryOnly {
+			return errUnseen
+		}
+		return errors.New("a delete follows a prepared transaction of an earlier checkpoint whose completion had not reached the task before the final barrier; the restore commits it")
+	}
 	if !t.begun {
 		if err := s.exec(s.data, "BEGIN"); err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -675,8 +689,17 @@ func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 }
 
 // errLocked says rows met a row lock within carryLockTimeout while an earlier transaction
-// was prepared.
-var errLocked = errors.New("a row is locked")
+// was prepared; errUnseen that they hold a delete while one is, which may not see a row that
+// transaction inserted (see send).
+var (
+	errLocked = errors.New("a row is locked")
+	errUnseen = errors.New("a delete may not see a row of a prepared transaction")
+)
+
+// preparedPending says an earlier checkpoint's transaction is prepared and not committed yet.
+func (s *txnSink) preparedPending() bool {
+	return slices.ContainsFunc(s.Pending(), func(p *pgTxn) bool { return p.State == txnPrepared })
+}
 
 // carryLockTimeout is how long a barrier's rows wait for a row lock while an earlier
 // checkpoint's transaction is prepared before they are carried (see txnSink); ownLockTimeout
@@ -699,6 +722,8 @@ func (s *txnSink) PreCommit(t *pgTxn) error {
 		switch err := s.send(t, !s.ended || s.w.upsert != ""); {
 		case errors.Is(err, errLocked):
 			s.carry(t, "locked by an earlier prepared transaction")
+		case errors.Is(err, errUnseen):
+			s.carry(t, "a delete behind an earlier prepared transaction")
 		case err != nil:
 			return err
 		}

@@ -23,6 +23,14 @@ var testSchema = record.MustSchema(record.Field{Name: "k", Type: record.String},
 
 func kv(k string, n int64) record.Row { return record.Row{record.StringValue(k), record.IntValue(n)} }
 
+// changeSchema is testSchema with an op field first, the input of a sink with op-field op.
+var changeSchema = record.MustSchema(record.Field{Name: "op", Type: record.String}, record.Field{Name: "k", Type: record.String}, record.Field{Name: "n", Type: record.Int64})
+
+// change is a row of changeSchema.
+func change(op, k string, n int64) record.Row {
+	return record.Row{record.StringValue(op), record.StringValue(k), record.IntValue(n)}
+}
+
 // pgEnv is a real PostgreSQL with table out (k text, n bigint) and table up, keyed by k.
 type pgEnv struct {
 	srv  *pgtest.Server
@@ -93,7 +101,11 @@ type testSink struct {
 
 func (e *pgEnv) openTxn(t *testing.T, c *pgspec.SinkConfig, job string, sub, par int, restoredID int64, state [][]byte) (*testSink, error) {
 	t.Helper()
-	o, err := newSink(c, testSchema)
+	in := testSchema
+	if c.OpField != "" {
+		in = changeSchema
+	}
+	o, err := newSink(c, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,6 +623,50 @@ func TestTxnSinkFinalBarrier(t *testing.T) {
 	e.wantRows(t, "insert: after the restore", "uniq", "a=1")
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTxnSinkDeleteAfterPreparedInsert: a delete of a row that the previous checkpoint's
+// prepared transaction inserted, at a barrier before that checkpoint's completion, would not
+// see the row (it deletes nothing and does not wait for a lock) and the earlier commit would
+// bring the row back: the barrier carries it instead, and the row ends deleted, with and
+// without a restore from the barrier's checkpoint.
+func TestTxnSinkDeleteAfterPreparedInsert(t *testing.T) {
+	e := startPG(t)
+	c := e.spec("up", pgspec.ExactlyOnce)
+	c.OpField, c.BatchSize = "op", 1
+	s := e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, change("insert", "a", 1), change("insert", "b", 1))
+	s.checkpoint(t, 1)
+	s.write(t, change("delete", "a", 0), change("insert", "c", 2))
+	s.checkpoint(t, 2) // checkpoint 1 is not complete: its rows are prepared
+	s.complete(t, 2)   // commits 1, and hands 2's carried rows on to checkpoint 3
+	e.wantRows(t, "after checkpoint 2", "up", "a=1", "b=1")
+	s.checkpoint(t, 3)
+	s.complete(t, 3)
+	e.wantRows(t, "after checkpoint 3", "up", "b=1", "c=2")
+	s.crash()
+
+	// A restore from checkpoint 2 (its completion lost) writes the carried rows once.
+	if _, err := e.conn.Exec(t.Context(), "TRUNCATE up"); err != nil {
+		t.Fatal(err)
+	}
+	s = e.mustOpenTxnSpec(t, c, 0, nil)
+	s.write(t, change("insert", "a", 1))
+	s.checkpoint(t, 1)
+	s.write(t, change("delete", "a", 0), change("insert", "c", 2))
+	chk2 := s.checkpoint(t, 2)
+	s.crash()
+	r := e.mustOpenTxnSpec(t, c, 2, chk2)
+	e.wantRows(t, "after the restore", "up", "a=1")
+	r.checkpoint(t, 3)
+	r.complete(t, 3)
+	e.wantRows(t, "after checkpoint 3 of the restored sink", "up", "c=2")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.prepared(t); len(p) > 0 {
+		t.Errorf("prepared transactions left: %q", p)
 	}
 }
 

@@ -264,7 +264,7 @@ func (w *writer) add(row record.Row) error {
 	return nil
 }
 
-// hasDelete says a buffered row is a delete.
+// hasDelete says one of the buffered rows is a delete.
 func (w *writer) hasDelete() bool { return w.op >= 0 && slices.ContainsFunc(w.rows, w.isDelete) }
 
 // isDelete says a buffered row is a delete.
@@ -516,10 +516,10 @@ type pgTxn struct {
 // upserted key, a unique column). The rows go out when the commit is done, or at the next
 // barrier, which tries them under a savepoint with a short lock timeout (carryLockTimeout).
 // Rows that meet a lock there are not sent, and neither are rows among which is a delete
-// (a delete does not wait for a row an earlier prepared transaction inserted: it does not see
-// the row and deletes nothing, so it cannot be tried): they go with the barrier's transaction
-// as its Carry, in the checkpoint's state, and its commit hands them to the transaction open then,
-// ahead of that transaction's own rows. So every row before a barrier is either in a
+// (a delete does not wait for a row an earlier prepared transaction inserted: it does not
+// see the row and deletes nothing, so it cannot be tried): they go with the barrier's
+// transaction as its Carry, in the checkpoint's state, and its commit hands them to the
+// transaction open then, ahead of that transaction's own rows. So every row before a barrier is either in a
 // prepared transaction the checkpoint holds or in its state, and is committed exactly once,
 // one checkpoint later than the others. Carried rows keep their place among the changes of
 // their keys: until a pending transaction's carried rows are handed on, a barrier sends
@@ -641,6 +641,8 @@ func (s *txnSink) send(t *pgTxn, tryOnly bool) error {
 		if tryOnly {
 			return errUnseen
 		}
+		// Not reached: while one is prepared, only mode insert's final barrier sends untried,
+		// and it has no deletes.
 		return errors.New("a delete follows a prepared transaction of an earlier checkpoint whose completion had not reached the task before the final barrier; the restore commits it")
 	}
 	if !t.begun {

@@ -441,9 +441,24 @@ func (e *e2e) dumpLogs() {
 	out, _ := e.composeRun(time.Minute, "ps")
 	e.logf("compose ps:\n%s", out)
 	for _, svc := range append(slices.Clone(jmServices), tmServices...) {
-		out, err := e.composeRun(time.Minute, "logs", "--no-color", "--tail=100", svc)
-		e.logf("compose logs --tail=100 %s (%v):\n%s", svc, err, out)
+		out, err := e.composeRun(time.Minute, "logs", "--no-color", svc)
+		e.logf("compose logs %s (%v), without hashicorp/raft's records, the last %d lines:\n%s", svc, err, dumpLines, goflinkRecords(out, dumpLines))
 	}
+}
+
+// dumpLines is how many lines of a container's log dumpLogs prints.
+const dumpLines = 300
+
+// goflinkRecords returns the last n lines of a container's log that are not hashicorp/raft's
+// own records (module=raft: its retries while a peer is cut off would fill the tail).
+func goflinkRecords(log string, n int) string {
+	var keep []string
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, " module=raft ") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep[max(len(keep)-n, 0):], "")
 }
 
 // killTaskManager kills a TaskManager that runs tasks of the job, waits until the job runs

@@ -170,16 +170,23 @@ func (p *s3Parts) preCommit(t *fileTxn) error {
 }
 
 // commit completes the upload. One that no longer exists was completed already if the
-// object exists with the pre-committed size.
+// object exists with the pre-committed size. A completion the server acknowledged is checked
+// the same way: versitygw, killed while it completed an upload, keeps the upload claimed as
+// in progress and acknowledges every later completion of it as done by that claim, although
+// no object ever appears; without the check those rows would be lost without a word.
 func (p *s3Parts) commit(t *fileTxn) error {
 	ctx, cancel := p.ctx()
 	defer cancel()
 	obj := p.object(t.Name)
 	err := p.s3.CompleteUpload(ctx, obj, t.Upload, t.Parts)
-	if err == nil || !errors.Is(err, storage.ErrNoSuchUpload) {
+	if err != nil && !errors.Is(err, storage.ErrNoSuchUpload) {
 		return err
 	}
 	info, serr := p.s3.Stat(ctx, obj)
+	if err == nil && errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("data loss: the S3 server acknowledged completing the upload %s of %s/%s, but the object does not exist "+
+			"(versitygw does so for an upload whose completion it was killed in)", t.Upload, p.uri, obj)
+	}
 	switch {
 	case serr == nil && info.Size == t.Size:
 		return nil // already committed

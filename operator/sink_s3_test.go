@@ -1,10 +1,15 @@
 package operator
 
 import (
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -376,6 +381,41 @@ func TestS3FileSinkRestoreDetectsDataLoss(t *testing.T) {
 	_, err = s.open(t, 0, 1, 1, 1, chk1)
 	if err == nil || !strings.Contains(err.Error(), "data loss") || !strings.Contains(err.Error(), s.uri) {
 		t.Errorf("restore = %v, want a data loss error naming %s", err, s.uri)
+	}
+}
+
+// TestS3FileSinkCompletionClaimedByAKilledServer: versitygw claims an upload's completion by
+// renaming its directory, and a server killed before it made the object keeps that claim: a
+// later completion is acknowledged as done by it, and no object appears. The commit finds the
+// object missing and says so (data loss) rather than losing the rows without a word. The
+// claim is made here on disk as versitygw v1.8.0 names it (<upload>.<multipart ETag>.inprogress).
+func TestS3FileSinkCompletionClaimedByAKilledServer(t *testing.T) {
+	s := startS3Sink(t)
+	a := s.mustOpen(t, 0, 1, 0, 0, nil)
+	a.write(t, kv("a", 1))
+	chk1 := a.checkpoint(t, 1)
+	txn, err := a.Decode(firstPending(t, chk1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md5s []byte
+	for _, part := range txn.Parts {
+		b, err := hex.DecodeString(strings.Trim(part.ETag, `"`))
+		if err != nil {
+			t.Fatalf("part %d: ETag %q: %v", part.Number, part.ETag, err)
+		}
+		md5s = append(md5s, b...)
+	}
+	sum := md5.Sum(md5s)
+	objSum := sha256.Sum256([]byte("out/" + txn.Name + ".jsonl"))
+	dir := filepath.Join(s.srv.Dir, s.srv.Bucket, ".sgwtmp", "multipart", hex.EncodeToString(objSum[:]))
+	claim := fmt.Sprintf("%s.%s-%d.inprogress", txn.Upload, hex.EncodeToString(sum[:]), len(txn.Parts))
+	if err := os.Rename(filepath.Join(dir, txn.Upload), filepath.Join(dir, claim)); err != nil {
+		t.Fatalf("claiming the upload as versitygw does: %v", err)
+	}
+	err = a.NotifyCheckpointComplete(1)
+	if err == nil || !strings.Contains(err.Error(), "data loss: the S3 server acknowledged completing the upload") {
+		t.Errorf("commit of an upload whose completion the server claimed = %v, want a data loss error", err)
 	}
 }
 

@@ -364,10 +364,10 @@ func TestS3FileSinkSkipsNamesInUse(t *testing.T) {
 	}
 }
 
-// TestS3FileSinkRestoreDetectsDataLoss: a pre-committed upload that was aborted, with no
-// object, fails the restore as data loss.
-func TestS3FileSinkRestoreDetectsDataLoss(t *testing.T) {
-	s := startS3Sink(t)
+// preCommitted opens subtask 0 of 1, writes a record and takes checkpoint 1: the sink, the
+// checkpoint's state and its pre-committed transaction.
+func (s *s3Sink) preCommitted(t *testing.T) (*fileRun, [][]byte, *fileTxn) {
+	t.Helper()
 	a := s.mustOpen(t, 0, 1, 0, 0, nil)
 	a.write(t, kv("a", 1))
 	chk1 := a.checkpoint(t, 1)
@@ -375,10 +375,18 @@ func TestS3FileSinkRestoreDetectsDataLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, chk1, txn
+}
+
+// TestS3FileSinkRestoreDetectsDataLoss: a pre-committed upload that was aborted, with no
+// object, fails the restore as data loss.
+func TestS3FileSinkRestoreDetectsDataLoss(t *testing.T) {
+	s := startS3Sink(t)
+	_, chk1, txn := s.preCommitted(t)
 	if err := s.fs.AbortUpload(t.Context(), txn.Name+".jsonl", txn.Upload); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.open(t, 0, 1, 1, 1, chk1)
+	_, err := s.open(t, 0, 1, 1, 1, chk1)
 	if err == nil || !strings.Contains(err.Error(), "data loss") || !strings.Contains(err.Error(), s.uri) {
 		t.Errorf("restore = %v, want a data loss error naming %s", err, s.uri)
 	}
@@ -391,13 +399,7 @@ func TestS3FileSinkRestoreDetectsDataLoss(t *testing.T) {
 // claim is made here on disk as versitygw v1.8.0 names it (<upload>.<multipart ETag>.inprogress).
 func TestS3FileSinkCompletionClaimedByAKilledServer(t *testing.T) {
 	s := startS3Sink(t)
-	a := s.mustOpen(t, 0, 1, 0, 0, nil)
-	a.write(t, kv("a", 1))
-	chk1 := a.checkpoint(t, 1)
-	txn, err := a.Decode(firstPending(t, chk1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, _, txn := s.preCommitted(t)
 	var md5s []byte
 	for _, part := range txn.Parts {
 		b, err := hex.DecodeString(strings.Trim(part.ETag, `"`))
@@ -413,7 +415,7 @@ func TestS3FileSinkCompletionClaimedByAKilledServer(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, txn.Upload), filepath.Join(dir, claim)); err != nil {
 		t.Fatalf("claiming the upload as versitygw does: %v", err)
 	}
-	err = a.NotifyCheckpointComplete(1)
+	err := a.NotifyCheckpointComplete(1)
 	if err == nil || !strings.Contains(err.Error(), "data loss: the S3 server acknowledged completing the upload") {
 		t.Errorf("commit of an upload whose completion the server claimed = %v, want a data loss error", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 
@@ -41,8 +40,8 @@ type Program struct {
 	// fallible: fast may panic with a runtimeError (Eval recovers it); otherwise it never
 	// fails and Eval calls it bare.
 	fallible bool
-	// field is the index of the row's field the expression is, or -1 (Field).
-	field int
+	// shape is which of the shapes most keys have the expression is (Selector).
+	shape shape
 }
 
 // envLayout is the Go struct type that mirrors the fields of a schema an expression names for
@@ -210,12 +209,10 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog, field: -1}
+	p := &Program{src: src, typ: typ, schema: schema, layout: layout, prog: prog}
 	p.fast, p.fallible = compileFast(node, schema, opts.Acc)
-	if id, ok := node.(*ast.IdentifierNode); ok && p.fast != nil {
-		if i := schema.Index(id.Value); i >= 0 && schema.Field(i).Type == typ {
-			p.field = i
-		}
+	if p.fast != nil {
+		p.shape = shapeOf(node, schema, typ, opts.Acc)
 	}
 	return p, nil
 }
@@ -316,10 +313,6 @@ func (p *Program) Source() string { return p.src }
 // Native reports whether the expression runs as native closures rather than on the VM.
 func (p *Program) Native() bool { return p.fast != nil }
 
-// Field returns the index of the row's field that the expression is, when it is nothing but
-// a field of the row: then Eval(row, acc) returns row[i] and never fails, and a caller on a
-// hot path (a key) may read row[i] itself.
-func (p *Program) Field() (i int, ok bool) { return p.field, p.field >= 0 }
 
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {

@@ -65,6 +65,13 @@ func FuzzCompile(f *testing.F) {
 				acc = fuzzAcc
 			}
 			a, errA := p.NewEvaluator().Eval(fuzzRow, acc)
+			if !opts.Acc {
+				c, errC := p.NewSelector().Eval(fuzzRow)
+				same := c == a || (p.Type() == record.Float64 && math.IsNaN(a.Float()) && math.IsNaN(c.Float()))
+				if (errA == nil) != (errC == nil) || errA == nil && !same {
+					t.Fatalf("%q: selector %s (%v), evaluator %s (%v)", src, c.Format(p.Type()), errC, a.Format(p.Type()), errA)
+				}
+			}
 			if !p.Native() {
 				continue
 			}

@@ -3,12 +3,14 @@ package expression
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
 // The one-closure shapes of keys (a field, a field modulo a constant, `field op constant`)
 // and `%` by a constant without a division give what the VM gives, also at the ends of the
-// int64 range, and only a divisor that may be zero can fail.
+// int64 range, and only a divisor that may be zero can fail; so does a Selector of each,
+// inline or not.
 func TestNativeKeyShapes(t *testing.T) {
 	for _, tc := range []struct {
 		src      string
@@ -31,7 +33,7 @@ func TestNativeKeyShapes(t *testing.T) {
 		}
 		vmp := *p
 		vmp.fast = nil
-		fast, slow := p.NewEvaluator(), vmp.NewEvaluator()
+		fast, slow, sel := p.NewEvaluator(), vmp.NewEvaluator(), p.NewSelector()
 		r := rand.New(rand.NewPCG(3, 4))
 		values := []int64{0, 1, -1, 2, -2, 1023, 1024, -1024, -1025, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, math.MaxInt64 - 1}
 		for range 300 {
@@ -44,41 +46,55 @@ func TestNativeKeyShapes(t *testing.T) {
 			if (errA == nil) != (errB == nil) || a != b {
 				t.Fatalf("%q on value %d: native %s (%v), vm %s (%v)", tc.src, v, a.Format(p.Type()), errA, b.Format(p.Type()), errB)
 			}
+			if c, errC := sel.Eval(in); (errC == nil) != (errB == nil) || c != b {
+				t.Fatalf("%q on value %d: selector %s (%v), vm %s (%v)", tc.src, v, c.Format(p.Type()), errC, b.Format(p.Type()), errB)
+			}
 		}
 	}
 }
 
-func TestProgramField(t *testing.T) {
+// A Selector computes a field and an int64 field modulo a non-zero constant inline, and
+// everything else (other shapes, the accumulator) through an evaluator, with its errors.
+func TestSelectorShapes(t *testing.T) {
 	for _, tc := range []struct {
-		src  string
-		want int // -1: not a plain field
+		src   string
+		kind  shapeKind
+		field int
 	}{
-		{"value", 0}, {"price", 1}, {"parity", 2}, {"ok", 3}, {"count", 4},
-		{"value + 0", -1}, {"value % 8", -1}, {"-value", -1}, {"int(value)", -1}, {"float(value)", -1},
+		{"value", shapeField, 0}, {"price", shapeField, 1}, {"parity", shapeField, 2}, {"ok", shapeField, 3}, {"count", shapeField, 4},
+		{"value % 8", shapeModPow2, 0}, {"count % -1", shapeModPow2, 4}, {"value % 1000", shapeMod, 0}, {"count % -7", shapeMod, 4},
+		{"value + 0", shapeOther, 0}, {"-value", shapeOther, 0}, {"int(value)", shapeOther, 0}, {"float(value)", shapeOther, 0},
+		{"value % 0", shapeOther, 0}, {"value % count", shapeOther, 0}, {"(value * 3) % 16", shapeOther, 0},
 	} {
 		p, err := Compile(tc.src, testSchema, Options{})
 		if err != nil {
 			t.Fatalf("Compile(%q): %v", tc.src, err)
 		}
-		i, ok := p.Field()
-		if !ok {
-			i = -1
+		s := p.NewSelector()
+		if s.kind != tc.kind || tc.kind != shapeOther && s.field != tc.field {
+			t.Errorf("Compile(%q): selector shape %d field %d, want %d field %d", tc.src, s.kind, s.field, tc.kind, tc.field)
 		}
-		if i != tc.want {
-			t.Errorf("Compile(%q).Field() = %d, %v, want %d", tc.src, i, ok, tc.want)
+		if (s.eval == nil) != (tc.kind != shapeOther) {
+			t.Errorf("Compile(%q): selector has an evaluator %v, want %v", tc.src, s.eval != nil, tc.kind == shapeOther)
 		}
-		if ok {
-			in := row(-5, 2.5, "odd", true, 7)
-			if v, err := p.NewEvaluator().Eval(in, nil); err != nil || v != in[i] {
-				t.Errorf("%q: Eval = %v, %v, want row[%d] = %v", tc.src, v, err, i, in[i])
-			}
+		in := row(-5, 2.5, "odd", true, 7)
+		want, wantErr := p.NewEvaluator().Eval(in, nil)
+		if got, err := s.Eval(in); got != want || (err == nil) != (wantErr == nil) {
+			t.Errorf("%q: Selector.Eval = %v, %v, want %v, %v", tc.src, got, err, want, wantErr)
 		}
 	}
 	p, err := Compile("acc.value", testSchema, Options{Acc: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i, ok := p.Field(); ok {
-		t.Errorf("acc.value: Field() = %d, true; it reads the accumulator, not the row", i)
+	if s := p.NewSelector(); s.kind != shapeOther {
+		t.Errorf("acc.value: selector shape %d; it reads the accumulator, not the row", s.kind)
+	}
+	p, err = Compile("value % count", testSchema, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.NewSelector().Eval(row(5, 0, "p", true, 0)); err == nil || !strings.Contains(err.Error(), "divide by zero") {
+		t.Errorf("value %% count with count 0: Selector.Eval error %v, want integer divide by zero", err)
 	}
 }

@@ -56,7 +56,7 @@ func BenchmarkKeyedSumPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := &taskInput{edge: e, schema: schema, key: prog.NewEvaluator(), keyField: -1, row: make(record.Row, schema.Len())}
+	in := &taskInput{edge: e, schema: schema, key: prog.NewSelector(), row: make(record.Row, schema.Len())}
 	t := &task{
 		meter: newTaskMeter(), inputs: []*taskInput{in}, ops: []operator.Operator{sum}, ctxs: []*operator.Context{sumCtx},
 		keyed: kb, time: eventTime{stamp: operator.NoTimestamp, outWM: operator.MinWatermark},

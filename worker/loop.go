@@ -6,7 +6,6 @@ import (
 
 	"github.com/goflink/goflink/operator"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
-	"github.com/goflink/goflink/record"
 )
 
 // flushTicker returns the buffer-timeout ticks and the function that stops them; the ticks are
@@ -340,10 +339,8 @@ func (t *task) resume() error {
 			t.time.stamp = stamp
 		}
 		if in.key != nil {
-			var k record.Value
-			if in.keyField >= 0 {
-				k = in.row[in.keyField]
-			} else if k, err = in.key.Eval(in.row, nil); err != nil {
+			k, err := in.key.Eval(in.row)
+			if err != nil {
 				return operator.EvalError(hctx.OperatorName, fmt.Errorf("key: %w", err))
 			}
 			hctx.SetKey(k)

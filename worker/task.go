@@ -152,10 +152,8 @@ type task struct {
 type taskInput struct {
 	edge   *pb.JobEdge
 	schema *record.Schema
-	key    *expression.Evaluator // non-nil for keyed (hash) edges
-	// keyField is the row's field that the key is (expression.Program.Field), or -1.
-	keyField int
-	row      record.Row
+	key    *expression.Selector // non-nil for keyed (hash) edges
+	row    record.Row
 	// timestamps: each record is preceded by its event timestamp (8 bytes)
 	timestamps bool
 }
@@ -568,16 +566,13 @@ func (t *task) parseInputs() (keyInfo, error) {
 		if err != nil {
 			return keyInfo{}, fmt.Errorf("input %d schema: %w", idx, err)
 		}
-		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len()), timestamps: e.GetTimestamps(), keyField: -1}
+		ti := &taskInput{edge: e, schema: schema, row: make(record.Row, schema.Len()), timestamps: e.GetTimestamps()}
 		if e.GetPartitioner() == pb.Partitioner_PARTITIONER_HASH {
 			prog, err := expression.Compile(e.GetKey(), schema, expression.Options{})
 			if err != nil {
 				return keyInfo{}, fmt.Errorf("input %d key %s: %w", idx, expression.Quote(e.GetKey()), err)
 			}
-			ti.key = prog.NewEvaluator()
-			if i, ok := prog.Field(); ok {
-				ti.keyField = i
-			}
+			ti.key = prog.NewSelector()
 			if !ki.keyed {
 				ki = keyInfo{keyed: true, typ: prog.Type()}
 			}

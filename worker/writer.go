@@ -24,8 +24,7 @@ type recordWriter struct {
 	schema    *record.Schema
 	partition *resultPartition
 	part      pb.Partitioner
-	key       *expression.Evaluator
-	keyField  int // the row's field that the key is (expression.Program.Field), or -1
+	key       *expression.Selector
 	keyType   record.Type
 	keyOwner  string // the consumer's head operator, named in key evaluation errors
 	maxPar    int
@@ -73,7 +72,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 	w := &recordWriter{
 		ctx: ctx, schema: schema, partition: p, part: e.GetPartitioner(),
 		maxPar: int(consumer.GetMaxParallelism()), n: n,
-		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out, keyField: -1,
+		bufs: make([][]byte, n), counts: make([]int, n), next: subtask % n, out: out,
 	}
 	if e.GetTimestamps() {
 		w.stamp = stamp
@@ -84,10 +83,7 @@ func newRecordWriter(ctx context.Context, e *pb.JobEdge, consumer *pb.JobVertex,
 		if err != nil {
 			return nil, fmt.Errorf("key %s: %w", expression.Quote(e.GetKey()), err)
 		}
-		w.key, w.keyType = prog.NewEvaluator(), prog.Type()
-		if i, ok := prog.Field(); ok {
-			w.keyField = i
-		}
+		w.key, w.keyType = prog.NewSelector(), prog.Type()
 		if err := state.ValidateMaxParallelism(w.maxPar, n); err != nil {
 			return nil, fmt.Errorf("hash edge: %w", err)
 		}
@@ -119,14 +115,9 @@ func (w *recordWriter) channel(row record.Row) (int, error) {
 		w.next = (w.next + 1) % w.n
 		return c, nil
 	}
-	var k record.Value
-	if w.keyField >= 0 {
-		k = row[w.keyField]
-	} else {
-		var err error
-		if k, err = w.key.Eval(row, nil); err != nil {
-			return 0, operator.EvalError(w.keyOwner, fmt.Errorf("key: %w", err))
-		}
+	k, err := w.key.Eval(row)
+	if err != nil {
+		return 0, operator.EvalError(w.keyOwner, fmt.Errorf("key: %w", err))
 	}
 	return int(w.channelOf[w.grouper.KeyGroup(k)]), nil
 }

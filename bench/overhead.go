@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -17,6 +18,8 @@ type overheadVariant struct {
 
 	rates     []float64
 	cpus      []float64 // the TaskManagers' CPU seconds per record
+	cores     []float64 // the TaskManagers' CPU seconds per second of the run
+	jmCPU     []float64 // the JobManager's CPU seconds per second of the run
 	completed []int
 	alignMs   []float64 // alignment of each completed checkpoint, over all runs
 	failed    int       // counted failures (ID > 0), over all runs
@@ -61,13 +64,23 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		for j := range variants {
 			i := (r + j) % len(variants)
 			vr := variants[i]
+			jm0, err := cpuSeconds(c.JMs[0])
+			if err != nil {
+				return err
+			}
 			st, secs, cpu, err := c.runMeasured(specs[i], o.ovhN)
 			if err != nil {
 				return fmt.Errorf("overhead, interval %s: %w", vr.name, err)
 			}
+			jm1, err := cpuSeconds(c.JMs[0])
+			if err != nil {
+				return err
+			}
 			rate := float64(o.ovhN) / secs
 			vr.rates = append(vr.rates, rate)
 			vr.cpus = append(vr.cpus, cpu)
+			vr.cores = append(vr.cores, cpu*float64(o.ovhN)/secs)
+			vr.jmCPU = append(vr.jmCPU, (jm1-jm0)/secs)
 			part := fmt.Sprintf("%s %.2f M/s", vr.name, rate/1e6)
 			if vr.interval != "" {
 				cps, err := c.checkpoints(st.ID)
@@ -101,7 +114,7 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		fmt.Printf("  round %d: %s\n", r+1, strings.Join(parts, " | "))
 	}
 	off := median(variants[0].rates)
-	fmt.Printf("\n  %-9s %12s %9s %10s %-28s %9s %-10s %s\n", "interval", "median M/s", "ratio", "CPU ns/rec", "checkpoints completed/run", "align p50", "target", "verdict")
+	fmt.Printf("\n  %-9s %12s %9s %10s %8s %8s %-28s %9s %-10s %s\n", "interval", "median M/s", "ratio", "CPU ns/rec", "TM cores", "JM cores", "checkpoints completed/run", "align p50", "target", "verdict")
 	for _, vr := range variants {
 		rate := median(vr.rates)
 		ratio := rate / off
@@ -123,8 +136,9 @@ func overhead(c *cluster, o options, v *verdicts) error {
 				verdict = v.check(fmt.Sprintf("checkpoints every %s: throughput ratio %.3f >= %.2f", vr.name, ratio, vr.target), ratio >= vr.target)
 			}
 		}
-		fmt.Printf("  %-9s %12.2f %9.3f %10.0f %-28s %9s %-10s %s\n", vr.name, rate/1e6, ratio, median(vr.cpus)*1e9, cps, align, target, verdict)
+		fmt.Printf("  %-9s %12.2f %9.3f %10.0f %8.2f %8.3f %-28s %9s %-10s %s\n", vr.name, rate/1e6, ratio, median(vr.cpus)*1e9, median(vr.cores), median(vr.jmCPU), cps, align, target, verdict)
 	}
+	fmt.Printf("  (TM cores: the TaskManagers' CPU seconds per second of the run, of %d; JM cores: the JobManager's, which shares the machine:\n  its share grows with the checkpoints it completes, each a Raft entry and a metadata file, both synced)\n", runtime.NumCPU())
 	// Paired view of the same runs: each round's ratio to that round's "off" run, which
 	// cancels drift in the machine's speed between rounds (the verdict uses the medians).
 	for _, vr := range variants[1:] {

@@ -51,7 +51,8 @@ type Options struct {
 	// JobManagerArgs and TaskManagerArgs are appended to every JobManager's and TaskManager's
 	// arguments (-D settings, --log-level).
 	JobManagerArgs, TaskManagerArgs []string
-	// Debug has each TaskManager serve pprof on a socket of its own (Proc.DebugAddr).
+	// Debug has each TaskManager and JobManager serve pprof on a socket of its own
+	// (Proc.DebugAddr).
 	Debug bool
 	// Isolated runs each process in a directory of its own, <Dir>/<name>: its working
 	// directory, TMPDIR, log and data directory (<Dir>/<name>/data), as on machines that
@@ -185,11 +186,23 @@ func (c *Cluster) StartJobManager(i int) (*Proc, error) {
 	jm := &c.jms[i]
 	sockets := jm.sockets
 	jm.sockets = nil
+	var debugAddr string
+	if c.opts.Debug {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll(sockets)
+			return nil, err
+		}
+		if sockets == nil {
+			sockets = map[string]net.Listener{} // a restart: the others are bound by the process
+		}
+		sockets["debug"], debugAddr = lis, lis.Addr().String()
+	}
 	p, err := c.startProc(fmt.Sprintf("jm%d", i+1), "jobmanager", sockets, nil, jm.args...)
 	if err != nil {
 		return nil, err
 	}
-	p.MetricsAddr, p.RESTAddr = jm.metricsAddr, jm.restAddr
+	p.MetricsAddr, p.RESTAddr, p.DebugAddr = jm.metricsAddr, jm.restAddr, debugAddr
 	c.JMs[i] = p
 	return p, nil
 }
@@ -338,7 +351,7 @@ type Proc struct {
 	Cmd  *exec.Cmd
 	// Log is the file its stdout and stderr go to.
 	Log string
-	// DebugAddr is where it serves pprof (a TaskManager of a cluster with Options.Debug).
+	// DebugAddr is where it serves pprof (a process of a cluster with Options.Debug).
 	DebugAddr string
 	// MetricsAddr is where it serves its Prometheus metrics (host:port), RESTAddr its
 	// dashboard (a JobManager's).

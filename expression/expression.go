@@ -313,7 +313,6 @@ func (p *Program) Source() string { return p.src }
 // Native reports whether the expression runs as native closures rather than on the VM.
 func (p *Program) Native() bool { return p.fast != nil }
 
-
 // Evaluator runs one Program. It is owned by one goroutine (a task's event loop).
 type Evaluator struct {
 	p *Program

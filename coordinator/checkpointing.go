@@ -648,13 +648,19 @@ func (c *checkpointCoordinator) record(info *pb.CheckpointInfo) {
 	}
 }
 
-// historyView returns copies of the history, newest first, including retained checkpoints
-// from the store that this coordinator did not take (an earlier run or leader).
+// historyView returns the history for readers, newest first, including retained checkpoints
+// from the store that this coordinator did not take (an earlier run or leader). A checkpoint
+// that ended is never changed again and is shared with the readers, who must not change it;
+// one in progress is copied (its acknowledgements still update it). The job master publishes a
+// view after every event, so sharing spares it copying up to maxHistory entries each time.
 func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
-	var out []*pb.CheckpointInfo
-	seen := map[int64]bool{}
+	out := make([]*pb.CheckpointInfo, 0, len(c.history)+len(c.retained))
+	seen := make(map[int64]bool, len(c.history))
 	for _, h := range slices.Backward(c.history) {
-		out = append(out, proto.CloneOf(h))
+		if !infoEnded(h) {
+			h = proto.CloneOf(h)
+		}
+		out = append(out, h)
 		if h.GetId() > 0 {
 			seen[h.GetId()] = true
 		}
@@ -671,6 +677,12 @@ func (c *checkpointCoordinator) historyView() []*pb.CheckpointInfo {
 	return out
 }
 
+// infoEnded reports whether checkpoint info h describes a checkpoint that completed or failed.
+func infoEnded(h *pb.CheckpointInfo) bool {
+	s := h.GetStatus()
+	return s == pb.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED || s == pb.CheckpointStatus_CHECKPOINT_STATUS_FAILED
+}
+
 // lastCompleted describes the newest retained checkpoint, or nil.
 func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 	if len(c.retained) == 0 {
@@ -679,7 +691,7 @@ func (c *checkpointCoordinator) lastCompleted() *pb.CheckpointInfo {
 	r := c.retained[len(c.retained)-1]
 	for _, h := range slices.Backward(c.history) {
 		if h.GetId() == r.GetId() {
-			return proto.CloneOf(h)
+			return h // completed: never changed again (see historyView)
 		}
 	}
 	return completedInfo(r)

@@ -122,9 +122,10 @@ type jobHost interface {
 // states and takes the job to FINISHED, FAILED or CANCELED. All its state is owned by its loop
 // goroutine; other goroutines talk to it through inbox and read details().
 type jobMaster struct {
-	id    string
-	graph *pb.JobGraph
-	cfg   *config.Config
+	id      string
+	graph   *pb.JobGraph
+	jobPlan *pb.JobPlan // of graph, for the published details (shared with their readers, read only)
+	cfg     *config.Config
 	// attempt numbers this run's executions: the number of earlier runs, so a job run again
 	// after a JobManager failover never reuses an execution attempt ID.
 	attempt  int32
@@ -213,7 +214,7 @@ func newJobMaster(parent context.Context, rec *pb.JobRecord, leader leaderInfo, 
 	}
 	ctx, cancel := context.WithCancel(parent)
 	m := &jobMaster{
-		id: rec.GetId(), graph: rec.GetGraph(), cfg: cfg, host: host, rm: rm, restart: restart, failover: fo,
+		id: rec.GetId(), graph: rec.GetGraph(), jobPlan: planOf(rec.GetGraph()), cfg: cfg, host: host, rm: rm, restart: restart, failover: fo,
 		leader: leader, prevLeader: leaderInfo{id: rec.GetLeaderId(), term: rec.GetLeaderTerm()},
 		log: log.With("job_id", rec.GetId()), inbox: make(chan any, 256), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), status: rec.GetStatus(), byKey: map[string]*execution{}, bySubtask: map[string]*execution{},
@@ -953,7 +954,7 @@ func (m *jobMaster) publish() {
 		Id: m.id, Name: m.graph.GetName(), Status: m.status, StartTime: m.startTime, EndTime: m.endTime,
 		Restarts: m.restarts, Exceptions: append([]*pb.ExceptionEntry(nil), m.exceptions...), FailureCause: m.failureCause,
 		LastCheckpoint: m.cp.lastCompleted(), RestoredCheckpointId: m.restoredID, Parallelism: maxParallelism(m.graph),
-		Plan: planOf(m.graph),
+		Plan: m.jobPlan,
 	}
 	v := &jobView{details: d, checkpoints: m.cp.historyView(), dropped: m.cp.dropped, statusSince: m.statusSince, restoredAt: m.restoredAt}
 	for _, e := range m.execs {

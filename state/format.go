@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/record"
@@ -650,8 +651,17 @@ type snapWriter struct {
 }
 
 func newSnapWriter(w io.Writer) *snapWriter {
-	return &snapWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	bw := snapBuffers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return &snapWriter{w: bw}
 }
+
+// snapBuffers holds snapWriter buffers between snapshots (a keyed task writes one per
+// checkpoint); finish returns them.
+var snapBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
+// errSnapFinished is the error of a write after finish.
+var errSnapFinished = errors.New("snapshot write after finish")
 
 func (sw *snapWriter) write(b []byte) {
 	if sw.err == nil {
@@ -674,11 +684,19 @@ func (sw *snapWriter) uvarint(x uint64) {
 	sw.write(binary.AppendUvarint(sw.tmp[:0], x))
 }
 
+// finish flushes the output and gives the buffer back; nothing more may be written.
 func (sw *snapWriter) finish() error {
-	if sw.err != nil {
+	if sw.w == nil {
 		return sw.err
 	}
-	return sw.w.Flush()
+	err := sw.err
+	if err == nil {
+		err = sw.w.Flush()
+	}
+	sw.w.Reset(nil)
+	snapBuffers.Put(sw.w)
+	sw.w, sw.err = nil, errSnapFinished
+	return err
 }
 
 // CountEntries returns how many entries each state holds in a keyed state snapshot (h, with

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/goflink/goflink/internal/dirsync"
 )
@@ -63,7 +64,21 @@ func (l *Local) Create(ctx context.Context, name string) (ObjectWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", p, err)
 	}
-	return &localWriter{ctx: ctx, f: f, w: bufio.NewWriterSize(f, 256<<10), path: p}, nil
+	w := writerBuffers.Get().(*bufio.Writer)
+	w.Reset(f)
+	return &localWriter{ctx: ctx, f: f, w: w, path: p}, nil
+}
+
+// writerBuffers holds the write buffers of local objects between uses: a checkpoint writes a
+// few files per task every interval, most of them small, and a fresh 256 KiB buffer for each
+// made garbage at the rate of the checkpoints.
+var writerBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
+
+// release returns the write buffer to writerBuffers; w.done is set.
+func (w *localWriter) release() {
+	w.w.Reset(nil)
+	writerBuffers.Put(w.w)
+	w.w = nil
 }
 
 type localWriter struct {
@@ -94,6 +109,7 @@ func (w *localWriter) Close() error {
 	if err == nil {
 		err = w.w.Flush()
 	}
+	w.release()
 	if err == nil {
 		err = w.f.Sync()
 	}
@@ -116,6 +132,7 @@ func (w *localWriter) Abort() error {
 		return nil
 	}
 	w.done = true
+	w.release()
 	w.f.Close()
 	if err := os.Remove(w.f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("storage: abort %s: %w", w.path, err)

@@ -151,7 +151,7 @@ func main() {
 	flag.Int64Var(&o.n, "n", 50_000_000, "throughput: records per run")
 	flag.IntVar(&o.keys, "keys", 1024, "throughput, overhead, tls and metrics: distinct keys of the throughput job")
 	flag.IntVar(&o.runs, "runs", 5, "throughput: engine runs after a warm-up run (the median is reported)")
-	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run and print the top entries")
+	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run; overhead: the JobManager during the last 100 ms run; print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run")
 	flag.IntVar(&o.ovhRuns, "overhead-runs", 7, "overhead: runs per variant (interleaved; medians are compared)")
 	flag.StringVar(&o.cpdKeys, "duration-keys", "1,10000,1000000", "duration: comma-separated key counts (1 shows the fixed cost of a checkpoint)")
@@ -454,7 +454,7 @@ func throughput(c *cluster, o options, v *verdicts) error {
 			if profErr != nil {
 				return profErr
 			}
-			if err := printTop(c.dir, prof); err != nil {
+			if err := printTop(c.dir, "tm-0", "tm-0", prof); err != nil {
 				return err
 			}
 		}
@@ -518,13 +518,14 @@ func fetchProfile(addr string, d time.Duration) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-func printTop(dir string, prof []byte) error {
-	p := filepath.Join(dir, "tm0.pprof")
+// printTop writes a CPU profile to dir as name.pprof and prints its top entries.
+func printTop(dir, name, title string, prof []byte) error {
+	p := filepath.Join(dir, name+".pprof")
 	if err := os.WriteFile(p, prof, 0o644); err != nil {
 		return err
 	}
 	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", p).CombinedOutput()
-	fmt.Printf("\nCPU profile of tm-0 (top 25):\n%s\n", out)
+	fmt.Printf("\nCPU profile of %s (top 25):\n%s\n", title, out)
 	return err
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 )
 
 // overheadVariant is one checkpoint setting of the overhead comparison.
@@ -59,6 +61,7 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		}
 		specs[i] = p
 	}
+	var jmProf []byte // the JobManager's CPU profile during the last 100 ms run (-profile)
 	for r := range o.ovhRuns {
 		var parts []string
 		for j := range variants {
@@ -68,9 +71,28 @@ func overhead(c *cluster, o options, v *verdicts) error {
 			if err != nil {
 				return err
 			}
+			var prof []byte
+			var profErr error
+			var fetched sync.WaitGroup
+			profiled := o.profile && r == o.ovhRuns-1 && vr.name == "100 ms"
+			if profiled {
+				// As long as the earlier runs of this variant took, less the warm-up.
+				d := time.Second
+				if len(vr.rates) > 0 {
+					d = max(d, time.Duration(float64(o.ovhN)/median(vr.rates)*float64(time.Second))-time.Second)
+				}
+				fetched.Go(func() { prof, profErr = fetchProfile(c.JMs[0].DebugAddr, d) })
+			}
 			st, secs, cpu, err := c.runMeasured(specs[i], o.ovhN)
 			if err != nil {
 				return fmt.Errorf("overhead, interval %s: %w", vr.name, err)
+			}
+			fetched.Wait()
+			if profiled {
+				if profErr != nil {
+					return profErr
+				}
+				jmProf = prof
 			}
 			jm1, err := cpuSeconds(c.JMs[0])
 			if err != nil {
@@ -154,6 +176,9 @@ func overhead(c *cluster, o options, v *verdicts) error {
 		for _, reason := range slices.Sorted(maps.Keys(vr.reasons)) {
 			fmt.Printf("  failed checkpoints at %s: %d× %s\n", vr.name, vr.reasons[reason], reason)
 		}
+	}
+	if jmProf != nil {
+		return printTop(c.dir, "jm-0", "jm-0, checkpoints every 100 ms", jmProf)
 	}
 	return nil
 }

@@ -221,7 +221,25 @@ func Compile(src string, schema *record.Schema, opts Options) (*Program, error) 
 // it runs (budget.go).
 func compileVM(src string, env any, b *budget, opts ...expr.Option) (*vm.Program, error) {
 	opts = append(append([]expr.Option{expr.Env(env)}, opts...), boundedOptions(b)...)
-	return expr.Compile(src, opts...)
+	prog, err := expr.Compile(src, opts...)
+	if err != nil {
+		return nil, compilerError(err)
+	}
+	return prog, nil
+}
+
+// compilerError keeps the message of an error of expr's compiler, which turns a panic of its
+// own (a predicate pointer it does not know, such as #x) into an error that carries a Go stack
+// trace, without the trace.
+func compilerError(err error) error {
+	msg, _, traced := strings.Cut(err.Error(), "\ngoroutine ")
+	if !traced {
+		return err
+	}
+	if name, ok := strings.CutPrefix(msg, "unknown pointer "); ok {
+		return fmt.Errorf("unknown pointer #%s: in a predicate # is the element, #index its index and #acc the accumulator of reduce", name)
+	}
+	return errors.New(msg)
 }
 
 // resultType checks an expression's result type against the record types and opts.Want.

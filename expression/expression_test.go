@@ -62,10 +62,16 @@ func TestCompileErrors(t *testing.T) {
 		{"nil", Options{}, "is not a record type"},
 		{"value +", Options{}, "unexpected token"},
 		{"acc.value", Options{}, "unknown name acc"},
+		// expr's compiler panics on a pointer it does not know and reports the panic with a
+		// Go stack trace; the error keeps the message only.
+		{"map(1..3, #x % nosuch)", Options{}, "unknown pointer #x: in a predicate # is the element, #index its index and #acc the accumulator of reduce"},
 	} {
 		_, err := Compile(tc.src, testSchema, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Compile(%q) error = %v, want it to contain %q", tc.src, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "goroutine") {
+			t.Errorf("Compile(%q) error carries a stack trace: %v", tc.src, err)
 		}
 	}
 }

@@ -80,9 +80,9 @@ type options struct {
 	profile bool
 	only    string
 
-	ovhN    int64
-	ovhSecs time.Duration
-	ovhRuns int
+	ovhN       int64
+	ovhRunTime time.Duration
+	ovhRuns    int
 
 	cpdKeys          string
 	cpdRate          int
@@ -154,7 +154,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "throughput: engine runs after a warm-up run (the median is reported)")
 	flag.BoolVar(&o.profile, "profile", false, "throughput: CPU-profile a TaskManager during the last run; overhead: the JobManager during the last 100 ms run; print the top entries")
 	flag.Int64Var(&o.ovhN, "overhead-n", 40_000_000, "overhead: records per run, at least")
-	flag.DurationVar(&o.ovhSecs, "overhead-secs", 5*time.Second, "overhead: each run takes about this long at the rate of an uncounted warm-up run, when that needs more records than -overhead-n (0: -overhead-n records)")
+	flag.DurationVar(&o.ovhRunTime, "overhead-run-time", 5*time.Second, "overhead: each run takes about this long at the rate of an uncounted warm-up run, when that needs more records than -overhead-n (0: -overhead-n records)")
 	flag.IntVar(&o.ovhRuns, "overhead-runs", 7, "overhead: runs per variant (interleaved; medians are compared)")
 	flag.StringVar(&o.cpdKeys, "duration-keys", "1,10000,1000000", "duration: comma-separated key counts (1 shows the fixed cost of a checkpoint)")
 	flag.IntVar(&o.cpdRate, "duration-rate", 200_000, "duration and tls: records/s of the rate-limited source")
@@ -252,7 +252,7 @@ func (o *options) validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"nexmark-interval", o.nexmarkInterval}, {"nexmark-short-interval", o.nexmarkShort}, {"overhead-secs", o.ovhSecs}} {
+	}{{"nexmark-interval", o.nexmarkInterval}, {"nexmark-short-interval", o.nexmarkShort}, {"overhead-run-time", o.ovhRunTime}} {
 		if f.d < 0 || f.d%time.Millisecond != 0 {
 			errs = append(errs, fmt.Errorf("-%s must be whole milliseconds (0: off), got %v", f.name, f.d))
 		}

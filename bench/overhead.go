@@ -189,7 +189,7 @@ func overhead(c *cluster, o options, v *verdicts) error {
 
 // overheadRecords makes an uncounted warm-up run of the job without checkpoints (the first run
 // of a fresh cluster is slower) and returns how many records each run takes: -overhead-n, or
-// as many as last -overhead-secs at the warm-up's rate (in whole millions). A run's fixed
+// as many as last -overhead-run-time at the warm-up's rate (in whole millions). A run's fixed
 // costs (deploying the job; for a bounded job with checkpoints, its final checkpoint, which
 // the tasks wait for before they finish) then weigh a few milliseconds in seconds, not in the
 // 1.5 s that 40 M records take on a fast machine.
@@ -203,8 +203,8 @@ func overheadRecords(c *cluster, o options) (int64, error) {
 		return 0, fmt.Errorf("overhead, warm-up run: %w", err)
 	}
 	rate := float64(o.ovhN) / secs
-	n := max(o.ovhN, int64(rate*o.ovhSecs.Seconds()/1e6)*1e6)
-	fmt.Printf("warm-up run without checkpoints: %.2f M records/s (not counted); %d records per run (-overhead-n %d, -overhead-secs %v)\n", rate/1e6, n, o.ovhN, o.ovhSecs)
+	n := max(o.ovhN, int64(rate*o.ovhRunTime.Seconds()/1e6)*1e6)
+	fmt.Printf("warm-up run without checkpoints: %.2f M records/s (not counted); %d records per run (-overhead-n %d, -overhead-run-time %v)\n", rate/1e6, n, o.ovhN, o.ovhRunTime)
 	return n, nil
 }
 

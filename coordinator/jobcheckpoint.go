@@ -160,30 +160,41 @@ func (m *jobMaster) commit(cp *pb.CompletedCheckpoint, savepointOnly bool) ([]*p
 	return subsumed, err
 }
 
-// notifyTasks sends one notification to every task of the current run that may still run.
-func (m *jobMaster) notifyTasks(send func(ctx context.Context, e *execution) error) {
+// notifyTasks sends a notification to every task of the current run that may still run: one
+// RPC per TaskManager, naming its tasks (a job of many tasks on few TaskManagers costs the
+// JobManager few RPCs per checkpoint).
+func (m *jobMaster) notifyTasks(send func(ctx context.Context, tm *taskManager, ids []*pb.ExecutionAttemptID) error) {
+	var tms []*taskManager
+	byTM := map[*taskManager][]*pb.ExecutionAttemptID{}
 	for _, e := range m.execs {
 		if !e.submitted || e.terminal() || e.tm.client == nil {
 			continue
 		}
+		if _, ok := byTM[e.tm]; !ok {
+			tms = append(tms, e.tm)
+		}
+		byTM[e.tm] = append(byTM[e.tm], e.id)
+	}
+	for _, tm := range tms {
+		ids := byTM[tm]
 		m.goRPC(checkpointRPCTimeout, func(ctx context.Context) {
-			if err := send(ctx, e); err != nil && m.ctx.Err() == nil {
-				m.log.Debug("checkpoint notification not delivered", "task", e.name, "err", err)
+			if err := send(ctx, tm, ids); err != nil && m.ctx.Err() == nil {
+				m.log.Debug("checkpoint notification not delivered", "taskmanager", tm.regID, "tasks", len(ids), "err", err)
 			}
 		})
 	}
 }
 
 func (m *jobMaster) notifyComplete(id int64) {
-	m.notifyTasks(func(ctx context.Context, e *execution) error {
-		_, err := e.tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id, CheckpointId: id})
+	m.notifyTasks(func(ctx context.Context, tm *taskManager, ids []*pb.ExecutionAttemptID) error {
+		_, err := tm.client.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: tm.regID, LeaderTerm: tm.term, Executions: ids, CheckpointId: id})
 		return err
 	})
 }
 
 func (m *jobMaster) notifyAborted(id, latestCompleted int64) {
-	m.notifyTasks(func(ctx context.Context, e *execution) error {
-		_, err := e.tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: e.tm.regID, LeaderTerm: e.tm.term, Execution: e.id,
+	m.notifyTasks(func(ctx context.Context, tm *taskManager, ids []*pb.ExecutionAttemptID) error {
+		_, err := tm.client.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: tm.regID, LeaderTerm: tm.term, Executions: ids,
 			CheckpointId: id, LatestCompletedId: latestCompleted})
 		return err
 	})

@@ -546,3 +546,54 @@ func TestParseJobManagers(t *testing.T) {
 		})
 	}
 }
+
+// One notification names several tasks of the TaskManager (the JobManager sends one per
+// TaskManager): each running task takes it, a task that does not run is skipped, and a
+// request with an entry without a job ID or no task at all is refused before any task takes it.
+func TestNotifyCheckpoint_SeveralTasksInOneRequest(t *testing.T) {
+	leader := startFakeJM(t, "leader")
+	leader.lead(3)
+	tm := startTM(t, leader.addr)
+	reg := waitRegistered(t, leader)
+	ex := executor(t, tm)
+	ctx := rpcCtx(t)
+	g := endlessJob(t)
+	for _, n := range []int32{1, 2} {
+		if _, err := ex.SubmitTask(ctx, &pb.SubmitTaskRequest{RegistrationId: reg, LeaderTerm: 3, Execution: attempt(n), JobGraph: g}); err != nil {
+			t.Fatalf("SubmitTask(attempt %d): %v", n, err)
+		}
+	}
+	waitFor(t, "both tasks to run", func() bool { return running(tm, attempt(1)) && running(tm, attempt(2)) })
+	wantCompleted := func(what string, want int64) {
+		t.Helper()
+		for _, n := range []int32{1, 2} {
+			if got, ok := tm.LastCompletedCheckpoint(ctx, execid.Key(attempt(n))); !ok || got != want {
+				t.Fatalf("%s: attempt %d's last completed checkpoint = %d (running %v), want %d", what, n, got, ok, want)
+			}
+		}
+	}
+
+	if _, err := ex.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: reg, LeaderTerm: 3,
+		Executions: []*pb.ExecutionAttemptID{attempt(1), attempt(9), attempt(2)}, CheckpointId: 4}); err != nil {
+		t.Fatalf("NotifyCheckpointComplete of two running tasks and one that does not run: %v", err)
+	}
+	wantCompleted("after completion 4", 4)
+
+	_, err := ex.NotifyCheckpointComplete(ctx, &pb.NotifyCheckpointCompleteRequest{RegistrationId: reg, LeaderTerm: 3,
+		Executions: []*pb.ExecutionAttemptID{attempt(1), nil}, CheckpointId: 5})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "execution 2 of 2 has no job_id") {
+		t.Fatalf("NotifyCheckpointComplete with an empty entry = %v, want INVALID_ARGUMENT naming the second execution", err)
+	}
+	_, err = ex.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: reg, LeaderTerm: 3, CheckpointId: 5, LatestCompletedId: 5})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "execution is required") {
+		t.Fatalf("NotifyCheckpointAborted naming no task = %v, want INVALID_ARGUMENT", err)
+	}
+	wantCompleted("after the refused requests", 4)
+
+	// execution and executions together: an abort redelivers the latest completion to both.
+	if _, err := ex.NotifyCheckpointAborted(ctx, &pb.NotifyCheckpointAbortedRequest{RegistrationId: reg, LeaderTerm: 3,
+		Execution: attempt(2), Executions: []*pb.ExecutionAttemptID{attempt(1)}, CheckpointId: 7, LatestCompletedId: 6}); err != nil {
+		t.Fatalf("NotifyCheckpointAborted: %v", err)
+	}
+	wantCompleted("after abort 7 (latest completed 6)", 6)
+}

@@ -869,29 +869,48 @@ func (s *executorServer) TriggerTaskCheckpoint(ctx context.Context, req *pb.Trig
 	return &pb.TriggerTaskCheckpointResponse{}, nil
 }
 
-// NotifyCheckpointComplete tells a task that a checkpoint is committed (see notify).
+// NotifyCheckpointComplete tells tasks that a checkpoint is committed (see notify).
 func (s *executorServer) NotifyCheckpointComplete(ctx context.Context, req *pb.NotifyCheckpointCompleteRequest) (*pb.NotifyCheckpointCompleteResponse, error) {
-	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointCompleteResponse{},
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), notified(req.GetExecution(), req.GetExecutions()), &pb.NotifyCheckpointCompleteResponse{},
 		func(t *task) error { return t.notifyComplete(req.GetCheckpointId()) })
 }
 
-// NotifyCheckpointAborted tells a task that a checkpoint was aborted (see notify).
+// NotifyCheckpointAborted tells tasks that a checkpoint was aborted (see notify).
 func (s *executorServer) NotifyCheckpointAborted(ctx context.Context, req *pb.NotifyCheckpointAbortedRequest) (*pb.NotifyCheckpointAbortedResponse, error) {
-	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), req.GetExecution(), &pb.NotifyCheckpointAbortedResponse{},
+	return notify(ctx, s.tm, req.GetRegistrationId(), req.GetLeaderTerm(), notified(req.GetExecution(), req.GetExecutions()), &pb.NotifyCheckpointAbortedResponse{},
 		func(t *task) error { return t.notifyAborted(req.GetCheckpointId(), req.GetLatestCompletedId()) })
 }
 
-// notify runs a checkpoint notification on the task's goroutine and answers resp. Tasks that no
-// longer run ignore it; a notification of a stale leader term is refused.
-func notify[R any](ctx context.Context, tm *TaskManager, registration string, term uint64, id *pb.ExecutionAttemptID, resp *R, f func(t *task) error) (*R, error) {
+// notified is the tasks a notification names: its execution, if set, and its executions.
+func notified(one *pb.ExecutionAttemptID, more []*pb.ExecutionAttemptID) []*pb.ExecutionAttemptID {
+	if one == nil {
+		return more
+	}
+	return append([]*pb.ExecutionAttemptID{one}, more...)
+}
+
+// notify runs a checkpoint notification on the goroutine of each task ids names and answers
+// resp. Tasks that no longer run ignore it; a notification of a stale leader term is refused,
+// and one that names no task, or an entry without a job ID, is refused before any task gets it.
+func notify[R any](ctx context.Context, tm *TaskManager, registration string, term uint64, ids []*pb.ExecutionAttemptID, resp *R, f func(t *task) error) (*R, error) {
+	if len(ids) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "execution is required")
+	}
+	for i, id := range ids {
+		if id.GetJobId() == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "execution %d of %d has no job_id", i+1, len(ids))
+		}
+	}
 	tm.mu.Lock()
 	err := tm.fenceLocked(registration, term)
 	tm.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if err := tm.checkpointCommand(ctx, registration, term, id, f); status.Code(err) == codes.InvalidArgument {
-		return nil, err
+	for _, id := range ids {
+		if err := tm.checkpointCommand(ctx, registration, term, id, f); status.Code(err) == codes.InvalidArgument {
+			return nil, err
+		}
 	}
 	return resp, nil
 }

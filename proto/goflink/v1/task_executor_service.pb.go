@@ -726,10 +726,14 @@ type NotifyCheckpointCompleteRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Execution      *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
-	CheckpointId   int64                  `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// execution is a task notified; executions are more tasks of this TaskManager notified
+	// together (the JobManager sends one request per TaskManager, not one per task). Tasks no
+	// longer running are skipped.
+	Execution     *ExecutionAttemptID   `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId  int64                 `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Executions    []*ExecutionAttemptID `protobuf:"bytes,5,rep,name=executions,proto3" json:"executions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NotifyCheckpointCompleteRequest) Reset() {
@@ -790,6 +794,13 @@ func (x *NotifyCheckpointCompleteRequest) GetCheckpointId() int64 {
 	return 0
 }
 
+func (x *NotifyCheckpointCompleteRequest) GetExecutions() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Executions
+	}
+	return nil
+}
+
 type NotifyCheckpointCompleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -827,12 +838,14 @@ func (*NotifyCheckpointCompleteResponse) Descriptor() ([]byte, []int) {
 }
 
 type NotifyCheckpointAbortedRequest struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	RegistrationId    string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
-	LeaderTerm        uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Execution         *ExecutionAttemptID    `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
-	CheckpointId      int64                  `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
-	LatestCompletedId int64                  `protobuf:"varint,5,opt,name=latest_completed_id,json=latestCompletedId,proto3" json:"latest_completed_id,omitempty"`
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId string                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	LeaderTerm     uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// execution and executions: the tasks notified, as in NotifyCheckpointCompleteRequest.
+	Execution         *ExecutionAttemptID   `protobuf:"bytes,3,opt,name=execution,proto3" json:"execution,omitempty"`
+	CheckpointId      int64                 `protobuf:"varint,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	LatestCompletedId int64                 `protobuf:"varint,5,opt,name=latest_completed_id,json=latestCompletedId,proto3" json:"latest_completed_id,omitempty"`
+	Executions        []*ExecutionAttemptID `protobuf:"bytes,6,rep,name=executions,proto3" json:"executions,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -900,6 +913,13 @@ func (x *NotifyCheckpointAbortedRequest) GetLatestCompletedId() int64 {
 		return x.LatestCompletedId
 	}
 	return 0
+}
+
+func (x *NotifyCheckpointAbortedRequest) GetExecutions() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Executions
+	}
+	return nil
 }
 
 type NotifyCheckpointAbortedResponse struct {
@@ -990,21 +1010,27 @@ const file_goflink_v1_task_executor_service_proto_rawDesc = "" +
 	"leaderTerm\x12<\n" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x127\n" +
 	"\abarrier\x18\x04 \x01(\v2\x1d.goflink.v1.CheckpointBarrierR\abarrier\"\x1f\n" +
-	"\x1dTriggerTaskCheckpointResponse\"\xce\x01\n" +
+	"\x1dTriggerTaskCheckpointResponse\"\x8e\x02\n" +
 	"\x1fNotifyCheckpointCompleteRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
 	"\vleader_term\x18\x02 \x01(\x04R\n" +
 	"leaderTerm\x12<\n" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
-	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\"\"\n" +
-	" NotifyCheckpointCompleteResponse\"\xfd\x01\n" +
+	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\x12>\n" +
+	"\n" +
+	"executions\x18\x05 \x03(\v2\x1e.goflink.v1.ExecutionAttemptIDR\n" +
+	"executions\"\"\n" +
+	" NotifyCheckpointCompleteResponse\"\xbd\x02\n" +
 	"\x1eNotifyCheckpointAbortedRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12\x1f\n" +
 	"\vleader_term\x18\x02 \x01(\x04R\n" +
 	"leaderTerm\x12<\n" +
 	"\texecution\x18\x03 \x01(\v2\x1e.goflink.v1.ExecutionAttemptIDR\texecution\x12#\n" +
 	"\rcheckpoint_id\x18\x04 \x01(\x03R\fcheckpointId\x12.\n" +
-	"\x13latest_completed_id\x18\x05 \x01(\x03R\x11latestCompletedId\"!\n" +
+	"\x13latest_completed_id\x18\x05 \x01(\x03R\x11latestCompletedId\x12>\n" +
+	"\n" +
+	"executions\x18\x06 \x03(\v2\x1e.goflink.v1.ExecutionAttemptIDR\n" +
+	"executions\"!\n" +
 	"\x1fNotifyCheckpointAbortedResponse2\xe1\x04\n" +
 	"\x13TaskExecutorService\x12K\n" +
 	"\n" +
@@ -1068,24 +1094,26 @@ var file_goflink_v1_task_executor_service_proto_depIdxs = []int32{
 	17, // 11: goflink.v1.TriggerTaskCheckpointRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
 	21, // 12: goflink.v1.TriggerTaskCheckpointRequest.barrier:type_name -> goflink.v1.CheckpointBarrier
 	17, // 13: goflink.v1.NotifyCheckpointCompleteRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	17, // 14: goflink.v1.NotifyCheckpointAbortedRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
-	5,  // 15: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
-	8,  // 16: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
-	10, // 17: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:input_type -> goflink.v1.TriggerTaskCheckpointRequest
-	12, // 18: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> goflink.v1.NotifyCheckpointCompleteRequest
-	14, // 19: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> goflink.v1.NotifyCheckpointAbortedRequest
-	0,  // 20: goflink.v1.TaskExecutorService.ProbeOperators:input_type -> goflink.v1.ProbeOperatorsRequest
-	7,  // 21: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
-	9,  // 22: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
-	11, // 23: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:output_type -> goflink.v1.TriggerTaskCheckpointResponse
-	13, // 24: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> goflink.v1.NotifyCheckpointCompleteResponse
-	15, // 25: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> goflink.v1.NotifyCheckpointAbortedResponse
-	1,  // 26: goflink.v1.TaskExecutorService.ProbeOperators:output_type -> goflink.v1.ProbeOperatorsResponse
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 14: goflink.v1.NotifyCheckpointCompleteRequest.executions:type_name -> goflink.v1.ExecutionAttemptID
+	17, // 15: goflink.v1.NotifyCheckpointAbortedRequest.execution:type_name -> goflink.v1.ExecutionAttemptID
+	17, // 16: goflink.v1.NotifyCheckpointAbortedRequest.executions:type_name -> goflink.v1.ExecutionAttemptID
+	5,  // 17: goflink.v1.TaskExecutorService.SubmitTask:input_type -> goflink.v1.SubmitTaskRequest
+	8,  // 18: goflink.v1.TaskExecutorService.CancelTask:input_type -> goflink.v1.CancelTaskRequest
+	10, // 19: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:input_type -> goflink.v1.TriggerTaskCheckpointRequest
+	12, // 20: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> goflink.v1.NotifyCheckpointCompleteRequest
+	14, // 21: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> goflink.v1.NotifyCheckpointAbortedRequest
+	0,  // 22: goflink.v1.TaskExecutorService.ProbeOperators:input_type -> goflink.v1.ProbeOperatorsRequest
+	7,  // 23: goflink.v1.TaskExecutorService.SubmitTask:output_type -> goflink.v1.SubmitTaskResponse
+	9,  // 24: goflink.v1.TaskExecutorService.CancelTask:output_type -> goflink.v1.CancelTaskResponse
+	11, // 25: goflink.v1.TaskExecutorService.TriggerTaskCheckpoint:output_type -> goflink.v1.TriggerTaskCheckpointResponse
+	13, // 26: goflink.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> goflink.v1.NotifyCheckpointCompleteResponse
+	15, // 27: goflink.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> goflink.v1.NotifyCheckpointAbortedResponse
+	1,  // 28: goflink.v1.TaskExecutorService.ProbeOperators:output_type -> goflink.v1.ProbeOperatorsResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_goflink_v1_task_executor_service_proto_init() }

@@ -41,10 +41,10 @@ type TaskExecutorServiceClient interface {
 	// TriggerTaskCheckpoint starts checkpoint N at a source task: it snapshots its position and
 	// emits barrier N downstream.
 	TriggerTaskCheckpoint(ctx context.Context, in *TriggerTaskCheckpointRequest, opts ...grpc.CallOption) (*TriggerTaskCheckpointResponse, error)
-	// NotifyCheckpointComplete tells a task that checkpoint N (and so everything before it) is
+	// NotifyCheckpointComplete tells tasks that checkpoint N (and so everything before it) is
 	// committed; two-phase-commit sinks commit on it. Best effort: it may be lost or repeated.
 	NotifyCheckpointComplete(ctx context.Context, in *NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*NotifyCheckpointCompleteResponse, error)
-	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
+	// NotifyCheckpointAborted tells tasks that checkpoint N was aborted, and which checkpoint
 	// completed last (redelivered first, in case its notification was lost).
 	NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error)
 	// ProbeOperators checks operators of a job being submitted against the external systems
@@ -135,10 +135,10 @@ type TaskExecutorServiceServer interface {
 	// TriggerTaskCheckpoint starts checkpoint N at a source task: it snapshots its position and
 	// emits barrier N downstream.
 	TriggerTaskCheckpoint(context.Context, *TriggerTaskCheckpointRequest) (*TriggerTaskCheckpointResponse, error)
-	// NotifyCheckpointComplete tells a task that checkpoint N (and so everything before it) is
+	// NotifyCheckpointComplete tells tasks that checkpoint N (and so everything before it) is
 	// committed; two-phase-commit sinks commit on it. Best effort: it may be lost or repeated.
 	NotifyCheckpointComplete(context.Context, *NotifyCheckpointCompleteRequest) (*NotifyCheckpointCompleteResponse, error)
-	// NotifyCheckpointAborted tells a task that checkpoint N was aborted, and which checkpoint
+	// NotifyCheckpointAborted tells tasks that checkpoint N was aborted, and which checkpoint
 	// completed last (redelivered first, in case its notification was lost).
 	NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error)
 	// ProbeOperators checks operators of a job being submitted against the external systems

@@ -245,6 +245,17 @@ func executor(t *testing.T, tm *worker.TaskManager) pb.TaskExecutorServiceClient
 	return pb.NewTaskExecutorServiceClient(c)
 }
 
+// startLedTM starts a fake JobManager leading in term and a TaskManager registered with it,
+// and returns them, the registration ID and a client of the TaskManager's executor service.
+func startLedTM(t *testing.T, term uint64) (*fakeJM, *worker.TaskManager, string, pb.TaskExecutorServiceClient) {
+	t.Helper()
+	leader := startFakeJM(t, "leader")
+	leader.lead(term)
+	tm := startTM(t, leader.addr)
+	reg := waitRegistered(t, leader)
+	return leader, tm, reg, executor(t, tm)
+}
+
 // endlessJob is a one-vertex job (a rate-limited endless sequence into a discard sink) whose
 // task runs until it is cancelled.
 func endlessJob(t *testing.T) *pb.JobGraph {
@@ -356,11 +367,7 @@ func TestRegister_RefusesDeposedLeader(t *testing.T) {
 // (d) Commands of a leader term below the highest seen are refused and have no effect; commands
 // of the current term work, and a command of a newer term raises the term.
 func TestCommands_FencedByLeaderTerm(t *testing.T) {
-	leader := startFakeJM(t, "leader")
-	leader.lead(7)
-	tm := startTM(t, leader.addr)
-	reg := waitRegistered(t, leader)
-	ex := executor(t, tm)
+	leader, tm, reg, ex := startLedTM(t, 7)
 	ctx := rpcCtx(t)
 	g := endlessJob(t)
 	submit := func(term uint64, registration string, id *pb.ExecutionAttemptID) error {
@@ -551,11 +558,7 @@ func TestParseJobManagers(t *testing.T) {
 // TaskManager): each running task takes it, a task that does not run is skipped, and a
 // request with an entry without a job ID or no task at all is refused before any task takes it.
 func TestNotifyCheckpoint_SeveralTasksInOneRequest(t *testing.T) {
-	leader := startFakeJM(t, "leader")
-	leader.lead(3)
-	tm := startTM(t, leader.addr)
-	reg := waitRegistered(t, leader)
-	ex := executor(t, tm)
+	_, tm, reg, ex := startLedTM(t, 3)
 	ctx := rpcCtx(t)
 	g := endlessJob(t)
 	for _, n := range []int32{1, 2} {

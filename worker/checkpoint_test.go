@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/goflink/goflink/internal/execid"
 	pb "github.com/goflink/goflink/proto/goflink/v1"
 	"github.com/goflink/goflink/state"
 )
@@ -109,5 +111,33 @@ func TestCommandToEndedTask(t *testing.T) {
 		if err := tk.post(t.Context(), func() error { return nil }); !errors.Is(err, want) {
 			t.Errorf("post to a task that ended (finished=%v) = %v, want %v", ok, err, want)
 		}
+	}
+}
+
+// A notification naming several tasks reaches each at once: a task whose mailbox stays full
+// (its loop blocked) holds up only its own, not the others' (they would otherwise wait for
+// the RPC's deadline and then miss it).
+func TestNotifyDoesNotWaitForABlockedTask(t *testing.T) {
+	blocked := &task{mail: make(chan func() error), done: make(chan struct{})} // nobody reads
+	blocked.ctx = t.Context()
+	reading := &task{mail: make(chan func() error, 1), done: make(chan struct{})}
+	reading.ctx = t.Context()
+	ids := []*pb.ExecutionAttemptID{{JobId: "j", VertexId: 0}, {JobId: "j", VertexId: 1}}
+	tm := &TaskManager{ctx: t.Context(), registration: "r", leaderTerm: 2,
+		tasks: map[string]*task{execid.Key(ids[0]): blocked, execid.Key(ids[1]): reading}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := notify(ctx, tm, "r", 2, ids, &pb.NotifyCheckpointCompleteResponse{}, func(*task) error { return nil })
+		done <- err
+	}()
+	select {
+	case <-reading.mail: // delivered while the other task's mailbox stays full
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reading task got no notification while another task was blocked")
+	}
+	cancel() // the RPC's deadline: the blocked task's post gives up
+	if err := <-done; err != nil {
+		t.Fatalf("notify = %v, want nil (best effort)", err)
 	}
 }

@@ -890,8 +890,10 @@ func notified(one *pb.ExecutionAttemptID, more []*pb.ExecutionAttemptID) []*pb.E
 }
 
 // notify runs a checkpoint notification on the goroutine of each task ids names and answers
-// resp. Tasks that no longer run ignore it; a notification of a stale leader term is refused,
-// and one that names no task, or an entry without a job ID, is refused before any task gets it.
+// resp. Tasks that do not run here are skipped (notifications are best effort: a later
+// completion or abort redelivers the latest); a notification of a stale leader term is
+// refused, and one that names no task, or an entry without a job ID, is refused before any
+// task gets it.
 func notify[R any](ctx context.Context, tm *TaskManager, registration string, term uint64, ids []*pb.ExecutionAttemptID, resp *R, f func(t *task) error) (*R, error) {
 	if len(ids) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "execution is required")
@@ -903,15 +905,25 @@ func notify[R any](ctx context.Context, tm *TaskManager, registration string, te
 	}
 	tm.mu.Lock()
 	err := tm.fenceLocked(registration, term)
+	tasks := map[*task]bool{}
+	if err == nil && tm.checkCommandLocked(registration, term) == nil {
+		for _, id := range ids {
+			if t := tm.tasks[execid.Key(id)]; t != nil {
+				tasks[t] = true
+			}
+		}
+	}
 	tm.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		if err := tm.checkpointCommand(ctx, registration, term, id, f); status.Code(err) == codes.InvalidArgument {
-			return nil, err
-		}
+	// Side by side: a task whose mailbox is full (its loop blocked on a slow output) holds up
+	// its own notification only, not those of the TaskManager's other tasks.
+	var wg sync.WaitGroup
+	for t := range tasks {
+		wg.Go(func() { _ = t.post(ctx, func() error { return f(t) }) })
 	}
+	wg.Wait()
 	return resp, nil
 }
 
